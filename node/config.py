@@ -1,0 +1,53 @@
+"""The node's configuration file: its slice of the run plan plus the peers' data-plane addresses."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Address(BaseModel):
+    host: str
+    port: int = Field(..., ge=0, le=65535)
+
+
+class ControlConfig(BaseModel):
+    token: str = Field(..., min_length=16)
+    unix: str | None = Field(None, description="Unix socket path (local backend)")
+    host: str | None = Field(None, description="TCP address (containers)")
+    port: int | None = None
+
+
+class NodeConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str
+    node_id: str
+    protocol: str
+    params: dict[str, Any] = Field(default_factory=dict)
+    role: str = "honest"
+    seed: int = 0
+    listen: Address
+    peers: dict[str, Address] = Field(default_factory=dict, description="data-plane address of every neighbour")
+    dial: list[str] = Field(default_factory=list, description="neighbours this node connects to")
+    neighbours: list[str] = Field(default_factory=list)
+    subscriptions: list[str] = Field(default_factory=list)
+    schedule: list[tuple[float, str, int]] = Field(default_factory=list)
+    control: ControlConfig
+    event_log: str
+    # Transport-mode latency (kernels without sch_netem): one-way delay per destination, ms.
+    delays_ms: dict[str, float] = Field(default_factory=dict)
+    jitter_ms: float = 0.0
+    loss: float = 0.0
+    max_frame: int = 4 * 1024 * 1024
+    send_queue_limit: int = 256 * 1024 * 1024
+
+
+def load_config(path: str | None = None) -> NodeConfig:
+    path = path or os.environ.get("PEERLAB_NODE_CONFIG")
+    if not path:
+        raise SystemExit("node: no config (give --config FILE or set PEERLAB_NODE_CONFIG)")
+    return NodeConfig.model_validate(json.loads(Path(path).read_text()))

@@ -1,0 +1,138 @@
+"""The node's control API (aiohttp): never shaped, never counted as protocol traffic, bearer token.
+
+Locally it listens on a Unix socket, in containers on TCP. Endpoints: GET /healthz, /status, /metrics;
+POST /start, /publish, /subscribe, /unsubscribe, /stop, /calibrate/ping, /calibrate/throughput.
+"""
+from __future__ import annotations
+
+import asyncio
+import hmac
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+if TYPE_CHECKING:
+    from node.runtime import NodeRuntime
+
+
+class _NodeCollector:
+    def __init__(self, rt: "NodeRuntime"):
+        self.rt = rt
+
+    def collect(self):
+        events = CounterMetricFamily("peerlab_events", "events written to the log, by type", labels=["type"])
+        for type_, count in sorted(self.rt.events.counts.items()):
+            events.add_metric([type_], count)
+        yield events
+        yield GaugeMetricFamily("peerlab_connected_peers", "data connections up",
+                                value=len(self.rt.transport.connections))
+        yield CounterMetricFamily("peerlab_published", "messages published", value=self.rt.published)
+        yield CounterMetricFamily("peerlab_delivered", "messages delivered to the app", value=self.rt.delivered)
+
+
+def _auth(token: str):
+    expected = f"Bearer {token}".encode()
+
+    @web.middleware
+    async def middleware(request: web.Request, handler):
+        given = request.headers.get("Authorization", "").encode()
+        if not hmac.compare_digest(given, expected):
+            return web.json_response({"error": "missing or wrong bearer token"}, status=401)
+        return await handler(request)
+    return middleware
+
+
+async def _body(request: web.Request, *required: str) -> dict[str, Any]:
+    try:
+        body = await request.json()
+    except Exception:  # noqa: BLE001 - any unreadable body is the client's error
+        raise web.HTTPBadRequest(text="body must be a JSON object")
+    if not isinstance(body, dict):
+        raise web.HTTPBadRequest(text="body must be a JSON object")
+    missing = [k for k in required if k not in body]
+    if missing:
+        raise web.HTTPBadRequest(text=f"missing fields: {', '.join(missing)}")
+    return body
+
+
+def build_app(rt: "NodeRuntime") -> web.Application:
+    registry = CollectorRegistry()
+    registry.register(_NodeCollector(rt))
+    routes = web.RouteTableDef()
+
+    @routes.get("/healthz")
+    async def healthz(_: web.Request):
+        return web.json_response({"ok": True, "state": rt.state})
+
+    @routes.get("/status")
+    async def status(_: web.Request):
+        return web.json_response(rt.status())
+
+    @routes.get("/metrics")
+    async def metrics(_: web.Request):
+        return web.Response(body=generate_latest(registry), content_type="text/plain")
+
+    @routes.post("/start")
+    async def start(request: web.Request):
+        body = await _body(request, "t0")
+        return web.json_response({"armed": rt.start(int(body["t0"]))})
+
+    @routes.post("/publish")
+    async def publish(request: web.Request):
+        body = await _body(request, "topic")
+        return web.json_response({"msg_id": rt.publish(str(body["topic"]), int(body.get("size", 1024)))})
+
+    @routes.post("/subscribe")
+    async def subscribe(request: web.Request):
+        body = await _body(request, "topic")
+        rt.core.subscribe(str(body["topic"]))
+        return web.json_response({"ok": True})
+
+    @routes.post("/unsubscribe")
+    async def unsubscribe(request: web.Request):
+        body = await _body(request, "topic")
+        rt.core.unsubscribe(str(body["topic"]))
+        return web.json_response({"ok": True})
+
+    @routes.post("/stop")
+    async def stop(request: web.Request):
+        body = await _body(request) if request.can_read_body else {}
+        # answer first, then stop, so the caller sees the acknowledgement
+        asyncio.get_running_loop().call_later(0.05, rt.stop, str(body.get("reason", "requested")))
+        return web.json_response({"ok": True})
+
+    @routes.post("/calibrate/ping")
+    async def ping(request: web.Request):
+        body = await _body(request, "peer")
+        try:
+            rtts = await rt.ping(str(body["peer"]), int(body.get("count", 3)))
+        except (ConnectionError, asyncio.TimeoutError) as err:
+            return web.json_response({"error": str(err) or "timeout"}, status=409)
+        return web.json_response({"rtt_ms": rtts})
+
+    @routes.post("/calibrate/throughput")
+    async def throughput(request: web.Request):
+        body = await _body(request, "peer", "bytes")
+        try:
+            mbit = await rt.throughput(str(body["peer"]), int(body["bytes"]))
+        except (ConnectionError, asyncio.TimeoutError) as err:
+            return web.json_response({"error": str(err) or "timeout"}, status=409)
+        return web.json_response({"mbit": mbit})
+
+    app = web.Application(middlewares=[_auth(rt.cfg.control.token)], client_max_size=1024 * 1024)
+    app.add_routes(routes)
+    return app
+
+
+async def serve_control(rt: "NodeRuntime") -> web.AppRunner:
+    runner = web.AppRunner(build_app(rt), access_log=None, handle_signals=False)
+    await runner.setup()
+    ctl = rt.cfg.control
+    if ctl.unix:
+        site: web.BaseSite = web.UnixSite(runner, ctl.unix)
+    else:
+        site = web.TCPSite(runner, ctl.host or "0.0.0.0", ctl.port or 7000)
+    await site.start()
+    return runner

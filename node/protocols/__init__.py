@@ -1,0 +1,17 @@
+"""Registry of protocol cores by scenario name; the orchestrator validates `protocol.params` with it."""
+from __future__ import annotations
+
+from .base import Params, ProtocolCore, ProtocolIO
+from .floodsub import FloodSub
+
+PROTOCOLS: dict[str, type[ProtocolCore]] = {core.name: core for core in (FloodSub,)}
+
+
+def get_protocol(name: str) -> type[ProtocolCore]:
+    try:
+        return PROTOCOLS[name]
+    except KeyError:
+        raise ValueError(f"unknown protocol {name!r}; known: {', '.join(sorted(PROTOCOLS))}") from None
+
+
+__all__ = ["PROTOCOLS", "get_protocol", "Params", "ProtocolCore", "ProtocolIO"]

@@ -1,0 +1,89 @@
+"""The sans-IO protocol core contract (modelled on h11/wsproto).
+
+A core is a plain object driven by inputs - peer up/down, frame received, timer fired, app
+subscribe/unsubscribe/publish - that acts only through the injected `ProtocolIO`. It is given a
+clock (seconds, float) and a `random.Random`; it never touches sockets, asyncio or the wall clock.
+The asyncio runtime (`node.runtime`) is one driver, the in-memory network (`node.memnet`) another.
+"""
+from __future__ import annotations
+
+import random
+from typing import Any, Callable, ClassVar, Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+
+class ProtocolIO(Protocol):
+    """Everything a core may do to the outside world."""
+
+    def send(self, peer: str, payload: bytes) -> None:
+        """Queue one protocol frame (already encoded) to a connected peer."""
+
+    def connect(self, peer: str) -> None:
+        """Ask for a data connection to `peer` (on_peer_up follows when it is up)."""
+
+    def disconnect(self, peer: str) -> None:
+        """Close the data connection to `peer` (on_peer_down follows)."""
+
+    def set_timer(self, delay: float, name: str, data: Any = None) -> Any:
+        """Call core.on_timer(name, data) after `delay` seconds; returns a handle for cancel_timer."""
+
+    def cancel_timer(self, handle: Any) -> None:
+        """Forget a timer set earlier."""
+
+    def deliver(self, topic: str, msg_id: str, data: bytes, origin: str) -> None:
+        """Hand a message to the application."""
+
+    def trace(self, type_: str, **fields: Any) -> None:
+        """Write one event to the node's event log (types and fields from events.schema.json)."""
+
+
+class Params(BaseModel):
+    """Base for a protocol's parameters: unknown keys are errors, so typos never pass silently."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class ProtocolCore:
+    """Base class for cores; subclasses set `name` and `Params` and override the inputs they use."""
+
+    name: ClassVar[str]
+    Params: ClassVar[type[Params]] = Params
+
+    def __init__(self, node_id: str, params: Params, io: ProtocolIO,
+                 clock: Callable[[], float], rng: random.Random):
+        self.node_id = node_id
+        self.params = params
+        self.io = io
+        self.clock = clock
+        self.rng = rng
+
+    # inputs --------------------------------------------------------------------------------------
+    def on_start(self) -> None:
+        """The node is up (before any peer); set initial timers here."""
+
+    def on_peer_up(self, peer: str, outbound: bool) -> None:
+        pass
+
+    def on_peer_down(self, peer: str) -> None:
+        pass
+
+    def on_frame(self, peer: str, payload: bytes) -> None:
+        pass
+
+    def on_timer(self, name: str, data: Any) -> None:
+        pass
+
+    def subscribe(self, topic: str) -> None:
+        raise NotImplementedError(f"{self.name} has no topics")
+
+    def unsubscribe(self, topic: str) -> None:
+        raise NotImplementedError(f"{self.name} has no topics")
+
+    def publish(self, topic: str, data: bytes) -> str:
+        """Publish `data` on `topic`; returns the message id."""
+        raise NotImplementedError(f"{self.name} cannot publish")
+
+    # for the runtime's /status -------------------------------------------------------------------
+    def status(self) -> dict[str, Any]:
+        return {}

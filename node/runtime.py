@@ -1,0 +1,213 @@
+"""The asyncio driver: runs one sans-IO protocol core over the TCP transport, executes the node's
+publish schedule from T0, answers calibration probes, and writes the event log."""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import random
+import sys
+import time
+import traceback
+from typing import Any
+
+from node.config import NodeConfig
+from node.eventlog import EventLog
+from node.framing import Frame, Probe
+from node.protocols import get_protocol
+from node.transport import Transport
+
+log = logging.getLogger("node")
+BULK_CHUNK = 64 * 1024
+
+
+class NodeRuntime:
+    def __init__(self, cfg: NodeConfig):
+        self.cfg = cfg
+        self.node_id = cfg.node_id
+        self.rng = random.Random(f"{cfg.seed}:{cfg.node_id}")
+        self.events = EventLog.open(cfg.node_id, cfg.event_log)
+        core_cls = get_protocol(cfg.protocol)
+        self.core = core_cls(cfg.node_id, core_cls.Params(**cfg.params), self, time.monotonic,
+                             random.Random(self.rng.getrandbits(64)))
+        self.transport = Transport(
+            cfg.node_id, cfg.run_id, cfg.protocol, delays_ms=cfg.delays_ms, jitter_ms=cfg.jitter_ms,
+            max_frame=cfg.max_frame, queue_limit=cfg.send_queue_limit, rng=random.Random(self.rng.getrandbits(64)),
+            on_peer_up=self._peer_up, on_peer_down=self._peer_down, on_frame=self._frame)
+        self.t0_ns: int | None = None
+        self.published = 0
+        self.delivered = 0
+        self.state = "init"
+        self.stopped = asyncio.Event()
+        self._nonce = itertools.count(1)
+        self._pings: dict[int, asyncio.Future] = {}
+        self._bulk_reports: dict[int, asyncio.Future] = {}
+        self._bulk_rx: dict[tuple[str, int], dict[str, int]] = {}
+        self._schedule_handles: list[asyncio.TimerHandle] = []
+
+    # ProtocolIO ----------------------------------------------------------------------------------
+    def send(self, peer: str, payload: bytes) -> None:
+        if self.cfg.loss and self.rng.random() < self.cfg.loss:
+            self.trace("drop_rpc", peer=peer, bytes=len(payload), reason="emulated loss")
+            return
+        why = self.transport.send(peer, Frame(rpc=payload))
+        if why:
+            self.trace("drop_rpc", peer=peer, bytes=len(payload), reason=why)
+
+    def connect(self, peer: str) -> None:
+        addr = self.cfg.peers.get(peer)
+        if addr and peer not in self.transport.connections:
+            self.transport.dial(peer, addr.host, addr.port)
+
+    def disconnect(self, peer: str) -> None:
+        self.transport.disconnect(peer)
+
+    def set_timer(self, delay: float, name: str, data: Any = None) -> Any:
+        return asyncio.get_running_loop().call_later(delay, self._guard, self.core.on_timer, name, data)
+
+    def cancel_timer(self, handle: Any) -> None:
+        handle.cancel()
+
+    def deliver(self, topic: str, msg_id: str, data: bytes, origin: str) -> None:
+        self.delivered += 1
+
+    def trace(self, type_: str, **fields: Any) -> None:
+        self.events.emit(type_, **fields)
+
+    # transport callbacks -------------------------------------------------------------------------
+    def _guard(self, fn, *args: Any) -> None:
+        """Run a core input; a bug in a core is reported on stderr but does not kill the node."""
+        try:
+            fn(*args)
+        except Exception:  # noqa: BLE001 - keep the node alive, report loudly
+            traceback.print_exc(file=sys.stderr)
+
+    def _peer_up(self, peer: str, outbound: bool) -> None:
+        self.trace("connect", peer=peer, outbound=outbound)
+        self._guard(self.core.on_peer_up, peer, outbound)
+
+    def _peer_down(self, peer: str, reason: str) -> None:
+        self.trace("disconnect", peer=peer, reason=reason)
+        self._guard(self.core.on_peer_down, peer)
+
+    def _frame(self, peer: str, frame: Frame) -> None:
+        kind = frame.WhichOneof("body")
+        if kind == "rpc":
+            self._guard(self.core.on_frame, peer, frame.rpc)
+        elif kind == "probe":
+            self._probe(peer, frame.probe)
+
+    # lifecycle -----------------------------------------------------------------------------------
+    async def run(self) -> None:
+        from node.control import serve_control  # aiohttp is imported only where it is used
+
+        await self.transport.listen(self.cfg.listen.host, self.cfg.listen.port)
+        control = await serve_control(self)
+        self.trace("start", protocol=self.cfg.protocol)
+        self.trace("behaviour", behaviour=self.cfg.role)
+        self._guard(self.core.on_start)
+        for topic in self.cfg.subscriptions:
+            self._guard(self.core.subscribe, topic)
+        for peer in self.cfg.dial:
+            self.connect(peer)
+        self.state = "ready"
+        try:
+            await self.stopped.wait()
+        finally:
+            for handle in self._schedule_handles:
+                handle.cancel()
+            await self.transport.close()
+            await control.cleanup()
+            self.events.close()
+
+    def stop(self, reason: str) -> None:
+        if self.state != "stopped":
+            self.state = "stopped"
+            self.trace("stop", reason=reason)
+            self.stopped.set()
+
+    def start(self, t0_ns: int) -> int:
+        """Arm the publish schedule relative to T0; returns how many publishes were armed."""
+        if self.t0_ns is not None:
+            return 0
+        self.t0_ns = t0_ns
+        self.trace("t0", t0=t0_ns)
+        self.state = "running"
+        loop = asyncio.get_running_loop()
+        now = time.time()
+        armed = 0
+        for offset, topic, size in self.cfg.schedule:
+            delay = t0_ns / 1e9 + offset - now
+            if delay >= 0:  # a restarted node skips what it missed
+                self._schedule_handles.append(loop.call_later(delay, self._guard, self.publish, topic, size))
+                armed += 1
+        return armed
+
+    def publish(self, topic: str, size: int) -> str:
+        msg_id = self.core.publish(topic, self.rng.randbytes(size))
+        self.published += 1
+        return msg_id
+
+    def status(self) -> dict[str, Any]:
+        return {"node": self.node_id, "state": self.state, "protocol": self.cfg.protocol,
+                "connected": sorted(self.transport.connections), "neighbours": self.cfg.neighbours,
+                "t0": self.t0_ns, "published": self.published, "delivered": self.delivered,
+                "core": self.core.status()}
+
+    # calibration probes --------------------------------------------------------------------------
+    def _probe(self, peer: str, probe: Probe) -> None:
+        if probe.kind == Probe.PING:
+            self.transport.send(peer, Frame(probe=Probe(kind=Probe.PONG, nonce=probe.nonce)))
+        elif probe.kind == Probe.PONG:
+            fut = self._pings.pop(probe.nonce, None)
+            if fut and not fut.done():
+                fut.set_result(time.monotonic())
+        elif probe.kind in (Probe.BULK, Probe.BULK_END):
+            self._bulk_received(peer, probe)
+        elif probe.kind == Probe.BULK_REPORT:
+            fut = self._bulk_reports.pop(probe.nonce, None)
+            if fut and not fut.done():
+                fut.set_result((probe.bytes, probe.span_ns))
+
+    def _bulk_received(self, peer: str, probe: Probe) -> None:
+        # Throughput counts from the first quarter on, so TCP slow start does not bias it.
+        key = (peer, probe.nonce)
+        st = self._bulk_rx.setdefault(key, {"received": 0, "total": probe.bytes or 1, "t_mark": 0, "b_mark": 0})
+        st["received"] += len(probe.payload)
+        now = time.monotonic_ns()
+        if not st["t_mark"] and st["received"] >= st["total"] // 4:
+            st["t_mark"], st["b_mark"] = now, st["received"]
+        st["t_last"] = now
+        if probe.kind == Probe.BULK_END:
+            del self._bulk_rx[key]
+            report = Probe(kind=Probe.BULK_REPORT, nonce=probe.nonce, bytes=st["received"] - st["b_mark"],
+                           span_ns=max(1, st["t_last"] - st["t_mark"]))
+            self.transport.send(peer, Frame(probe=report))
+
+    async def ping(self, peer: str, count: int, timeout: float = 5.0) -> list[float]:
+        """Round-trip times (ms) of `count` probes over the data connection to `peer`."""
+        loop = asyncio.get_running_loop()
+        rtts = []
+        for _ in range(count):
+            nonce = next(self._nonce)
+            fut = self._pings[nonce] = loop.create_future()
+            sent = time.monotonic()
+            if self.transport.send(peer, Frame(probe=Probe(kind=Probe.PING, nonce=nonce))):
+                raise ConnectionError(f"{self.node_id} is not connected to {peer}")
+            rtts.append((await asyncio.wait_for(fut, timeout) - sent) * 1000)
+        return rtts
+
+    async def throughput(self, peer: str, nbytes: int, timeout: float = 60.0) -> float:
+        """Send `nbytes` of probe payload to `peer`; returns the rate it measured, Mbit/s."""
+        nonce = next(self._nonce)
+        fut = self._bulk_reports[nonce] = asyncio.get_running_loop().create_future()
+        chunk = bytes(BULK_CHUNK)
+        sent = 0
+        while sent < nbytes:
+            size = min(BULK_CHUNK, nbytes - sent)
+            sent += size
+            kind = Probe.BULK_END if sent >= nbytes else Probe.BULK
+            if self.transport.send(peer, Frame(probe=Probe(kind=kind, nonce=nonce, bytes=nbytes, payload=chunk[:size]))):
+                raise ConnectionError(f"{self.node_id} is not connected to {peer}")
+        received, span_ns = await asyncio.wait_for(fut, timeout)
+        return received * 8 / span_ns * 1000

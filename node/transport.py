@@ -1,0 +1,213 @@
+"""The node's TCP data plane: listener, dialers with reconnect, identity handshake, and one send
+queue per peer.
+
+In transport-latency mode (kernels without sch_netem) each frame is held in its peer's queue until
+`now + delay (+ jitter)` before it is written; release times never go backwards, so a stream keeps
+its order, and bandwidth is still enforced by the kernel's HTB below.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections import deque
+from typing import Callable
+
+from node.framing import DecodeError, Frame, FrameDecoder, FrameTooLarge, Hello, encode_frame
+
+log = logging.getLogger("node.transport")
+READ_CHUNK = 256 * 1024
+
+
+class PeerConnection:
+    def __init__(self, transport: "Transport", peer: str, reader: asyncio.StreamReader,
+                 writer: asyncio.StreamWriter, outbound: bool):
+        self.transport = transport
+        self.peer = peer
+        self.reader = reader
+        self.writer = writer
+        self.outbound = outbound
+        self.delay = transport.delays.get(peer, 0.0)
+        self._queue: deque[tuple[float, bytes]] = deque()
+        self._queued_bytes = 0
+        self._wakeup = asyncio.Event()
+        self._last_release = 0.0
+        self.closed = False
+
+    def send(self, frame: Frame) -> bool:
+        """Queue a frame; False if the queue is over its byte limit (the frame is dropped)."""
+        data = encode_frame(frame)
+        if self._queued_bytes + len(data) > self.transport.queue_limit:
+            return False
+        loop = asyncio.get_running_loop()
+        release = loop.time()
+        if self.delay or self.transport.jitter:
+            jitter = self.transport.rng.uniform(-self.transport.jitter, self.transport.jitter)
+            release = max(self._last_release, release + max(0.0, self.delay + jitter))
+        self._last_release = release
+        self._queue.append((release, data))
+        self._queued_bytes += len(data)
+        self._wakeup.set()
+        return True
+
+    async def write_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while not self.closed:
+            if not self._queue:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            release, data = self._queue[0]
+            wait = release - loop.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            self._queue.popleft()
+            self._queued_bytes -= len(data)
+            self.writer.write(data)
+            await self.writer.drain()
+
+    async def read_loop(self, decoder: FrameDecoder, pending: list[Frame]) -> None:
+        for frame in pending:
+            self.transport.on_frame(self.peer, frame)
+        while True:
+            data = await self.reader.read(READ_CHUNK)
+            if not data:
+                return
+            for frame in decoder.feed(data):
+                self.transport.on_frame(self.peer, frame)
+
+    def close(self) -> None:
+        self.closed = True
+        self._wakeup.set()
+        self.writer.close()
+
+
+class Transport:
+    """Owns every data connection of one node and reports peers up/down and frames to the runtime."""
+
+    def __init__(self, node_id: str, run_id: str, protocol: str, *, delays_ms: dict[str, float],
+                 jitter_ms: float, max_frame: int, queue_limit: int, rng: random.Random,
+                 on_peer_up: Callable[[str, bool], None], on_peer_down: Callable[[str, str], None],
+                 on_frame: Callable[[str, Frame], None]):
+        self.node_id = node_id
+        self.hello = Frame(hello=Hello(node_id=node_id, protocol=protocol, run_id=run_id))
+        self.run_id = run_id
+        self.delays = {p: d / 1000 for p, d in delays_ms.items()}
+        self.jitter = jitter_ms / 1000
+        self.max_frame = max_frame
+        self.queue_limit = queue_limit
+        self.rng = rng
+        self.on_peer_up = on_peer_up
+        self.on_peer_down = on_peer_down
+        self.on_frame = on_frame
+        self.connections: dict[str, PeerConnection] = {}
+        self._tasks: set[asyncio.Task] = set()
+        self._server: asyncio.AbstractServer | None = None
+        self._stopping = False
+
+    async def listen(self, host: str, port: int) -> None:
+        self._server = await asyncio.start_server(self._accepted, host, port, backlog=1024)
+
+    def dial(self, peer: str, host: str, port: int) -> None:
+        self._spawn(self._dial_loop(peer, host, port))
+
+    def _spawn(self, coro) -> asyncio.Task:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _dial_loop(self, peer: str, host: str, port: int) -> None:
+        backoff = 0.1
+        while not self._stopping:
+            try:
+                reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 5)
+            except (OSError, asyncio.TimeoutError):
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 2.0)
+                continue
+            backoff = 0.1
+            await self._run_connection(reader, writer, outbound=True, expected=peer)
+            if not self._stopping:
+                await asyncio.sleep(0.2)
+
+    async def _accepted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        await self._run_connection(reader, writer, outbound=False, expected=None)
+
+    async def _handshake(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+                         ) -> tuple[Hello | None, FrameDecoder, list[Frame]]:
+        """Exchange Hello frames; returns the peer's hello, and the decoder with what followed it."""
+        writer.write(encode_frame(self.hello))
+        await writer.drain()
+        decoder = FrameDecoder(self.max_frame)
+        while True:
+            data = await reader.read(4096)
+            if not data:
+                return None, decoder, []
+            frames = decoder.feed(data)
+            if frames:
+                first = frames[0]
+                if first.WhichOneof("body") != "hello" or first.hello.run_id != self.run_id:
+                    return None, decoder, []
+                return first.hello, decoder, frames[1:]
+
+    async def _run_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                              outbound: bool, expected: str | None) -> None:
+        try:
+            hello, decoder, pending = await asyncio.wait_for(self._handshake(reader, writer), 10)
+        except (OSError, asyncio.TimeoutError, DecodeError, FrameTooLarge):
+            hello, decoder, pending = None, None, []
+        peer = hello.node_id if hello else None
+        if peer is None or (expected and peer != expected) or peer in self.connections or self._stopping:
+            writer.close()
+            return
+        conn = PeerConnection(self, peer, reader, writer, outbound)
+        self.connections[peer] = conn
+        self.on_peer_up(peer, outbound)
+        writer_task = self._spawn(conn.write_loop())
+        reason = "closed by peer"
+        try:
+            await conn.read_loop(decoder, pending)
+        except FrameTooLarge as err:
+            reason = f"oversized frame: {err}"
+        except DecodeError:
+            reason = "malformed frame"
+        except (OSError, asyncio.IncompleteReadError) as err:
+            reason = f"connection error: {err.__class__.__name__}"
+        except asyncio.CancelledError:
+            reason = "node stopping"
+            raise
+        finally:
+            writer_task.cancel()
+            conn.close()
+            if self.connections.get(peer) is conn:
+                del self.connections[peer]
+                self.on_peer_down(peer, reason)
+
+    def send(self, peer: str, frame: Frame) -> str | None:
+        """Queue a frame to `peer`; returns None, or why it was not queued."""
+        conn = self.connections.get(peer)
+        if conn is None:
+            return "not connected"
+        if not conn.send(frame):
+            return "send queue full"
+        return None
+
+    def disconnect(self, peer: str) -> None:
+        conn = self.connections.get(peer)
+        if conn:
+            conn.close()
+
+    async def close(self) -> None:
+        self._stopping = True
+        if self._server:
+            self._server.close()
+        for conn in list(self.connections.values()):
+            conn.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -1,0 +1,183 @@
+"""The planner: scenario + seed -> RunPlan, pure data, deterministic, saved in the manifest.
+
+Everything random about a run (placement, subscriptions, topology, publishers, schedule, sampled
+fault targets) is decided here, each aspect from its own seeded stream so that changing one section
+of a scenario does not reshuffle the others. Backends only execute a plan.
+"""
+from __future__ import annotations
+
+import math
+import random
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from .scenario import Scenario, Zipf
+
+
+class NodePlan(BaseModel):
+    id: str
+    index: int
+    group: str
+    role: str
+    protocol: str
+    params: dict[str, Any]
+    bandwidth_up: int
+    bandwidth_down: int
+    subscriptions: list[str]
+    dial: list[str] = Field(description="peers this node connects to (it is the dialer)")
+    neighbours: list[str] = Field(description="all planned peers, dialled or accepted")
+    schedule: list[tuple[float, str, int]] = Field(description="(seconds after T0, topic, size) to publish")
+    placement: dict[str, Any] = Field(default_factory=dict)
+
+
+class FaultEvent(BaseModel):
+    at: float
+    action: Literal["kill", "stop", "restart"]
+    node: str
+
+
+class RunPlan(BaseModel):
+    scenario: str
+    seed: int
+    protocol: str
+    topics: list[str]
+    nodes: list[NodePlan]
+    latency_ms: list[list[float]] = Field(description="one-way latency per ordered pair, as the model gives it")
+    latency_bucket_ms: float
+    jitter_ms: float
+    loss: float
+    faults: list[FaultEvent]
+    warmup: float
+    duration: float
+    drain: float
+
+    @property
+    def end(self) -> float:
+        """Seconds after T0 at which nodes are stopped."""
+        return self.warmup + self.duration + self.drain
+
+    def node(self, node_id: str) -> NodePlan:
+        return self.nodes[int(node_id[1:])]
+
+    def one_way_ms(self, a: str, b: str) -> float:
+        """The latency shaping applies from a to b: the model's value rounded to the bucket width."""
+        raw = self.latency_ms[int(a[1:])][int(b[1:])]
+        width = self.latency_bucket_ms
+        return round(round(raw / width) * width, 6)
+
+    def publishes(self) -> int:
+        return sum(len(n.schedule) for n in self.nodes)
+
+
+def _stream(seed: int, label: str) -> random.Random:
+    return random.Random(f"peerlab:{seed}:{label}")
+
+
+def _subscriptions(sc: Scenario, rng: random.Random, topics: list[str]) -> list[list[str]]:
+    subs = sc.topics.subscriptions
+    out = []
+    for _ in range(sc.nodes.count):
+        if isinstance(subs, Zipf):
+            weights = [1.0 / (rank + 1) ** subs.alpha for rank in range(len(topics))]
+            chosen: set[int] = set()
+            while len(chosen) < subs.size:  # weighted sampling without replacement
+                chosen.add(rng.choices(range(len(topics)), weights)[0])
+            out.append([topics[i] for i in sorted(chosen)])
+        else:
+            out.append([t for t in topics if rng.random() < subs.rate])
+    return out
+
+
+def _topology(sc: Scenario, rng: random.Random) -> list[list[str]]:
+    n = sc.nodes.count
+    dial: list[set[int]] = [set() for _ in range(n)]
+    if sc.topology.algorithm == "complete":
+        for i in range(n):
+            dial[i] = set(range(i + 1, n))
+    else:
+        linked: set[frozenset[int]] = set()
+        for i in range(n):
+            candidates = [j for j in range(n) if j != i and frozenset((i, j)) not in linked]
+            for j in rng.sample(candidates, min(sc.topology.degree, len(candidates))):
+                dial[i].add(j)
+                linked.add(frozenset((i, j)))
+    return [[f"n{j}" for j in sorted(d)] for d in dial]
+
+
+def _schedule(sc: Scenario, rng: random.Random, publishers: list[int], subs: list[list[str]],
+              topics: list[str]) -> dict[int, list[tuple[float, str, int]]]:
+    wl = sc.workload
+    subscribed = {t for s in subs for t in s}
+    targets = [t for t in topics if t in subscribed] or topics
+    times: list[tuple[float, int]] = []
+    if wl.interval is not None:
+        for p in publishers:
+            t = rng.uniform(0, wl.interval)
+            while t < wl.duration:
+                times.append((t, p))
+                t += wl.interval
+    elif wl.arrival == "poisson":
+        t = rng.expovariate(wl.rate)
+        while t < wl.duration:
+            times.append((t, rng.choice(publishers)))
+            t += rng.expovariate(wl.rate)
+    else:
+        count = max(1, math.floor(wl.rate * wl.duration))
+        times = [(k / wl.rate, publishers[k % len(publishers)]) for k in range(count)]
+    out: dict[int, list[tuple[float, str, int]]] = {p: [] for p in publishers}
+    for t, p in sorted(times):
+        out[p].append((round(wl.warmup + t, 6), rng.choice(targets), wl.message_size))
+    return out
+
+
+def make_plan(sc: Scenario, seed: int | None = None) -> RunPlan:
+    seed = sc.seed if seed is None else seed
+    n = sc.nodes.count
+    topics = [f"t{i}" for i in range(sc.topics.count)]
+    matrix, placement = sc.network.latency.matrix(n, _stream(seed, "placement"))
+    subs = _subscriptions(sc, _stream(seed, "subscriptions"), topics)
+    dial = _topology(sc, _stream(seed, "topology"))
+    neighbours: list[set[str]] = [set(d) for d in dial]
+    for i, peers in enumerate(dial):
+        for p in peers:
+            neighbours[int(p[1:])].add(f"n{i}")
+    rng = _stream(seed, "workload")
+    publishers = sorted(rng.sample(range(n), sc.workload.publishers))
+    schedule = _schedule(sc, rng, publishers, subs, topics)
+
+    groups: list[Any] = []
+    for g in sc.nodes.groups:
+        groups += [g] * g.count
+    groups += [None] * (n - len(groups))
+    base_params = sc.protocol.params.model_dump()
+    nodes = []
+    for i in range(n):
+        g = groups[i]
+        nodes.append(NodePlan(
+            id=f"n{i}", index=i, group=g.name if g else "default", role=g.role if g else "honest",
+            protocol=sc.protocol.name, params={**base_params, **(g.params if g else {})},
+            bandwidth_up=(g and g.bandwidth_up) or sc.network.bandwidth_up,
+            bandwidth_down=(g and g.bandwidth_down) or sc.network.bandwidth_down,
+            subscriptions=subs[i], dial=dial[i], neighbours=sorted(neighbours[i], key=lambda x: int(x[1:])),
+            schedule=schedule.get(i, []),
+            placement={k: v[i] for k, v in placement.items()},
+        ))
+
+    frng = _stream(seed, "faults")
+    faults: list[FaultEvent] = []
+    for f in sc.faults:
+        targets = f.nodes or [f"n{i}" for i in sorted(frng.sample(range(n), f.sample))]
+        for node in targets:
+            faults.append(FaultEvent(at=f.at, action=f.action, node=node))
+            if f.restart_after:
+                faults.append(FaultEvent(at=f.at + f.restart_after, action="restart", node=node))
+    faults.sort(key=lambda e: (e.at, int(e.node[1:])))
+
+    return RunPlan(
+        scenario=sc.name, seed=seed, protocol=sc.protocol.name, topics=topics, nodes=nodes,
+        latency_ms=[[round(x * 1000, 3) for x in row] for row in matrix],
+        latency_bucket_ms=sc.network.latency_bucket * 1000, jitter_ms=sc.network.jitter * 1000,
+        loss=sc.network.loss, faults=faults, warmup=sc.workload.warmup, duration=sc.workload.duration,
+        drain=sc.workload.drain,
+    )

@@ -1,0 +1,308 @@
+"""The scenario: YAML -> validated pydantic model, with units, defaults and `--set` overrides.
+
+Errors come out as `ScenarioError` whose lines each name a dotted field path, so the CLI can print
+them and exit 2 without a traceback.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+from urllib.parse import urlparse
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
+
+from node.protocols import PROTOCOLS
+
+from .latency import LATENCY_MODELS
+from .units import Bandwidth, Duration, Rate, Size
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _protocol_spec(name: str, params_cls: type[BaseModel]) -> type[BaseModel]:
+    return create_model(f"{name}_protocol", __base__=Strict, name=(Literal[name], ...),
+                        params=(params_cls, Field(default_factory=params_cls)))
+
+
+ProtocolSpec = Annotated[Union[tuple(_protocol_spec(n, c.Params) for n, c in PROTOCOLS.items())],
+                         Field(discriminator="name")]
+LatencySpec = Annotated[Union[tuple(LATENCY_MODELS.values())], Field(discriminator="model")]
+ROLES = ("honest",)
+
+
+class Group(Strict):
+    """A named subset of nodes with its own parameters or role."""
+
+    name: str = Field(..., pattern=r"^[a-z][a-z0-9-]{0,30}$")
+    count: int = Field(..., gt=0)
+    role: str = "honest"
+    params: dict[str, Any] = Field(default_factory=dict, description="protocol parameters overriding protocol.params")
+    bandwidth_up: Bandwidth | None = Field(None, gt=0)
+    bandwidth_down: Bandwidth | None = Field(None, gt=0)
+
+    @field_validator("role")
+    @classmethod
+    def _known_role(cls, role: str) -> str:
+        if role not in ROLES:
+            raise ValueError(f"unknown role {role!r}; known: {', '.join(ROLES)}")
+        return role
+
+
+class Nodes(Strict):
+    count: int = Field(..., gt=0, le=5000)
+    groups: list[Group] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _groups_fit(self) -> "Nodes":
+        total = sum(g.count for g in self.groups)
+        if total > self.count:
+            raise ValueError(f"groups hold {total} nodes but nodes.count is {self.count}")
+        names = [g.name for g in self.groups]
+        if len(set(names)) != len(names) or "default" in names:
+            raise ValueError("group names must be unique and not 'default'")
+        return self
+
+
+class Topology(Strict):
+    algorithm: Literal["complete", "random"] = "complete"
+    degree: int = Field(8, gt=0, description="random: outgoing connections per node")
+
+
+class Network(Strict):
+    latency: LatencySpec = Field(default_factory=lambda: LATENCY_MODELS["constant"](model="constant", one_way=0.05))
+    jitter: Duration = Field(0.0, ge=0)
+    loss: float = Field(0.0, ge=0, lt=1, description="packet loss probability (0..1)")
+    bandwidth_up: Bandwidth = Field(50_000_000, gt=0)
+    bandwidth_down: Bandwidth = Field(50_000_000, gt=0)
+    latency_bucket: Duration = Field(0.001, gt=0, description="latencies are rounded to this to share tc classes")
+
+
+class Interest(Strict):
+    model: Literal["interest"]
+    rate: float = Field(..., gt=0, le=1, description="probability a node subscribes to each topic")
+
+
+class Zipf(Strict):
+    model: Literal["zipf"]
+    alpha: float = Field(..., ge=0)
+    size: int = Field(..., gt=0, description="topics per node")
+
+
+class Topics(Strict):
+    count: int = Field(1, gt=0, le=100_000)
+    subscriptions: Annotated[Union[Interest, Zipf], Field(discriminator="model")] = Field(
+        default_factory=lambda: Interest(model="interest", rate=1.0))
+
+    @model_validator(mode="after")
+    def _size_fits(self) -> "Topics":
+        if isinstance(self.subscriptions, Zipf) and self.subscriptions.size > self.count:
+            raise ValueError(f"subscriptions.size ({self.subscriptions.size}) exceeds topics.count ({self.count})")
+        return self
+
+
+class Workload(Strict):
+    publishers: int = Field(1, gt=0, description="how many nodes publish (sampled)")
+    rate: Rate | None = Field(None, gt=0, description="network-wide messages per second, e.g. 2/s")
+    interval: Duration | None = Field(None, gt=0, description="per-publisher interval (instead of rate)")
+    arrival: Literal["uniform", "poisson"] = "uniform"
+    message_size: Size = Field(1024, gt=0)
+    warmup: Duration = Field(2.0, ge=0, description="after T0, before the first publish")
+    duration: Duration = Field(10.0, gt=0, description="publishing window")
+    drain: Duration = Field(3.0, ge=0, description="after the last publish, before stopping")
+
+    @model_validator(mode="after")
+    def _one_pace(self) -> "Workload":
+        if self.rate is not None and self.interval is not None:
+            raise ValueError("give either rate (network-wide) or interval (per publisher), not both")
+        if self.rate is None and self.interval is None:
+            self.rate = 1.0
+        return self
+
+
+class Fault(Strict):
+    at: Duration = Field(..., ge=0, description="seconds after T0")
+    action: Literal["kill", "stop", "restart"]
+    nodes: list[str] | None = Field(None, description="node ids, e.g. [n3, n7]")
+    sample: int | None = Field(None, gt=0, description="or: this many nodes picked by the planner")
+    restart_after: Duration | None = Field(None, gt=0, description="kill/stop: restart this long after")
+
+    @model_validator(mode="after")
+    def _targets(self) -> "Fault":
+        if (self.nodes is None) == (self.sample is None):
+            raise ValueError("give exactly one of nodes (a list of ids) or sample (a count)")
+        if self.action == "restart" and self.restart_after is not None:
+            raise ValueError("restart_after belongs on kill or stop")
+        return self
+
+
+class Calibration(Strict):
+    enabled: bool = True
+    pairs: int = Field(8, ge=0, description="node pairs whose RTT is measured")
+    throughput_nodes: int = Field(2, ge=0, description="nodes whose upload throughput is measured")
+    probe_bytes: Size = Field(4 * 1024 * 1024, gt=0)
+    tolerance: float = Field(0.10, gt=0, description="warn above this relative error")
+
+
+class Output(Strict):
+    store: str = "file://./runs"
+
+    @field_validator("store")
+    @classmethod
+    def _known_scheme(cls, url: str) -> str:
+        scheme = urlparse(url).scheme
+        if scheme != "file":
+            raise ValueError(f"store {url!r}: only file:// stores are available (s3:// comes with the "
+                             "storage issue); write e.g. file://./runs")
+        return url
+
+
+class Scenario(Strict):
+    name: str = Field(..., pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+    seed: int = 1
+    nodes: Nodes
+    protocol: ProtocolSpec = Field("floodsub", validate_default=True)
+    topology: Topology = Field(default_factory=Topology)
+    network: Network = Field(default_factory=Network)
+    topics: Topics = Field(default_factory=Topics)
+    workload: Workload = Field(default_factory=Workload)
+    faults: list[Fault] = Field(default_factory=list)
+    calibration: Calibration = Field(default_factory=Calibration)
+    output: Output = Field(default_factory=Output)
+
+    @field_validator("protocol", mode="before")
+    @classmethod
+    def _protocol_shorthand(cls, value: Any) -> Any:
+        return {"name": value} if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> "Scenario":
+        n = self.nodes.count
+        if self.workload.publishers > n:
+            raise ValueError(f"workload.publishers ({self.workload.publishers}) exceeds nodes.count ({n})")
+        ids = {f"n{i}" for i in range(n)}
+        for i, fault in enumerate(self.faults):
+            unknown = [x for x in fault.nodes or [] if x not in ids]
+            if unknown:
+                raise ValueError(f"faults[{i}].nodes: unknown node ids {unknown} (ids are n0..n{n - 1})")
+            if fault.sample and fault.sample > n:
+                raise ValueError(f"faults[{i}].sample ({fault.sample}) exceeds nodes.count ({n})")
+        params_cls = PROTOCOLS[self.protocol.name].Params
+        for i, group in enumerate(self.nodes.groups):
+            try:
+                params_cls(**{**self.protocol.params.model_dump(), **group.params})
+            except ValidationError as err:
+                first = err.errors()[0]
+                raise ValueError(f"nodes.groups[{i}].params.{'.'.join(map(str, first['loc']))}: {first['msg']}")
+        return self
+
+
+# loading ---------------------------------------------------------------------------------------
+
+class ScenarioError(Exception):
+    """A scenario that cannot be used; `problems` are lines of the form `field.path: what is wrong`."""
+
+    def __init__(self, source: str, problems: list[str]):
+        self.source = source
+        self.problems = problems
+        super().__init__(f"{source}: " + "; ".join(problems))
+
+    def __str__(self) -> str:
+        lines = [f"{self.source}: invalid scenario"] + [f"  {p}" for p in self.problems]
+        return "\n".join(lines)
+
+
+def _format_loc(loc: tuple[Any, ...]) -> str:
+    parts: list[str] = []
+    previous = None
+    for item in loc:
+        if isinstance(item, int):
+            parts.append(f"[{item}]")
+        elif previous in _TAGGED or str(item).startswith("function-"):
+            pass  # the discriminator tag or validator name pydantic adds to the path
+        else:
+            parts.append(("." if parts else "") + item)
+        previous = item
+    return "".join(parts) or "(top level)"
+
+
+_TAGGED = ("protocol", "latency", "subscriptions")
+
+
+def _format_errors(err: ValidationError) -> list[str]:
+    out = []
+    for e in err.errors():
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            msg = "unknown field (check the spelling; `peerlab schema` lists the fields)"
+        elif e["type"] == "union_tag_invalid":
+            msg = msg.replace("Input tag", "value")
+        got = e.get("input")
+        tail = f" (got {got!r})" if e["type"] not in ("missing", "extra_forbidden", "model_type") \
+            and isinstance(got, (str, int, float)) and not isinstance(got, bool) else ""
+        out.append(f"{_format_loc(e['loc'])}: {msg}{tail}")
+    return out
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply `dotted.path=value` strings; values are read as YAML scalars (`10`, `true`, `50ms`)."""
+    for item in overrides:
+        path, sep, raw = item.partition("=")
+        if not sep or not path:
+            raise ScenarioError("--set", [f"{item!r}: write it as dotted.path=value"])
+        value = yaml.safe_load(raw) if raw else ""
+        target = data
+        keys = path.split(".")
+        for key in keys[:-1]:
+            nxt = target.get(key)
+            if not isinstance(nxt, dict):
+                nxt = {"name": nxt} if key == "protocol" and isinstance(nxt, str) else {}
+                target[key] = nxt
+            target = nxt
+        target[keys[-1]] = value
+    return data
+
+
+def parse_scenario(text: str | bytes, source: str = "<scenario>", overrides: list[str] = ()) -> Scenario:
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ScenarioError(source, ["(file): not UTF-8 text; a scenario is a YAML file"]) from None
+    if "\x00" in text:
+        raise ScenarioError(source, ["(file): contains NUL bytes; a scenario is a YAML file"])
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        where = getattr(err, "problem_mark", None)
+        at = f"line {where.line + 1}, column {where.column + 1}: " if where else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ScenarioError(source, [f"(yaml): {at}{problem}"]) from None
+    if data is None:
+        raise ScenarioError(source, ["(file): empty; a scenario needs at least name and nodes.count"])
+    if not isinstance(data, dict):
+        raise ScenarioError(source, [f"(top level): expected a mapping of sections, got {type(data).__name__}"])
+    data = apply_overrides(data, list(overrides))
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as err:
+        raise ScenarioError(source, _format_errors(err)) from None
+
+
+def load_scenario(path: str | Path, overrides: list[str] = ()) -> Scenario:
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as err:
+        raise ScenarioError(str(path), [f"(file): cannot read: {err.strerror}"]) from None
+    return parse_scenario(raw, str(path), overrides)
+
+
+def json_schema() -> dict[str, Any]:
+    """JSON Schema of the scenario format, for editors (YAML language servers)."""
+    schema = Scenario.model_json_schema(mode="validation")
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "peerlab scenario"
+    return schema
