@@ -1,0 +1,102 @@
+"""What every backend provides; the runner (`orchestrator.runner`) does all the rest the same way.
+
+A backend differs from another only in: making the network, starting and stopping a node, giving a
+pyroute2 handle inside a node's network namespace (for shaping), reaching its control API, and
+fetching its event log.
+"""
+from __future__ import annotations
+
+import abc
+import contextlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from pyroute2 import NetNS
+
+from node.config import NodeConfig
+from orchestrator.control import ControlClient
+from orchestrator.plan import RunPlan
+
+
+@dataclass
+class RunContext:
+    run_id: str
+    short: str        # 6 hex digits, used in names of kernel objects (interface names are short)
+    run_dir: Path     # where the store keeps this run
+    scratch: Path     # live files of the run: configs, sockets, logs being written
+    plan: RunPlan
+    token: str        # control API bearer token
+
+
+@dataclass
+class LinkEnds:
+    """Where shaping applies for one node: its own interface and the far end of its link."""
+
+    node_netns: str
+    node_ifname: str
+    far_netns: str
+    far_ifname: str
+
+
+class Backend(abc.ABC):
+    name: str
+
+    def __init__(self, ctx: RunContext):
+        self.ctx = ctx
+
+    @abc.abstractmethod
+    def create_network(self) -> None:
+        """Make the run's data network (bridge, links, addresses). Nothing is shaped yet."""
+
+    @abc.abstractmethod
+    def address(self, node_id: str) -> str:
+        """The node's data-plane IPv4 address."""
+
+    @abc.abstractmethod
+    def data_port(self, node_id: str) -> int: ...
+
+    @abc.abstractmethod
+    def link_ends(self, node_id: str) -> LinkEnds: ...
+
+    @abc.abstractmethod
+    def control_endpoint(self, node_id: str) -> dict[str, str]:
+        """Where the node serves its control API (`unix` path, or `host`/`port`), as the node sees it."""
+
+    @abc.abstractmethod
+    def event_log_path(self, node_id: str) -> str:
+        """Where the node writes its event log, as the node sees it."""
+
+    @contextlib.contextmanager
+    def netns(self, name: str) -> Iterator[NetNS]:
+        with NetNS(name, flags=0) as ns:
+            yield ns
+
+    @abc.abstractmethod
+    def start_node(self, node_id: str, config: NodeConfig) -> None: ...
+
+    @abc.abstractmethod
+    def kill_node(self, node_id: str) -> None:
+        """SIGKILL: the node gets no chance to say goodbye."""
+
+    @abc.abstractmethod
+    def wait_node(self, node_id: str, timeout: float) -> int | None:
+        """Wait for the node process to end; its exit code, or None if still running."""
+
+    @abc.abstractmethod
+    def alive(self, node_id: str) -> bool: ...
+
+    @abc.abstractmethod
+    def control(self, node_id: str) -> ControlClient: ...
+
+    @abc.abstractmethod
+    def event_log(self, node_id: str) -> Path:
+        """A local path to the node's event log (fetched first if it lives elsewhere)."""
+
+    @abc.abstractmethod
+    def output_tail(self, node_id: str, lines: int = 10) -> str:
+        """The last lines the node process printed (for error messages)."""
+
+    @abc.abstractmethod
+    def teardown(self) -> None:
+        """Remove everything the run made; safe to call twice."""

@@ -1,0 +1,124 @@
+"""Finding and removing what runs leave behind: node processes, network namespaces, scratch files.
+
+Every run registers itself in a state file (`/run/peerlab/<short>.json`) holding the orchestrator's
+pid; kernel objects are all named `pl<short>-...`. Teardown and `peerlab clean` use the same
+functions, so a run killed with SIGKILL is cleaned exactly as a finished one.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyroute2 import netns
+
+NETNS_DIR = Path("/run/netns")
+STATE_DIR = Path(os.environ.get("PEERLAB_STATE_DIR", "/run/peerlab"))
+_NAME = re.compile(r"^pl([0-9a-f]{6})-")
+
+
+@dataclass
+class RunState:
+    short: str
+    run_id: str
+    pid: int
+    run_dir: str
+    scratch: str
+
+    @property
+    def path(self) -> Path:
+        return STATE_DIR / f"{self.short}.json"
+
+
+def record_run(state: RunState) -> None:
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    state.path.write_text(json.dumps(state.__dict__))
+
+
+def forget_run(short: str) -> None:
+    (STATE_DIR / f"{short}.json").unlink(missing_ok=True)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def run_netns(short: str) -> list[str]:
+    return sorted(n for n in netns.listnetns() if n.startswith(f"pl{short}-"))
+
+
+def pids_in_netns(name: str) -> list[int]:
+    """Processes whose network namespace is the named one."""
+    try:
+        target = os.stat(NETNS_DIR / name).st_ino
+    except FileNotFoundError:
+        return []
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.stat(entry / "ns" / "net").st_ino == target:
+                pids.append(int(entry.name))
+        except (FileNotFoundError, PermissionError, ProcessLookupError):
+            continue
+    return pids
+
+
+def remove_run_objects(short: str, scratch: str | None = None) -> dict[str, int]:
+    """Kill every process in the run's namespaces, delete the namespaces (their veths go with them)
+    and the scratch directory. Returns what was removed."""
+    names = run_netns(short)
+    killed = 0
+    for name in names:
+        for pid in pids_in_netns(name):
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + 5
+    while any(pids_in_netns(n) for n in names) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for name in names:
+        try:
+            netns.remove(name)
+        except OSError:
+            pass
+    if scratch:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return {"processes": killed, "namespaces": len(names)}
+
+
+def find_runs() -> list[tuple[RunState | None, str, bool]]:
+    """(state or None, short id, orchestrator alive) for every run with a state file or namespaces."""
+    seen: dict[str, RunState | None] = {}
+    if STATE_DIR.is_dir():
+        for path in STATE_DIR.glob("*.json"):
+            try:
+                data = json.loads(path.read_text())
+                seen[data["short"]] = RunState(**data)
+            except (ValueError, KeyError, TypeError):
+                path.unlink(missing_ok=True)
+    for name in netns.listnetns():
+        m = _NAME.match(name)
+        if m and m.group(1) not in seen:
+            seen[m.group(1)] = None  # namespaces with no state file: an orphan
+    return [(st, short, bool(st and _pid_alive(st.pid))) for short, st in sorted(seen.items())]
+
+
+def mark_status(run_dir: str, status: str, detail: str = "") -> None:
+    path = Path(run_dir) / "status"
+    if Path(run_dir).is_dir():
+        path.write_text(json.dumps({"status": status, "detail": detail, "time": time.time()}) + "\n")

@@ -1,0 +1,312 @@
+"""The runner: one run, the same steps for every backend.
+
+deploy -> shape -> start nodes -> connected -> calibrate -> barrier (T0) -> fault timeline -> drain
+-> stop -> teardown -> collect -> analysis. Teardown runs whatever happens (errors, Ctrl-C, SIGTERM);
+the run directory's `status` file says how the run ended.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import platform
+import secrets
+import shutil
+import signal
+import tempfile
+import time
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from node.config import Address, ControlConfig, NodeConfig
+from orchestrator import shaping
+from orchestrator.backends import Backend, RunContext, get_backend
+from orchestrator.calibrate import calibrate
+from orchestrator.cleanup import RunState, forget_run, mark_status, record_run
+from orchestrator.control import ControlClient, NodeError
+from orchestrator.plan import FaultEvent, RunPlan, make_plan
+from orchestrator.scenario import Scenario
+from orchestrator.store import Store, open_store
+
+
+class RunError(RuntimeError):
+    """A run that could not go on; the message names the node and shows its last output."""
+
+
+def new_run_id(name: str) -> tuple[str, str]:
+    short = secrets.token_hex(3)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return f"{stamp}-{name}-{short}", short
+
+
+def _versions() -> dict[str, str]:
+    out = {"python": platform.python_version(), "kernel": platform.release()}
+    for dist in ("peerlab", "pyroute2", "aiohttp", "protobuf", "pyspark"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+class Runner:
+    def __init__(self, scenario: Scenario, *, backend: str = "local", seed: int | None = None,
+                 console: Console | None = None, shaping_mode: str = "auto"):
+        self.scenario = scenario
+        self.plan: RunPlan = make_plan(scenario, seed)
+        self.console = console or Console(stderr=True)
+        self.backend_cls = get_backend(backend)
+        self.store: Store = open_store(scenario.output.store)
+        self.run_id, self.short = new_run_id(scenario.name)
+        self.run_dir = self.store.run_dir(self.run_id)
+        self.scratch = Path(tempfile.gettempdir()) / "peerlab" / self.short
+        self.ctx = RunContext(self.run_id, self.short, self.run_dir, self.scratch, self.plan, secrets.token_hex(16))
+        self.backend: Backend = self.backend_cls(self.ctx)
+        self.requested_mode = shaping_mode
+        self.clients: dict[str, ControlClient] = {}
+        self.configs: dict[str, NodeConfig] = {}
+        self.t0_ns: int | None = None
+        self.manifest: dict[str, Any] = {
+            "run_id": self.run_id, "backend": backend, "status": "running",
+            "started_at": datetime.now(timezone.utc).isoformat(), "versions": _versions(),
+            "scenario": scenario.model_dump(mode="json"), "plan": self.plan.model_dump(mode="json"),
+            "faults_executed": [], "clock": {"method": "shared host clock (all nodes on this machine)",
+                                             "offsets_ns": {n.id: 0 for n in self.plan.nodes}},
+        }
+
+    # output ------------------------------------------------------------------------------------
+    def step(self, text: str) -> None:
+        self.console.print(f"[bold cyan]{time.strftime('%H:%M:%S')}[/] {text}")
+
+    def warn(self, text: str) -> None:
+        self.console.print(f"[bold yellow]warning:[/] {text}")
+
+    # phases ------------------------------------------------------------------------------------
+    def _node_config(self, node_id: str, mode: str) -> NodeConfig:
+        node = self.plan.node(node_id)
+        b = self.backend
+        return NodeConfig(
+            run_id=self.run_id, node_id=node.id, protocol=node.protocol, params=node.params, role=node.role,
+            seed=self.plan.seed, listen=Address(host=b.address(node.id), port=b.data_port(node.id)),
+            peers={p: Address(host=b.address(p), port=b.data_port(p)) for p in node.neighbours},
+            dial=node.dial, neighbours=node.neighbours, subscriptions=node.subscriptions,
+            schedule=node.schedule, control=ControlConfig(token=self.ctx.token, **b.control_endpoint(node.id)),
+            event_log=b.event_log_path(node.id),
+            delays_ms=shaping.transport_delays(self.plan, node.id) if mode == shaping.TRANSPORT else {},
+            jitter_ms=self.plan.jitter_ms if mode == shaping.TRANSPORT else 0.0,
+            loss=self.plan.loss if mode == shaping.TRANSPORT else 0.0,
+        )
+
+    def _shaping_mode(self) -> tuple[str, str]:
+        has_netem, why = shaping.probe_netem()
+        if self.requested_mode == "netem" and not has_netem:
+            raise RunError(f"--shaping netem was asked for, but {why}; use --shaping auto or transport")
+        if self.requested_mode == "transport" or not has_netem:
+            return shaping.TRANSPORT, why
+        return shaping.NETEM, why
+
+    def _shape(self, mode: str) -> None:
+        address_of = {n.id: self.backend.address(n.id) for n in self.plan.nodes}
+        with_netem = mode == shaping.NETEM
+        for node in self.plan.nodes:
+            ends = self.backend.link_ends(node.id)
+            shape = shaping.node_shape(self.plan, node.id, address_of)
+            with self.backend.netns(ends.node_netns) as ns:
+                shaping.shape_egress(ns, ends.node_ifname, shape, with_netem)
+        by_far: dict[str, list[tuple[str, str]]] = {}
+        for node in self.plan.nodes:
+            ends = self.backend.link_ends(node.id)
+            by_far.setdefault(ends.far_netns, []).append((node.id, ends.far_ifname))
+        for far, links in by_far.items():
+            with self.backend.netns(far) as ns:
+                for node_id, ifname in links:
+                    shaping.shape_download(ns, ifname, self.plan.node(node_id).bandwidth_down)
+
+    def _fail_node(self, node_id: str, what: str) -> RunError:
+        return RunError(f"node {node_id} {what}; its last output:\n{self.backend.output_tail(node_id)}")
+
+    async def _wait_healthy(self, node_ids: list[str], timeout: float) -> None:
+        pending = set(node_ids)
+        deadline = time.monotonic() + timeout
+        while pending:
+            for node_id in sorted(pending):
+                if not self.backend.alive(node_id):
+                    raise self._fail_node(node_id, "exited during start-up")
+            results = await asyncio.gather(*(self.clients[n].get("/healthz", timeout=2) for n in pending),
+                                           return_exceptions=True)
+            pending = {n for n, r in zip(list(pending), results) if isinstance(r, Exception)}
+            if pending and time.monotonic() > deadline:
+                first = sorted(pending, key=lambda x: int(x[1:]))[0]
+                raise self._fail_node(first, f"did not answer on its control API within {timeout:.0f}s "
+                                             f"({len(pending)} nodes not up)")
+            if pending:
+                await asyncio.sleep(0.2)
+
+    async def _wait_connected(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            statuses = await asyncio.gather(*(c.get("/status") for c in self.clients.values()))
+            missing = {s["node"]: sorted(set(s["neighbours"]) - set(s["connected"])) for s in statuses}
+            missing = {k: v for k, v in missing.items() if v}
+            if not missing:
+                return
+            if time.monotonic() > deadline:
+                node_id, peers = next(iter(sorted(missing.items(), key=lambda kv: int(kv[0][1:]))))
+                raise self._fail_node(node_id, f"is not connected to {', '.join(peers[:5])} after {timeout:.0f}s "
+                                               f"({len(missing)} nodes short of their neighbours)")
+            await asyncio.sleep(0.25)
+
+    async def _start_all(self) -> None:
+        lead = 1.0 + 0.01 * len(self.plan.nodes)  # time for every node to hear /start before T0
+        self.t0_ns = time.time_ns() + int(lead * 1e9)
+        await asyncio.gather(*(c.post("/start", {"t0": self.t0_ns}) for c in self.clients.values()))
+        self.manifest["t0_ns"] = self.t0_ns
+
+    async def _restart(self, node_id: str) -> None:
+        self.backend.start_node(node_id, self.configs[node_id])
+        await self._wait_healthy([node_id], 30)
+        await self.clients[node_id].post("/start", {"t0": self.t0_ns})
+
+    async def _apply_fault(self, fault: FaultEvent) -> None:
+        if fault.action == "kill":
+            self.backend.kill_node(fault.node)
+        elif fault.action == "stop":
+            await self.clients[fault.node].post("/stop", {"reason": "fault timeline"})
+            if self.backend.wait_node(fault.node, 10) is None:
+                self.backend.kill_node(fault.node)
+        elif fault.action == "restart":
+            if self.backend.alive(fault.node):
+                self.warn(f"restart of {fault.node} at {fault.at:g}s: it is still running; skipped")
+                return
+            await self._restart(fault.node)
+
+    async def _timeline(self) -> None:
+        assert self.t0_ns is not None
+        for fault in self.plan.faults:
+            delay = self.t0_ns / 1e9 + fault.at - time.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            await self._apply_fault(fault)
+            took_effect = time.time_ns()
+            self.manifest["faults_executed"].append(
+                {**fault.model_dump(), "t_ns": took_effect, "offset_s": round((took_effect - self.t0_ns) / 1e9, 3)})
+            self.step(f"fault: {fault.action} {fault.node} at T0+{(took_effect - self.t0_ns) / 1e9:.2f}s")
+        remaining = self.t0_ns / 1e9 + self.plan.end - time.time()
+        if remaining > 0:
+            await asyncio.sleep(remaining)
+
+    async def _stop_all(self) -> None:
+        alive = [n.id for n in self.plan.nodes if self.backend.alive(n.id)]
+        await asyncio.gather(*(self.clients[n].post("/stop", {"reason": "run finished"}) for n in alive),
+                             return_exceptions=True)
+        loop = asyncio.get_running_loop()
+        for node_id in alive:
+            code = await loop.run_in_executor(None, self.backend.wait_node, node_id, 10)
+            if code is None:
+                self.warn(f"{node_id} did not stop within 10s; killed")
+                self.backend.kill_node(node_id)
+
+    def _collect(self) -> int:
+        count = 0
+        for node in self.plan.nodes:
+            path = self.backend.event_log(node.id)
+            if path.exists():
+                self.store.put_log(self.run_id, node.id, path)
+                count += 1
+        return count
+
+    # the run -----------------------------------------------------------------------------------
+    async def _execute(self) -> None:
+        plan = self.plan
+        n = len(plan.nodes)
+        self.step(f"plan: {n} nodes, protocol {plan.protocol}, {len(plan.topics)} topics, "
+                  f"{plan.publishes()} publishes over {plan.duration:g}s, seed {plan.seed}")
+        # pyroute2's sync API runs an event loop of its own: netlink work goes to a worker thread
+        mode, why = await asyncio.to_thread(self._shaping_mode)
+        self.manifest["shaping"] = {"mode": mode, "probe": why,
+                                    "latency": "netem in the kernel" if mode == shaping.NETEM
+                                    else "per-destination delay in the node transport",
+                                    "bandwidth": "HTB in the kernel (upload on the node, download on the switch)"}
+        started = time.monotonic()
+        self.step(f"deploy: {self.backend.name} backend, {n} network namespaces")
+        await asyncio.to_thread(self.backend.create_network)
+        self.step(f"shape: {mode} mode ({why}); HTB on {2 * n} interfaces")
+        await asyncio.to_thread(self._shape, mode)
+        for node in plan.nodes:
+            self.configs[node.id] = self._node_config(node.id, mode)
+            self.clients[node.id] = self.backend.control(node.id)
+            self.backend.start_node(node.id, self.configs[node.id])
+        await self._wait_healthy([x.id for x in plan.nodes], 30 + 0.3 * n)
+        await self._wait_connected(30 + 0.2 * n)
+        self.manifest["startup_s"] = round(time.monotonic() - started, 2)
+        self.step(f"nodes up and connected in {self.manifest['startup_s']:.1f}s")
+        if self.scenario.calibration.enabled:
+            self.step("calibrate: RTT and throughput through the data plane")
+            cal = await calibrate(plan, self.clients, self.scenario.calibration)
+            self.manifest["calibration"] = cal
+            for w in cal["warnings"]:
+                self.warn(f"calibration off by more than {cal['tolerance']:.0%}: {w}")
+            self.step(f"calibration: RTT error {cal['latency_error_pct']}%, throughput error "
+                      f"{cal['bandwidth_error_pct']}% "
+                      f"({', '.join(str(r['measured_mbit']) for r in cal['throughput'])} Mbit/s)")
+        await self._start_all()
+        self.step(f"T0: running {plan.end:g}s (warm-up {plan.warmup:g}s, publishing {plan.duration:g}s, "
+                  f"drain {plan.drain:g}s, {len(plan.faults)} faults)")
+        await self._timeline()
+        self.step("drain over: stopping nodes")
+        await self._stop_all()
+
+    @staticmethod
+    def _cancel_on_sigterm(task: asyncio.Task) -> Any:
+        """SIGTERM cancels the run (teardown follows). Not loop.add_signal_handler: pyroute2 forks
+        helpers that inherit asyncio's wake-up fd, and their SIGTERM would cancel our run."""
+        owner = os.getpid()
+        loop = asyncio.get_running_loop()
+
+        def handler(signum: int, frame: Any) -> None:
+            if os.getpid() != owner:
+                os._exit(128 + signum)
+            loop.call_soon_threadsafe(task.cancel)
+        return signal.signal(signal.SIGTERM, handler)
+
+    async def run_async(self) -> Path:
+        record_run(RunState(self.short, self.run_id, os.getpid(), str(self.run_dir), str(self.scratch)))
+        self.store.write_json(self.run_id, "manifest.json", self.manifest)
+        mark_status(str(self.run_dir), "running")
+        status, detail = "failed", ""
+        previous = self._cancel_on_sigterm(asyncio.current_task())
+        try:
+            await self._execute()
+            status = "completed"
+        except asyncio.CancelledError:
+            status, detail = "interrupted", "interrupted by a signal; torn down"
+            raise
+        except (RunError, NodeError) as err:
+            detail = str(err)
+            raise RunError(str(err)) from None
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            for client in self.clients.values():
+                await client.close()
+            self.step("teardown: stopping processes, removing namespaces")
+            await asyncio.to_thread(self.backend.teardown)
+            collected = self._collect()
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            forget_run(self.short)
+            self.manifest.update(status=status, detail=detail, logs_collected=collected,
+                                 finished_at=datetime.now(timezone.utc).isoformat())
+            self.store.write_json(self.run_id, "manifest.json", self.manifest)
+            mark_status(str(self.run_dir), status, detail)
+            self.step(f"collected {collected} event logs into {self.run_dir}")
+        return self.run_dir
+
+    def run(self) -> Path:
+        return asyncio.run(self.run_async())
+
+
+def run_scenario(scenario: Scenario, **kwargs: Any) -> Path:
+    return Runner(scenario, **kwargs).run()
+

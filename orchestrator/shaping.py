@@ -1,0 +1,175 @@
+"""Link shaping: the one module that turns a node's slice of the plan into kernel traffic control.
+
+Every backend uses it, through a pyroute2 handle opened in the node's network namespace (and one on
+the far end of its link for the download cap). Per node, egress:
+
+    root 1: htb (default 1:2)
+     └─ 1:1   htb rate=up ceil=up                  the node's uplink
+         ├─ 1:2    htb                             unmatched traffic: no added latency
+         ├─ 1:10   htb ─ 10: netem delay=d0 ...    destinations whose one-way latency rounds to d0
+         ├─ 1:11   htb ─ 11: netem delay=d1 ...    ...one class per latency bucket, not per peer
+         └─ u32 filters: ip dst <peer> -> its bucket's class
+
+and on the switch side of its link: root 1: htb -> 1:1 rate=down (what the node can receive).
+
+Kernels without sch_netem (CI machines, WSL2, minimal cloud kernels) keep the HTB rate but no bucket
+classes; the same buckets then become per-destination delays in the node transport
+(`transport_delays`). Which mode ran is written in the manifest. `probe_netem` finds out; never assume.
+"""
+from __future__ import annotations
+
+import math
+import os
+import socket
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyroute2 import NetNS, netns
+from pyroute2.netlink.exceptions import NetlinkError
+
+MTU_FRAME = 1514
+ETH_P_IP = 0x0800
+NETEM = "netem"
+TRANSPORT = "transport"
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """Destinations that share one latency (rounded to the plan's bucket width)."""
+
+    delay_ms: float
+    jitter_ms: float
+    loss: float
+    destinations: tuple[str, ...]  # IPv4 addresses
+
+
+@dataclass
+class NodeShape:
+    """Everything shaping needs to know about one node."""
+
+    node_id: str
+    up_bps: int
+    down_bps: int
+    buckets: list[Bucket] = field(default_factory=list)
+
+
+def node_shape(plan: Any, node_id: str, address_of: dict[str, str]) -> NodeShape:
+    """Group the node's neighbours by the one-way latency the plan gives towards them."""
+    node = plan.node(node_id)
+    by_delay: dict[float, list[str]] = {}
+    for peer in node.neighbours:
+        by_delay.setdefault(plan.one_way_ms(node_id, peer), []).append(address_of[peer])
+    buckets = [Bucket(d, plan.jitter_ms, plan.loss, tuple(sorted(a))) for d, a in sorted(by_delay.items())]
+    return NodeShape(node_id, node.bandwidth_up, node.bandwidth_down, buckets)
+
+
+def transport_delays(plan: Any, node_id: str) -> dict[str, float]:
+    """Transport mode: the same buckets as per-destination delays (ms) for the node's transport."""
+    return {peer: plan.one_way_ms(node_id, peer) for peer in plan.node(node_id).neighbours}
+
+
+def htb_quantum(rate_bps: int) -> int:
+    """Bytes a class may send per round: set explicitly, because HTB's default (rate / r2q) is far
+    too large at tens of Mbit/s and the kernel warns; keep it between one frame and 60 kB."""
+    return max(MTU_FRAME, min(60_000, rate_bps // 8 // 1000))
+
+
+def netem_limit(rate_bps: int, delay_ms: float, jitter_ms: float) -> int:
+    """Packets netem may hold: twice what the link carries during the delay, at least 1000
+    (netem's default of 1000 drops packets once rate x delay exceeds it)."""
+    in_flight = rate_bps / 8 * (delay_ms + jitter_ms) / 1000 / MTU_FRAME
+    return max(1000, math.ceil(2 * in_flight))
+
+
+def _rate(bps: int) -> str:
+    return f"{bps}bit"
+
+
+def _u32_dst(address: str) -> str:
+    """u32 key matching an IPv4 destination address (offset 16 in the IP header)."""
+    return f"0x{int.from_bytes(socket.inet_aton(address), 'big'):08x}/0xffffffff+16"
+
+
+def clear(ipr: NetNS, ifname: str) -> None:
+    index = ipr.link_lookup(ifname=ifname)[0]
+    try:
+        ipr.tc("del", index=index, handle="1:", root=True)
+    except NetlinkError as err:
+        if err.code not in (2, 22):  # nothing there to delete
+            raise
+
+
+def shape_egress(ipr: NetNS, ifname: str, shape: NodeShape, with_netem: bool) -> None:
+    """Build the node's egress tree on `ifname` (see the module docstring)."""
+    clear(ipr, ifname)
+    index = ipr.link_lookup(ifname=ifname)[0]
+    up = _rate(shape.up_bps)
+    quantum = htb_quantum(shape.up_bps)
+    ipr.tc("add", "htb", index=index, handle="1:", default=0x2)
+    ipr.tc("add-class", "htb", index=index, handle="1:1", parent="1:", rate=up, ceil=up, quantum=quantum)
+    buckets = shape.buckets if with_netem else []
+    share = _rate(max(8000, shape.up_bps // (len(buckets) + 1)))
+    ipr.tc("add-class", "htb", index=index, handle="1:2", parent="1:1", rate=share, ceil=up, quantum=quantum)
+    for i, bucket in enumerate(buckets):
+        minor = 0x10 + i
+        ipr.tc("add-class", "htb", index=index, handle=f"1:{minor:x}", parent="1:1", rate=share, ceil=up,
+               quantum=quantum)
+        ipr.tc("add", "netem", index=index, parent=f"1:{minor:x}", handle=f"{minor:x}:",
+               delay=int(bucket.delay_ms * 1000), jitter=int(bucket.jitter_ms * 1000),
+               loss=bucket.loss * 100, limit=netem_limit(shape.up_bps, bucket.delay_ms, bucket.jitter_ms))
+        for address in bucket.destinations:
+            ipr.tc("add-filter", "u32", index=index, parent="1:", prio=1, protocol=ETH_P_IP,
+                   target=f"1:{minor:x}", keys=[_u32_dst(address)])
+
+
+def shape_download(ipr: NetNS, ifname: str, down_bps: int) -> None:
+    """Cap what the node receives: egress of the far end of its link, towards the node."""
+    clear(ipr, ifname)
+    index = ipr.link_lookup(ifname=ifname)[0]
+    down = _rate(down_bps)
+    ipr.tc("add", "htb", index=index, handle="1:", default=0x1)
+    ipr.tc("add-class", "htb", index=index, handle="1:1", parent="1:", rate=down, ceil=down,
+           quantum=htb_quantum(down_bps))
+
+
+def describe(ipr: NetNS, ifname: str) -> list[str]:
+    """The qdiscs and classes on `ifname`, one line each (for tests and `peerlab doctor`)."""
+    index = ipr.link_lookup(ifname=ifname)[0]
+    lines = []
+    for q in ipr.get_qdiscs(index=index):
+        lines.append(f"qdisc {q.get_attr('TCA_KIND')} {q['handle'] >> 16:x}: parent {_handle(q['parent'])}")
+    for c in ipr.get_classes(index=index):
+        rate = c.get_attr("TCA_OPTIONS").get_attr("TCA_HTB_PARMS")["rate"] * 8
+        lines.append(f"class {c.get_attr('TCA_KIND')} {_handle(c['handle'])} parent {_handle(c['parent'])} rate {rate}bit")
+    return lines
+
+
+def _handle(h: int) -> str:
+    return "root" if h == 0xFFFFFFFF else f"{h >> 16:x}:{h & 0xFFFF:x}"
+
+
+def _probe_qdisc(kind: str, **options: Any) -> tuple[bool, str]:
+    """Can this kernel attach a `kind` qdisc? Tried in a scratch namespace, so nothing is left behind."""
+    name = f"plprobe{os.getpid()}"
+    try:
+        netns.create(name)
+    except OSError as err:
+        return False, f"cannot create a network namespace: {err}"
+    try:
+        with NetNS(name) as ns:
+            lo = ns.link_lookup(ifname="lo")[0]
+            try:
+                ns.tc("add", kind, index=lo, handle="1:", root=True, **options)
+                return True, f"sch_{kind} available"
+            except NetlinkError as err:
+                return False, f"sch_{kind} unavailable ({os.strerror(err.code)})"
+    finally:
+        netns.remove(name)
+
+
+def probe_netem() -> tuple[bool, str]:
+    return _probe_qdisc("netem", delay=1000)
+
+
+def probe_htb() -> tuple[bool, str]:
+    return _probe_qdisc("htb", default=0x1)
