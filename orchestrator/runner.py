@@ -57,7 +57,7 @@ class Runner:
                  console: Console | None = None, shaping_mode: str = "auto"):
         self.scenario = scenario
         self.plan: RunPlan = make_plan(scenario, seed)
-        self.console = console or Console(stderr=True)
+        self.console = console or Console(stderr=True, soft_wrap=True)
         self.backend_cls = get_backend(backend)
         self.store: Store = open_store(scenario.output.store)
         self.run_id, self.short = new_run_id(scenario.name)
@@ -83,6 +83,17 @@ class Runner:
 
     def warn(self, text: str) -> None:
         self.console.print(f"[bold yellow]warning:[/] {text}")
+
+    @staticmethod
+    async def _blocking(fn: Any, *args: Any) -> Any:
+        """Run blocking netlink work in a thread. If the run is cancelled meanwhile, the work still
+        finishes before the cancellation goes on, so teardown sees everything it made."""
+        fut = asyncio.get_running_loop().run_in_executor(None, fn, *args)
+        try:
+            return await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            await asyncio.wait([fut])
+            raise
 
     # phases ------------------------------------------------------------------------------------
     def _node_config(self, node_id: str, mode: str) -> NodeConfig:
@@ -225,16 +236,16 @@ class Runner:
         self.step(f"plan: {n} nodes, protocol {plan.protocol}, {len(plan.topics)} topics, "
                   f"{plan.publishes()} publishes over {plan.duration:g}s, seed {plan.seed}")
         # pyroute2's sync API runs an event loop of its own: netlink work goes to a worker thread
-        mode, why = await asyncio.to_thread(self._shaping_mode)
+        mode, why = await self._blocking(self._shaping_mode)
         self.manifest["shaping"] = {"mode": mode, "probe": why,
                                     "latency": "netem in the kernel" if mode == shaping.NETEM
                                     else "per-destination delay in the node transport",
                                     "bandwidth": "HTB in the kernel (upload on the node, download on the switch)"}
         started = time.monotonic()
         self.step(f"deploy: {self.backend.name} backend, {n} network namespaces")
-        await asyncio.to_thread(self.backend.create_network)
+        await self._blocking(self.backend.create_network)
         self.step(f"shape: {mode} mode ({why}); HTB on {2 * n} interfaces")
-        await asyncio.to_thread(self._shape, mode)
+        await self._blocking(self._shape, mode)
         for node in plan.nodes:
             self.configs[node.id] = self._node_config(node.id, mode)
             self.clients[node.id] = self.backend.control(node.id)
@@ -292,7 +303,7 @@ class Runner:
             for client in self.clients.values():
                 await client.close()
             self.step("teardown: stopping processes, removing namespaces")
-            await asyncio.to_thread(self.backend.teardown)
+            await self._blocking(self.backend.teardown)
             collected = self._collect()
             shutil.rmtree(self.scratch, ignore_errors=True)
             forget_run(self.short)

@@ -242,7 +242,8 @@ def _format_errors(err: ValidationError) -> list[str]:
         got = e.get("input")
         tail = f" (got {got!r})" if e["type"] not in ("missing", "extra_forbidden", "model_type") \
             and isinstance(got, (str, int, float)) and not isinstance(got, bool) else ""
-        out.append(f"{_format_loc(e['loc'])}: {msg}{tail}")
+        # cross-field checks name their fields in the message already
+        out.append(f"{_format_loc(e['loc'])}: {msg}{tail}" if e["loc"] else msg)
     return out
 
 

@@ -1,0 +1,45 @@
+"""Reading a run: the manifest, and the event logs as one typed DataFrame.
+
+The Spark schema is built from `node/events.schema.json`, the same file the node checks its events
+against, so a field the node writes is a column here with the same type.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+
+from node.eventlog import load_schema
+
+_SPARK_TYPES = {"long": T.LongType(), "string": T.StringType(), "boolean": T.BooleanType(),
+                "double": T.DoubleType()}
+
+
+def event_struct() -> T.StructType:
+    schema = load_schema()
+    fields = {**schema["common"], **schema["fields"]}
+    return T.StructType([T.StructField(name, _SPARK_TYPES[kind], True) for name, kind in fields.items()])
+
+
+def load_manifest(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / "manifest.json"
+    if not path.exists():
+        raise FileNotFoundError(f"{run_dir} has no manifest.json: is it a peerlab run directory?")
+    return json.loads(path.read_text())
+
+
+def read_events(spark: SparkSession, run_dir: Path) -> DataFrame:
+    logs = sorted((run_dir / "events").glob("*.jsonl.gz"))
+    if not logs:
+        raise FileNotFoundError(f"{run_dir}/events holds no event logs (*.jsonl.gz)")
+    return spark.read.schema(event_struct()).option("mode", "DROPMALFORMED").json([str(p) for p in logs])
+
+
+def subscriptions_frame(spark: SparkSession, manifest: dict[str, Any]) -> DataFrame:
+    """(node, topic) for every planned subscription."""
+    rows = [(n["id"], t) for n in manifest["plan"]["nodes"] for t in n["subscriptions"]]
+    schema = T.StructType([T.StructField("node", T.StringType()), T.StructField("topic", T.StringType())])
+    return spark.createDataFrame(rows, schema)

@@ -1,0 +1,77 @@
+"""The analysis job for one run: tables (Parquet), metrics.json and report.html under analysis/."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pyspark.sql import SparkSession
+
+from analysis import metrics as M
+from analysis.ingest import load_manifest, read_events, subscriptions_frame
+from analysis.report import coverage_plot, latency_cdf_plot, render
+from analysis.spark import get_spark
+
+PLOT_SAMPLE = 2_000_000  # deliveries brought to the driver for plotting
+
+
+def compute(spark: SparkSession, run_dir: Path, write_tables: bool = True) -> tuple[dict[str, Any], dict[str, str]]:
+    manifest = load_manifest(run_dir)
+    events = read_events(spark, run_dir).cache()
+    nodes = len(manifest["plan"]["nodes"])
+    pubs = M.publishes(events).cache()
+    expected = M.expected_receivers(pubs, subscriptions_frame(spark, manifest))
+    dl = M.deliveries(events, expected).cache()
+    msgs = M.per_message(dl)
+    cov = M.coverage(dl).cache()
+    cal = manifest.get("calibration") or {}
+    result = {
+        "run_id": manifest["run_id"],
+        "nodes": nodes,
+        "messages": pubs.count(),
+        "delivery_ratio": M.delivery_ratio(msgs),
+        "latency_ms": M.latency_stats(dl),
+        "coverage_latency_ms": M.coverage_summary(cov),
+        "duplicates_per_node": M.duplicates_per_node(events, nodes),
+        "bytes": M.bytes_sent(events),
+        "shaping": {"mode": manifest.get("shaping", {}).get("mode"),
+                    "latency_error_pct": cal.get("latency_error_pct"),
+                    "bandwidth_error_pct": cal.get("bandwidth_error_pct")},
+        "events": events.count(),
+    }
+    if write_tables:
+        tables = run_dir / "analysis" / "tables"
+        events.write.mode("overwrite").partitionBy("node").parquet(str(tables / "events"))
+        dl.write.mode("overwrite").parquet(str(tables / "deliveries"))
+        msgs.join(cov.drop("expected"), "msg_id").join(pubs, "msg_id").write.mode("overwrite").parquet(
+            str(tables / "messages"))
+        M.bytes_per_node(events).write.mode("overwrite").parquet(str(tables / "bytes_per_node"))
+
+    sample = dl.select("msg_id", "latency_ms").limit(PLOT_SAMPLE).toPandas()
+    got = sample.dropna()
+    by_msg = {m: (len(g), g["latency_ms"].dropna().to_numpy()) for m, g in sample.groupby("msg_id")}
+    plots = {"latency CDF": latency_cdf_plot(got["latency_ms"].to_numpy()),
+             "coverage over time": coverage_plot(by_msg)}
+    events.unpersist()
+    return result, plots
+
+
+def analyse(run_dir: str | Path, spark: SparkSession | None = None) -> dict[str, Any]:
+    """Analyse a run directory; writes analysis/metrics.json and analysis/report.html; returns metrics."""
+    run_dir = Path(run_dir)
+    spark = spark or get_spark()
+    result, plots = compute(spark, run_dir)
+    out = run_dir / "analysis"
+    out.mkdir(exist_ok=True)
+    (out / "metrics.json").write_text(json.dumps(result, indent=1, default=_json_default) + "\n")
+    (out / "report.html").write_text(render(result, load_manifest(run_dir), plots))
+    return result
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating,)):
+        return float(value)
+    return str(value)

@@ -1,0 +1,105 @@
+"""report.html: one self-contained page per run (plots inlined as PNG, no network needed to view it)."""
+from __future__ import annotations
+
+import base64
+import html
+import io
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+
+def _png(fig: Any) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def latency_cdf_plot(latencies_ms: np.ndarray) -> str:
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    if latencies_ms.size:
+        xs = np.sort(latencies_ms)
+        ax.step(xs, np.arange(1, xs.size + 1) / xs.size, where="post")
+    ax.set_xlabel("propagation latency (ms)")
+    ax.set_ylabel("fraction of deliveries")
+    ax.set_title("Latency CDF")
+    ax.grid(alpha=0.3)
+    return _png(fig)
+
+
+def coverage_plot(latencies_by_msg: dict[str, tuple[int, np.ndarray]]) -> str:
+    """Mean fraction of expected receivers reached, against time since publication."""
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    if latencies_by_msg:
+        horizon = max((lat.max() for _, lat in latencies_by_msg.values() if lat.size), default=1.0)
+        grid = np.linspace(0, horizon * 1.05, 200)
+        curves = [np.searchsorted(np.sort(lat), grid, side="right") / expected
+                  for expected, lat in latencies_by_msg.values() if expected]
+        ax.plot(grid, np.mean(curves, axis=0))
+    ax.set_xlabel("time since publication (ms)")
+    ax.set_ylabel("mean coverage")
+    ax.set_ylim(0, 1.05)
+    ax.set_title("Coverage over time")
+    ax.grid(alpha=0.3)
+    return _png(fig)
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return html.escape(str(value))
+
+
+def _table(rows: list[tuple[str, Any]]) -> str:
+    body = "".join(f"<tr><th>{html.escape(k)}</th><td>{_fmt(v)}</td></tr>" for k, v in rows)
+    return f"<table>{body}</table>"
+
+
+def render(metrics: dict[str, Any], manifest: dict[str, Any], plots: dict[str, str]) -> str:
+    lat = metrics["latency_ms"]
+    cov = metrics["coverage_latency_ms"]
+    shaping = metrics["shaping"]
+    summary = [("scenario", manifest["scenario"]["name"]), ("run", manifest["run_id"]),
+               ("backend", manifest.get("backend")), ("status", manifest.get("status")),
+               ("protocol", manifest["plan"]["protocol"]), ("nodes", metrics["nodes"]),
+               ("messages", metrics["messages"]), ("delivery ratio", metrics["delivery_ratio"]),
+               ("latency p50 / p90 / p99 (ms)", f"{_fmt(lat['p50'])} / {_fmt(lat['p90'])} / {_fmt(lat['p99'])}"),
+               ("latency mean / max (ms)", f"{_fmt(lat['mean'])} / {_fmt(lat['max'])}"),
+               ("coverage L15 / L50 / L90 / L100 (ms)",
+                " / ".join(_fmt(cov[k]) for k in ("L15", "L50", "L90", "L100"))),
+               ("duplicates per node", metrics["duplicates_per_node"]),
+               ("data bytes sent", metrics["bytes"]["data_sent"]),
+               ("control bytes sent", metrics["bytes"]["control_sent"])]
+    shaping_rows = [("mode", shaping["mode"]), ("latency error (mean %)", shaping["latency_error_pct"]),
+                    ("bandwidth error (mean %)", shaping["bandwidth_error_pct"]),
+                    ("how", manifest.get("shaping", {}).get("latency", ""))]
+    cal = manifest.get("calibration") or {}
+    cal_rows = "".join(
+        f"<tr><td>{r['a']} &harr; {r['b']}</td><td>{_fmt(r['configured_ms'])} ms</td><td>{_fmt(r['measured_ms'])} ms</td>"
+        f"<td>{_fmt(r['error_pct'])}%</td></tr>" for r in cal.get("rtt", []))
+    cal_rows += "".join(
+        f"<tr><td>{r['from']} &rarr; {r['to']}</td><td>{_fmt(r['configured_mbit'])} Mbit/s</td>"
+        f"<td>{_fmt(r['measured_mbit'])} Mbit/s</td><td>{_fmt(r['error_pct'])}%</td></tr>"
+        for r in cal.get("throughput", []))
+    images = "".join(f'<figure><img alt="{html.escape(name)}" src="data:image/png;base64,{data}"></figure>'
+                     for name, data in plots.items())
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>peerlab report: {html.escape(manifest['run_id'])}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 60em; color: #222; }}
+table {{ border-collapse: collapse; margin: 0.5em 0 1.5em; }}
+th, td {{ text-align: left; padding: 0.25em 0.8em; border-bottom: 1px solid #ddd; }}
+figure {{ display: inline-block; margin: 0.5em; }}
+</style></head><body>
+<h1>peerlab run {html.escape(manifest['run_id'])}</h1>
+<h2>Summary</h2>{_table(summary)}
+<h2>Plots</h2>{images}
+<h2>Shaping and calibration</h2>{_table(shaping_rows)}
+<table><tr><th>link</th><th>configured</th><th>measured</th><th>error</th></tr>{cal_rows}</table>
+</body></html>
+"""

@@ -1,0 +1,242 @@
+"""The `peerlab` command line.
+
+Exit codes: 0 success, 1 the run failed (the message names the node), 2 the input is invalid
+(nothing was touched), 130 interrupted (everything torn down).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+EXAMPLES = """\
+examples:
+  peerlab run scenarios/quickstart.yaml
+  peerlab run scenarios/quickstart.yaml --set nodes.count=10 --set network.latency.one_way=20ms
+  peerlab validate my-scenario.yaml
+  peerlab plan scenarios/quickstart.yaml --seed 7
+  peerlab report runs/20261121-120000-quickstart-1a2b3c
+  peerlab clean            # remove what a crashed run left behind
+  peerlab doctor           # what this machine can run
+
+scenario reference: `peerlab schema` prints the JSON Schema (point your editor's YAML plugin at it);
+the README walks through every section.
+"""
+
+err = Console(stderr=True, soft_wrap=True)
+
+
+def _scenario_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("scenario", help="scenario YAML file")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="PATH=VALUE",
+                   help="override a field, e.g. --set nodes.count=10 (repeatable; values read as YAML)")
+
+
+def _load(args: argparse.Namespace):
+    from orchestrator.scenario import load_scenario
+
+    return load_scenario(args.scenario, args.overrides)
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    sc = _load(args)
+    print(f"ok: {args.scenario}: scenario {sc.name!r}, {sc.nodes.count} nodes, protocol {sc.protocol.name}, "
+          f"{sc.topics.count} topics, latency model {sc.network.latency.model}")
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from orchestrator.scenario import json_schema
+
+    text = json.dumps(json_schema(), indent=2)
+    if args.output:
+        Path(args.output).write_text(text + "\n")
+        err.print(f"wrote {args.output}")
+    else:
+        print(text)
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from orchestrator.plan import make_plan
+
+    plan = make_plan(_load(args), args.seed)
+    if args.json:
+        print(plan.model_dump_json(indent=1))
+        return 0
+    degrees = [len(n.neighbours) for n in plan.nodes]
+    subs = [len(n.subscriptions) for n in plan.nodes]
+    print(f"scenario {plan.scenario}, seed {plan.seed}: {len(plan.nodes)} nodes, protocol {plan.protocol}")
+    print(f"  neighbours per node: min {min(degrees)}, max {max(degrees)}")
+    print(f"  topics: {len(plan.topics)}; subscriptions per node: min {min(subs)}, max {max(subs)}")
+    print(f"  publishes: {plan.publishes()} by {sum(1 for n in plan.nodes if n.schedule)} publishers; "
+          f"run length {plan.end:g}s after T0")
+    print(f"  faults: {len(plan.faults)}" + "".join(f"\n    T0+{f.at:g}s {f.action} {f.node}" for f in plan.faults))
+    return 0
+
+
+def _summary(metrics: dict[str, Any]) -> str:
+    lat = metrics["latency_ms"]
+    b = metrics["bytes"]
+
+    def ms(v: float | None) -> str:
+        return "n/a" if v is None else f"{v:.1f} ms"
+    ratio = metrics["delivery_ratio"]
+    return (f"delivery {'n/a' if ratio is None else f'{ratio:.4f}'} over {metrics['messages']} messages; "
+            f"latency p50 {ms(lat['p50'])}, p99 {ms(lat['p99'])}; "
+            f"sent {b['data_sent'] / 1e6:.2f} MB data, {b['control_sent'] / 1e6:.2f} MB control")
+
+
+def _report(run_dir: Path) -> dict[str, Any]:
+    from analysis.job import analyse
+
+    err.print(f"[bold cyan]analysis:[/] PySpark on {run_dir}")
+    return analyse(run_dir)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    sc = _load(args)  # invalid input stops here, before anything is created
+    from orchestrator.backends import BACKENDS
+
+    if args.backend not in BACKENDS:
+        raise _UsageError(f"--backend {args.backend!r}: available backends are {', '.join(BACKENDS)}")
+    if os.geteuid() != 0:
+        err.print("[bold red]error:[/] the local backend creates network namespaces and tc qdiscs: "
+                  "run peerlab as root (or with CAP_NET_ADMIN and CAP_SYS_ADMIN)")
+        return 1
+    from orchestrator.runner import RunError, Runner
+
+    runner = Runner(sc, backend=args.backend, seed=args.seed, console=err, shaping_mode=args.shaping)
+    try:
+        run_dir = runner.run()
+    except RunError as e:
+        err.print(f"[bold red]run failed:[/] {e}")
+        print(runner.run_dir)
+        return 1
+    if not args.no_report:
+        metrics = _report(run_dir)
+        err.print(f"[bold green]summary:[/] {_summary(metrics)}")
+        err.print(f"report: {run_dir / 'analysis' / 'report.html'}")
+    print(run_dir)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    run_dir = Path(args.run_dir)
+    if not (run_dir / "manifest.json").exists():
+        raise _UsageError(f"{run_dir}: not a run directory (no manifest.json)")
+    metrics = _report(run_dir)
+    err.print(f"[bold green]summary:[/] {_summary(metrics)}")
+    print(run_dir / "analysis" / "report.html")
+    return 0
+
+
+def cmd_clean(args: argparse.Namespace) -> int:
+    from orchestrator.cleanup import find_runs, forget_run, mark_status, remove_run_objects
+
+    if os.geteuid() != 0:
+        err.print("[bold red]error:[/] cleaning namespaces needs root")
+        return 1
+    found = 0
+    for state, short, alive in find_runs():
+        if alive and not args.force:
+            err.print(f"run {state.run_id if state else short}: orchestrator (pid {state.pid}) still running; "
+                      "left alone (use --force to clean it anyway)")
+            continue
+        removed = remove_run_objects(short, state.scratch if state else None)
+        if state:
+            mark_status(state.run_dir, "crashed", "orchestrator died; cleaned by `peerlab clean`")
+        forget_run(short)
+        found += 1
+        err.print(f"run {state.run_id if state else 'pl' + short + '-* (no state file)'}: "
+                  f"killed {removed['processes']} processes, removed {removed['namespaces']} namespaces")
+    if not found:
+        err.print("nothing to clean")
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from orchestrator.doctor import checks, summary
+
+    rows = checks()
+    for r in rows:
+        mark = "[green]ok[/]  " if r["ok"] else "[red]no[/]  "
+        err.print(f"{mark}{r['what']}: {r['detail']}")
+    for line in summary(rows):
+        print(line)
+    return 0
+
+
+class _UsageError(Exception):
+    pass
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="peerlab", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXAMPLES,
+        description="Emulation testbed for peer-to-peer publish/subscribe protocols: real nodes in "
+                    "network namespaces, every link shaped with tc, logs analysed with PySpark.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser("run", help="validate, plan, deploy, run, collect, tear down, analyse",
+                       description="Run a scenario end to end. Progress goes to stderr; the last line "
+                                   "on stdout is the run directory.")
+    _scenario_args(p)
+    p.add_argument("--backend", default="local", help="where nodes run (default: local = network namespaces)")
+    p.add_argument("--seed", type=int, help="override the scenario's seed (same seed => same plan)")
+    p.add_argument("--shaping", choices=["auto", "netem", "transport"], default="auto",
+                   help="latency in the kernel (netem) or in the node transport; auto probes the kernel")
+    p.add_argument("--no-report", action="store_true", help="skip the PySpark analysis (run `peerlab report` later)")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("validate", help="check a scenario and exit (2 if invalid)")
+    _scenario_args(p)
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("plan", help="show the plan a scenario and seed give, without running it")
+    _scenario_args(p)
+    p.add_argument("--seed", type=int)
+    p.add_argument("--json", action="store_true", help="print the whole RunPlan as JSON")
+    p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("schema", help="print the scenario JSON Schema (for editors)")
+    p.add_argument("--output", "-o", help="write to this file instead of stdout")
+    p.set_defaults(func=cmd_schema)
+
+    p = sub.add_parser("report", help="(re)run the analysis of a run directory")
+    p.add_argument("run_dir")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("clean", help="remove namespaces and processes left by crashed runs")
+    p.add_argument("--force", action="store_true", help="also clean runs whose orchestrator is alive")
+    p.set_defaults(func=cmd_clean)
+
+    p = sub.add_parser("doctor", help="what this machine offers: netns, htb, netem, java, docker, helm")
+    p.set_defaults(func=cmd_doctor)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from orchestrator.scenario import ScenarioError
+
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except ScenarioError as e:
+        err.print(str(e), markup=False, highlight=False)
+        return 2
+    except _UsageError as e:
+        err.print(f"error: {e}", markup=False, highlight=False)
+        return 2
+    except KeyboardInterrupt:
+        err.print("interrupted: run torn down")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
