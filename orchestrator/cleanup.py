@@ -91,13 +91,22 @@ def remove_run_objects(short: str, scratch: str | None = None) -> dict[str, int]
     deadline = time.monotonic() + 5
     while any(pids_in_netns(n) for n in names) and time.monotonic() < deadline:
         time.sleep(0.05)
+    failed = []
     for name in names:
-        try:
-            netns.remove(name)
-        except OSError:
-            pass
+        for attempt in range(20):
+            try:
+                netns.remove(name)
+            except OSError:
+                pass
+            if not (NETNS_DIR / name).exists():
+                break
+            time.sleep(0.05 * (attempt + 1))
+        else:
+            failed.append(name)
     if scratch:
         shutil.rmtree(scratch, ignore_errors=True)
+    if failed:
+        raise OSError(f"could not remove network namespaces {', '.join(failed)}; try `peerlab clean` again")
     return {"processes": killed, "namespaces": len(names)}
 
 

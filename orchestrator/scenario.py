@@ -237,6 +237,8 @@ def _format_errors(err: ValidationError) -> list[str]:
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
             msg = "unknown field (check the spelling; `peerlab schema` lists the fields)"
+        elif e["type"] == "union_tag_not_found":
+            msg = f"missing '{e['ctx']['discriminator'].strip(chr(39))}' (which kind? see `peerlab schema`)"
         elif e["type"] == "union_tag_invalid":
             msg = msg.replace("Input tag", "value")
         got = e.get("input")

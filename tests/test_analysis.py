@@ -1,0 +1,79 @@
+"""Metric jobs on a hand-built run whose answers are computed by hand."""
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from analysis.job import analyse
+
+pytestmark = pytest.mark.spark
+MS = 1_000_000
+
+
+def write_run(run_dir: Path) -> None:
+    # 4 nodes; topic a: n0 n1 n2 n3 subscribed; topic b: n1 only.
+    nodes = [{"id": f"n{i}", "subscriptions": ["a"] + (["b"] if i == 1 else [])} for i in range(4)]
+    manifest = {"run_id": "hand", "backend": "local", "status": "completed", "scenario": {"name": "hand"},
+                "plan": {"protocol": "floodsub", "nodes": nodes},
+                "shaping": {"mode": "transport"},
+                "calibration": {"latency_error_pct": 1.5, "bandwidth_error_pct": 3.0, "rtt": [], "throughput": []}}
+    (run_dir / "events").mkdir(parents=True)
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    ev = {f"n{i}": [] for i in range(4)}
+
+    def e(node, ts_ms, type_, **kw):
+        ev[node].append({"ts": 1_000_000_000_000 + ts_ms * MS, "node": node, "type": type_, **kw})
+    # m1 on a by n0 at t=0: n1 at 10 ms, n2 at 30 ms, n3 at 50 ms
+    e("n0", 0, "publish_message", topic="a", msg_id="m1", size=100, seq=1)
+    e("n1", 10, "deliver_message", topic="a", msg_id="m1", origin="n0", peer="n0", size=100)
+    e("n2", 30, "deliver_message", topic="a", msg_id="m1", origin="n0", peer="n1", size=100)
+    e("n3", 50, "deliver_message", topic="a", msg_id="m1", origin="n0", peer="n2", size=100)
+    # m2 on a by n1 at t=100: n0 at 120 ms, n2 at 140 ms, n3 never
+    e("n1", 100, "publish_message", topic="a", msg_id="m2", size=100, seq=1)
+    e("n0", 120, "deliver_message", topic="a", msg_id="m2", origin="n1", peer="n1", size=100)
+    e("n2", 140, "deliver_message", topic="a", msg_id="m2", origin="n1", peer="n0", size=100)
+    # m3 on b by n2 at t=200: n1 at 205
+    e("n2", 200, "publish_message", topic="b", msg_id="m3", size=100, seq=1)
+    e("n1", 205, "deliver_message", topic="b", msg_id="m3", origin="n2", peer="n2", size=100)
+    # 3 duplicates; traffic: 2 sends with 100 data bytes of 120, one control send of 8
+    e("n2", 31, "duplicate_message", topic="a", msg_id="m1", peer="n3", size=100)
+    e("n3", 51, "duplicate_message", topic="a", msg_id="m1", peer="n1", size=100)
+    e("n3", 52, "duplicate_message", topic="a", msg_id="m1", peer="n2", size=100)
+    e("n0", 1, "send_rpc", peer="n1", bytes=120, data_bytes=100, msgs=1, subs=0)
+    e("n1", 11, "send_rpc", peer="n2", bytes=120, data_bytes=100, msgs=1, subs=0)
+    e("n2", 2, "send_rpc", peer="n3", bytes=8, data_bytes=0, msgs=0, subs=1)
+    for node, events in ev.items():
+        with gzip.open(run_dir / "events" / f"{node}.jsonl.gz", "wt") as f:
+            f.writelines(json.dumps(x) + "\n" for x in events)
+        # a torn last line, as a SIGKILL mid-write could leave, must not break the analysis
+        with gzip.open(run_dir / "events" / f"{node}.jsonl.gz", "at") as f:
+            f.write('{"ts": 5, "node": "' + node + '", "ty')
+
+
+def test_metrics_match_hand_computation(tmp_path, spark):
+    write_run(tmp_path)
+    m = analyse(tmp_path, spark)
+    # expected receivers: m1 3, m2 3, m3 1 -> 7; delivered 3 + 2 + 1 = 6
+    assert m["delivery_ratio"] == pytest.approx(6 / 7)
+    assert m["messages"] == 3 and m["nodes"] == 4
+    lat = m["latency_ms"]  # latencies 10, 30, 50, 20, 40, 5
+    assert lat["mean"] == pytest.approx(155 / 6)
+    assert lat["max"] == pytest.approx(50) and lat["min"] == pytest.approx(5)
+    assert lat["p50"] == pytest.approx(25)  # exact percentile, linear interpolation
+    cov = m["coverage_latency_ms"]
+    # L50: m1 needs 2 of 3 -> 30; m2 2 of 3 -> 40; m3 1 of 1 -> 5  => mean 25
+    assert cov["L50"] == pytest.approx(25)
+    # L100: m1 50, m2 never, m3 5 => mean 27.5 over the 2 messages that got there
+    assert cov["L100"] == pytest.approx(27.5)
+    assert cov["messages_reaching"]["L100"] == 2
+    # L15: ceil(0.45)=1st receiver: 10, 20, 5
+    assert cov["L15"] == pytest.approx(35 / 3)
+    assert m["duplicates_per_node"] == pytest.approx(3 / 4)
+    assert m["bytes"] == {"data_sent": 200, "control_sent": 48, "total_sent": 248}
+    assert m["shaping"] == {"mode": "transport", "latency_error_pct": 1.5, "bandwidth_error_pct": 3.0}
+    out = tmp_path / "analysis"
+    assert json.loads((out / "metrics.json").read_text())["delivery_ratio"] == pytest.approx(6 / 7)
+    html = (out / "report.html").read_text()
+    assert html.count("data:image/png;base64,") == 2
+    assert (out / "tables" / "deliveries").is_dir() and (out / "tables" / "messages").is_dir()

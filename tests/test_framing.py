@@ -1,0 +1,44 @@
+"""Data-plane framing: round trips in any chunking; oversized and malformed input refused."""
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from node.framing import DecodeError, Frame, FrameDecoder, FrameTooLarge, Hello, Probe, encode_frame, encode_varint
+
+
+@given(st.lists(st.binary(max_size=3000), max_size=20), st.integers(1, 97))
+@settings(max_examples=200, deadline=None)
+def test_frames_survive_any_chunking(payloads, chunk):
+    frames = [Frame(rpc=p) for p in payloads] + [Frame(hello=Hello(node_id="n1", run_id="r"))]
+    stream = b"".join(encode_frame(f) for f in frames)
+    decoder = FrameDecoder(1 << 20)
+    out = []
+    for i in range(0, len(stream), chunk):
+        out += decoder.feed(stream[i:i + chunk])
+    assert out == frames
+
+
+def test_oversized_frame_is_refused_before_buffering():
+    decoder = FrameDecoder(1000)
+    with pytest.raises(FrameTooLarge):
+        decoder.feed(encode_varint(5_000_000))
+
+
+def test_overlong_varint_is_malformed():
+    with pytest.raises(DecodeError):
+        FrameDecoder(1000).feed(b"\xff" * 11)
+
+
+@given(st.binary(max_size=200))
+@settings(max_examples=300, deadline=None)
+def test_random_bytes_never_crash_the_decoder(data):
+    try:
+        FrameDecoder(1 << 16).feed(data)
+    except (DecodeError, FrameTooLarge):
+        pass
+
+
+def test_probe_roundtrip():
+    f = Frame(probe=Probe(kind=Probe.BULK_REPORT, nonce=7, bytes=123, span_ns=456))
+    (back,) = FrameDecoder(1000).feed(encode_frame(f))
+    assert back.probe.span_ns == 456 and back.WhichOneof("body") == "probe"

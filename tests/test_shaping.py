@@ -1,0 +1,60 @@
+"""The tc tree shaping builds, read back from the kernel; pure helpers."""
+import pytest
+from pyroute2 import NetNS, netns
+
+from orchestrator import shaping
+from orchestrator.shaping import Bucket, NodeShape
+
+
+def test_quantum_and_netem_limit():
+    assert shaping.htb_quantum(50_000_000) == 6250
+    assert shaping.htb_quantum(1_000_000) == 1514
+    assert shaping.htb_quantum(10**10) == 60_000
+    assert shaping.netem_limit(50_000_000, 10, 0) == 1000
+    # 1 Gbit/s x 500 ms = 62.5 MB in flight, ~41k frames; twice that
+    assert shaping.netem_limit(10**9, 500, 0) == pytest.approx(2 * 10**9 / 8 * 0.5 / 1514, rel=0.01)
+
+
+@pytest.fixture
+def veth_pair():
+    a, b = "plffffff-ta", "plffffff-tb"
+    netns.create(a)
+    netns.create(b)
+    with NetNS(a, flags=0) as ns:
+        ns.link("add", ifname="eth0", kind="veth", peer={"ifname": "eth0", "net_ns_fd": b})
+    yield a, b
+    netns.remove(a)
+    netns.remove(b)
+
+
+@pytest.mark.emulation
+def test_tree_is_built_as_documented(veth_pair):
+    a, b = veth_pair
+    has_netem, _ = shaping.probe_netem()
+    shape = NodeShape("n0", 50_000_000, 20_000_000, [
+        Bucket(10.0, 0.0, 0.0, ("10.9.0.2", "10.9.0.3")), Bucket(40.0, 2.0, 0.01, ("10.9.0.4",))])
+    with NetNS(a, flags=0) as ns:
+        shaping.shape_egress(ns, "eth0", shape, with_netem=has_netem)
+        tree = shaping.describe(ns, "eth0")
+        shaping.shape_egress(ns, "eth0", shape, with_netem=has_netem)  # re-shaping replaces, not stacks
+        assert shaping.describe(ns, "eth0") == tree
+    with NetNS(b, flags=0) as ns:
+        shaping.shape_download(ns, "eth0", 20_000_000)
+        down = shaping.describe(ns, "eth0")
+    assert "qdisc htb 1: parent root" in tree
+    assert "class htb 1:1 parent root rate 50000000bit" in tree
+    assert any(line.startswith("class htb 1:2 parent 1:1") for line in tree)
+    if has_netem:
+        assert sum("qdisc netem" in line for line in tree) == 2
+        assert any(line.startswith("class htb 1:11 parent 1:1") for line in tree)
+    else:
+        assert not any("netem" in line for line in tree)
+    assert "class htb 1:1 parent root rate 20000000bit" in down
+
+
+@pytest.mark.emulation
+def test_probe_leaves_nothing_behind():
+    before = set(netns.listnetns())
+    shaping.probe_netem()
+    shaping.probe_htb()
+    assert set(netns.listnetns()) == before
