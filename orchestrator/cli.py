@@ -160,6 +160,23 @@ def cmd_clean(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    from orchestrator.units import parse_duration
+
+    if os.geteuid() != 0:
+        err.print("[bold red]error:[/] the local benchmark needs root")
+        return 1
+    try:
+        sizes = [int(x) for x in args.nodes.split(",")]
+        duration = parse_duration(args.duration)
+    except ValueError as e:
+        raise _UsageError(f"--nodes takes a comma-separated list of counts, --duration a time like 60s ({e})")
+    from orchestrator.bench import bench_local
+
+    bench_local(sizes, duration, args.store, err)
+    return 0
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     from orchestrator.doctor import checks, summary
 
@@ -215,6 +232,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("clean", help="remove namespaces and processes left by crashed runs")
     p.add_argument("--force", action="store_true", help="also clean runs whose orchestrator is alive")
     p.set_defaults(func=cmd_clean)
+
+    p = sub.add_parser("bench", help="benchmarks that print figures (local: nodes, start-up time, RSS)")
+    p.add_argument("target", choices=["local"], help="local: how many nodes the local backend runs")
+    p.add_argument("--nodes", default="50,100,200", help="comma-separated sizes (default 50,100,200)")
+    p.add_argument("--duration", default="60s", help="publishing window per size (default 60s)")
+    p.add_argument("--store", default="file://./runs", help="where the benchmark runs are kept")
+    p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("doctor", help="what this machine offers: netns, htb, netem, java, docker, helm")
     p.set_defaults(func=cmd_doctor)

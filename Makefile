@@ -1,0 +1,36 @@
+# peerlab: the two commands of the README, and the development loop.
+#   make quickstart   set up (system packages, .venv) and run scenarios/quickstart.yaml
+#   make test         set up and run the whole test suite (what CI runs)
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+
+.PHONY: setup quickstart test test-fast bench-scale proto clean-runs
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@./.ci/system-packages
+	@test -x $(PY) || python3 -m venv $(VENV)
+	@echo "peerlab: installing Python packages into $(VENV)"
+	@$(PY) -m pip install -q --upgrade pip
+	@$(PY) -m pip install -q -e '.[dev]'
+	@rm -f $(VENV)/.installed-* && touch $@
+
+quickstart: setup
+	$(VENV)/bin/peerlab run scenarios/quickstart.yaml
+
+test: setup
+	$(PY) -m pytest
+
+# the fast loop: no namespaces, no Spark
+test-fast: setup
+	$(PY) -m pytest -m "not emulation and not spark"
+
+# how many nodes the local backend runs (prints start-up time and RSS); see README "Development"
+bench-scale: setup
+	$(VENV)/bin/peerlab bench local --nodes 50,100,200 --duration 60s
+
+# regenerate node/proto/*_pb2.py after editing a .proto
+proto: setup
+	cd node/proto && ../../$(PY) -m grpc_tools.protoc -I. --python_out=. pubsub.proto frame.proto
