@@ -9,10 +9,10 @@ from node.config import load_config
 from node.runtime import NodeRuntime
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m node", description="Run one peerlab protocol node.")
     parser.add_argument("--config", help="node config JSON (default: $PEERLAB_NODE_CONFIG)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     cfg = load_config(args.config)
 
     async def run() -> None:

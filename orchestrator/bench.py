@@ -1,8 +1,9 @@
 """`peerlab bench local`: how many nodes the local backend starts and runs, with start-up time and RSS.
 
 Each size runs floodsub over a random topology (8 outgoing connections per node), one topic that
-every node joins, 1 message/s network-wide, for the given duration, without the Spark report. RSS is
-sampled every 2 s from /proc for the orchestrator and every node process of the run.
+every node joins, 1 message/s network-wide, for the given duration, without the Spark report. Memory is
+sampled every 2 s from /proc for the orchestrator, the fork server and every node process: RSS per
+process, and PSS (shared pages split between sharers) for the total the run occupies.
 """
 from __future__ import annotations
 
@@ -33,47 +34,49 @@ output: {{store: '{store}'}}
 """
 
 
-def _rss_kib(pid: int) -> int:
+def _memory_kib(pid: int) -> tuple[int, int]:
+    """(RSS, PSS) in KiB. Forked nodes share their parent's pages, so RSS counts those pages in every
+    node while PSS splits them: the sum of PSS is what the run really occupies."""
+    rss = pss = 0
     try:
-        with open(f"/proc/{pid}/status") as f:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except (FileNotFoundError, ProcessLookupError):
+                if line.startswith("Rss:"):
+                    rss = int(line.split()[1])
+                elif line.startswith("Pss:"):
+                    pss = int(line.split()[1])
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
         pass
-    return 0
+    return rss, pss
 
 
-def _node_pids(short: str) -> list[int]:
-    pids = []
-    marker = f"/peerlab/{short}/".encode()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker in (entry / "cmdline").read_bytes():
-                    pids.append(int(entry.name))
-            except (FileNotFoundError, ProcessLookupError, PermissionError):
-                pass
-    return pids
+class MemorySampler(threading.Thread):
+    """Samples the orchestrator, the fork server and every node process of a run every 2 s."""
 
-
-class RssSampler(threading.Thread):
-    def __init__(self, short: str):
+    def __init__(self, runner: Runner):
         super().__init__(daemon=True)
-        self.short = short
+        self.runner = runner
         self.stop = threading.Event()
-        self.peak_total = 0
         self.peak_orch = 0
-        self.node_peaks: dict[int, int] = {}
+        self.peak_total_pss = 0
+        self.node_rss: dict[int, int] = {}
+        self.node_pss: dict[int, int] = {}
 
     def run(self) -> None:
         while not self.stop.wait(2.0):
-            orch = _rss_kib(os.getpid())
-            nodes = {pid: _rss_kib(pid) for pid in _node_pids(self.short)}
-            for pid, rss in nodes.items():
-                self.node_peaks[pid] = max(self.node_peaks.get(pid, 0), rss)
-            self.peak_orch = max(self.peak_orch, orch)
-            self.peak_total = max(self.peak_total, orch + sum(nodes.values()))
+            backend = self.runner.backend
+            node_pids = list(getattr(backend, "pids", {}).values())
+            server = getattr(backend, "forkserver", None)
+            orch_rss, orch_pss = _memory_kib(os.getpid())
+            total = orch_pss + (_memory_kib(server.pid)[1] if server else 0)
+            for pid in node_pids:
+                rss, pss = _memory_kib(pid)
+                if rss:
+                    self.node_rss[pid] = max(self.node_rss.get(pid, 0), rss)
+                    self.node_pss[pid] = max(self.node_pss.get(pid, 0), pss)
+                total += pss
+            self.peak_orch = max(self.peak_orch, orch_rss)
+            self.peak_total_pss = max(self.peak_total_pss, total)
 
 
 def _delivery(run_dir: Path) -> float | None:
@@ -96,20 +99,22 @@ def bench_local(sizes: list[int], duration: float, store: str, console: Console)
     for n in sizes:
         sc = parse_scenario(SCENARIO.format(n=n, publishers=min(n, 10), duration=f"{duration}s", store=store))
         runner = Runner(sc, console=console)
-        sampler = RssSampler(runner.short)
+        sampler = MemorySampler(runner)
         sampler.start()
         started = time.monotonic()
         run_dir = runner.run()
         wall = time.monotonic() - started
         sampler.stop.set()
         sampler.join()
-        peaks = list(sampler.node_peaks.values()) or [0]
+        rss = list(sampler.node_rss.values()) or [0]
+        pss = list(sampler.node_pss.values()) or [0]
         result = {
-            "nodes": n, "startup_s": runner.manifest["startup_s"], "wall_s": round(wall, 1),
+            "nodes": n, "startup_s": runner.manifest.get("startup_s"), "wall_s": round(wall, 1),
             "orchestrator_rss_mib": round(sampler.peak_orch / 1024, 1),
-            "node_rss_mib_mean": round(sum(peaks) / len(peaks) / 1024, 1),
-            "node_rss_mib_max": round(max(peaks) / 1024, 1),
-            "total_rss_gib": round(sampler.peak_total / 1024**2, 2),
+            "node_rss_mib_mean": round(sum(rss) / len(rss) / 1024, 1),
+            "node_rss_mib_max": round(max(rss) / 1024, 1),
+            "node_pss_mib_mean": round(sum(pss) / len(pss) / 1024, 1),
+            "total_pss_gib": round(sampler.peak_total_pss / 1024**2, 2),
             "delivery_ratio": _delivery(run_dir), "run_dir": str(run_dir),
         }
         results.append(result)

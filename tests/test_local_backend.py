@@ -28,9 +28,10 @@ calibration: {pairs: 6, throughput_nodes: 2}
 
 
 def _node_processes(short: str) -> list[str]:
-    """Node processes of the run with this short id (their config lives in /tmp/peerlab/<short>/)."""
-    out = subprocess.run(["pgrep", "-af", "node --config"], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if f"/peerlab/{short}/" in line]
+    """Processes of the run with this short id (the fork server and its node children carry the
+    run's scratch directory, /tmp/peerlab/<short>, on their command line)."""
+    out = subprocess.run(["pgrep", "-af", f"/peerlab/{short}"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if "pgrep" not in line]
 
 
 def test_small_run_end_to_end(tmp_path: Path):
@@ -101,6 +102,10 @@ def test_sigkilled_orchestrator_is_cleaned(tmp_path: Path):
     left = run_netns() - before
     assert len(left) == 9  # 8 nodes + the switch: the crash really left them
     short = next(iter(left))[2:8]
+    # the fork server sees its stdin close and exits; the 8 nodes stay until cleaned
+    deadline = time.monotonic() + 5
+    while len(_node_processes(short)) != 8 and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert len(_node_processes(short)) == 8
 
     result = peerlab("clean")

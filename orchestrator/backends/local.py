@@ -4,19 +4,23 @@
     pl<short>-n0   (node namespace)     eth0 10.X.0.2/16  <── veth ──> v0
     ...
 
-The bridge lives in its own namespace, so nothing of a run touches the host's root namespace, and
+Node processes are forked by a per-run fork server (`node.forkserver`) that has the node's modules
+loaded already; each child enters its namespace before it runs. The bridge lives in its own namespace, so nothing of a run touches the host's root namespace, and
 every name carries the run's short id so that `peerlab clean` can find it after a crash.
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 from collections import deque
 from pathlib import Path
 
 from pyroute2 import NetNS, netns
+from pyroute2.netlink.rtnl import ndmsg
 
 from node.config import NodeConfig
 from orchestrator.backends.base import Backend, LinkEnds, RunContext
@@ -24,6 +28,7 @@ from orchestrator.cleanup import remove_run_objects
 from orchestrator.control import ControlClient
 
 DATA_PORT = 4001
+NUD_PERMANENT = ndmsg.states["permanent"]
 
 
 class LocalBackend(Backend):
@@ -36,7 +41,10 @@ class LocalBackend(Backend):
         self.switch = f"{self.prefix}-sw"
         # one /16 per run, from the run id: concurrent runs are told apart in captures
         self.subnet = 100 + int(ctx.short, 16) % 100
-        self.procs: dict[str, subprocess.Popen] = {}
+        self.forkserver: subprocess.Popen | None = None
+        self.pids: dict[str, int] = {}          # node -> pid of its current process
+        self.exit_codes: dict[int, int] = {}    # pid -> exit code, as the fork server reports
+        self._cond = threading.Condition()
         (ctx.scratch / "configs").mkdir(parents=True, exist_ok=True)
         (ctx.scratch / "events").mkdir(parents=True, exist_ok=True)
         (ctx.scratch / "out").mkdir(parents=True, exist_ok=True)
@@ -47,6 +55,10 @@ class LocalBackend(Backend):
     def address(self, node_id: str) -> str:
         host = int(node_id[1:]) + 2
         return f"10.{self.subnet}.{host >> 8}.{host & 0xFF}"
+
+    def mac(self, node_id: str) -> str:
+        i = int(node_id[1:])
+        return f"02:50:{self.subnet:02x}:{(i >> 16) & 0xFF:02x}:{(i >> 8) & 0xFF:02x}:{i & 0xFF:02x}"
 
     def data_port(self, node_id: str) -> int:
         return DATA_PORT
@@ -65,7 +77,8 @@ class LocalBackend(Backend):
                 name = self.node_netns(node.id)
                 netns.create(name)
                 port = f"v{node.index}"
-                sw.link("add", ifname=port, kind="veth", peer={"ifname": "eth0", "net_ns_fd": name})
+                sw.link("add", ifname=port, kind="veth",
+                        peer={"ifname": "eth0", "net_ns_fd": name, "address": self.mac(node.id)})
                 idx = sw.link_lookup(ifname=port)[0]
                 sw.link("set", index=idx, master=bridge, state="up")
                 with NetNS(name, flags=0) as ns:
@@ -73,6 +86,12 @@ class LocalBackend(Backend):
                     eth0 = ns.link_lookup(ifname="eth0")[0]
                     ns.addr("add", index=eth0, address=self.address(node.id), prefixlen=16)
                     ns.link("set", index=eth0, state="up")
+                    # Permanent neighbour entries for the planned peers: no ARP at start-up, and
+                    # (since Linux 4.19) they do not count against the ARP table's gc_thresh3,
+                    # which is shared by all namespaces and overflows at a few hundred nodes.
+                    for peer in node.neighbours:
+                        ns.neigh("add", dst=self.address(peer), lladdr=self.mac(peer), ifindex=eth0,
+                                 state=NUD_PERMANENT)
 
     def _paths(self, node_id: str) -> dict[str, Path]:
         s = self.ctx.scratch
@@ -85,40 +104,64 @@ class LocalBackend(Backend):
     def event_log_path(self, node_id: str) -> str:
         return str(self._paths(node_id)["events"])
 
+    def _forkserver_proc(self) -> subprocess.Popen:
+        if self.forkserver is None or self.forkserver.poll() is not None:
+            self.forkserver = subprocess.Popen(
+                [sys.executable, "-m", "node.forkserver", str(self.ctx.scratch)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, start_new_session=True,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+            threading.Thread(target=self._read_forkserver, args=(self.forkserver,), daemon=True).start()
+        return self.forkserver
+
+    def _read_forkserver(self, proc: subprocess.Popen) -> None:
+        for line in proc.stdout:
+            msg = json.loads(line)
+            with self._cond:
+                if "spawned" in msg:
+                    self.pids[msg["spawned"]] = msg["pid"]
+                    self.exit_codes.pop(msg["pid"], None)
+                elif "exit" in msg:
+                    self.exit_codes[msg["exit"]] = msg["code"]
+                self._cond.notify_all()
+
     def start_node(self, node_id: str, config: NodeConfig) -> None:
         paths = self._paths(node_id)
         paths["config"].write_text(config.model_dump_json())
         paths["sock"].unlink(missing_ok=True)
-        name = self.node_netns(node_id)
+        with self._cond:
+            self.pids.pop(node_id, None)
+        cmd = {"op": "spawn", "node": node_id, "netns": self.node_netns(node_id),
+               "config": str(paths["config"]), "out": str(paths["out"])}
+        proc = self._forkserver_proc()
+        proc.stdin.write((json.dumps(cmd) + "\n").encode())
+        proc.stdin.flush()
+        with self._cond:
+            if not self._cond.wait_for(lambda: node_id in self.pids, timeout=30):
+                raise RuntimeError(f"the fork server did not start {node_id}")
 
-        def enter_netns() -> None:
-            netns.setns(name, flags=0, fork=False)
-
-        with open(paths["out"], "ab") as out:
-            self.procs[node_id] = subprocess.Popen(
-                [sys.executable, "-m", "node", "--config", str(paths["config"])],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                preexec_fn=enter_netns, start_new_session=True, close_fds=True,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    def _exited(self, node_id: str) -> bool:
+        pid = self.pids.get(node_id)
+        return pid is None or pid in self.exit_codes
 
     def kill_node(self, node_id: str) -> None:
-        proc = self.procs.get(node_id)
-        if proc and proc.poll() is None:
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
+        pid = self.pids.get(node_id)
+        if pid is not None and not self._exited(node_id):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.wait_node(node_id, 10)
 
     def wait_node(self, node_id: str, timeout: float) -> int | None:
-        proc = self.procs.get(node_id)
-        if proc is None:
-            return 0
-        try:
-            return proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            return None
+        with self._cond:
+            if not self._cond.wait_for(lambda: self._exited(node_id), timeout=timeout):
+                return None
+            pid = self.pids.get(node_id)
+            return 0 if pid is None else self.exit_codes[pid]
 
     def alive(self, node_id: str) -> bool:
-        proc = self.procs.get(node_id)
-        return proc is not None and proc.poll() is None
+        with self._cond:
+            return not self._exited(node_id)
 
     def control(self, node_id: str) -> ControlClient:
         return ControlClient(node_id, self.ctx.token, unix=str(self._paths(node_id)["sock"]))
@@ -134,9 +177,13 @@ class LocalBackend(Backend):
             return "(no output)"
 
     def teardown(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.kill()
-        for proc in self.procs.values():
-            proc.wait()
+        for node_id in list(self.pids):
+            self.kill_node(node_id)
+        if self.forkserver is not None:
+            self.forkserver.stdin.close()  # EOF: the fork server exits
+            try:
+                self.forkserver.wait(10)
+            except subprocess.TimeoutExpired:
+                self.forkserver.kill()
+                self.forkserver.wait()
         remove_run_objects(self.ctx.short)
