@@ -109,7 +109,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         err.print("[bold red]error:[/] the local backend creates network namespaces and tc qdiscs: "
                   "run peerlab as root (or with CAP_NET_ADMIN and CAP_SYS_ADMIN)")
         return 1
-    from orchestrator.runner import RunError, Runner
+    from orchestrator.runner import RunError, RunInterrupted, Runner
 
     runner = Runner(sc, backend=args.backend, seed=args.seed, console=err, shaping_mode=args.shaping)
     try:
@@ -118,6 +118,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         err.print(f"[bold red]run failed:[/] {e}")
         print(runner.run_dir)
         return 1
+    except RunInterrupted as e:
+        err.print(f"[bold yellow]interrupted:[/] {e}")
+        print(runner.run_dir)
+        return 130
     if not args.no_report:
         metrics = _report(run_dir)
         err.print(f"[bold green]summary:[/] {_summary(metrics)}")

@@ -36,6 +36,10 @@ class RunError(RuntimeError):
     """A run that could not go on; the message names the node and shows its last output."""
 
 
+class RunInterrupted(RuntimeError):
+    """SIGINT or SIGTERM stopped the run; everything was torn down."""
+
+
 def new_run_id(name: str) -> tuple[str, str]:
     short = secrets.token_hex(3)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
@@ -142,6 +146,7 @@ class Runner:
     async def _wait_healthy(self, node_ids: list[str], timeout: float) -> None:
         pending = set(node_ids)
         deadline = time.monotonic() + timeout
+        report_at = time.monotonic() + 5
         while pending:
             for node_id in sorted(pending):
                 if not self.backend.alive(node_id):
@@ -153,17 +158,24 @@ class Runner:
                 first = sorted(pending, key=lambda x: int(x[1:]))[0]
                 raise self._fail_node(first, f"did not answer on its control API within {timeout:.0f}s "
                                              f"({len(pending)} nodes not up)")
+            if pending and time.monotonic() > report_at:
+                self.step(f"  {len(node_ids) - len(pending)}/{len(node_ids)} nodes answering")
+                report_at += 5
             if pending:
                 await asyncio.sleep(0.2)
 
     async def _wait_connected(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
+        report_at = time.monotonic() + 5
         while True:
             statuses = await asyncio.gather(*(c.get("/status") for c in self.clients.values()))
             missing = {s["node"]: sorted(set(s["neighbours"]) - set(s["connected"])) for s in statuses}
             missing = {k: v for k, v in missing.items() if v}
             if not missing:
                 return
+            if time.monotonic() > report_at:
+                self.step(f"  {len(statuses) - len(missing)}/{len(statuses)} nodes connected to all their neighbours")
+                report_at += 5
             if time.monotonic() > deadline:
                 node_id, peers = next(iter(sorted(missing.items(), key=lambda kv: int(kv[0][1:]))))
                 raise self._fail_node(node_id, f"is not connected to {', '.join(peers[:5])} after {timeout:.0f}s "
@@ -271,9 +283,9 @@ class Runner:
         await self._stop_all()
 
     @staticmethod
-    def _cancel_on_sigterm(task: asyncio.Task) -> Any:
-        """SIGTERM cancels the run (teardown follows). Not loop.add_signal_handler: pyroute2 forks
-        helpers that inherit asyncio's wake-up fd, and their SIGTERM would cancel our run."""
+    def _cancel_on_signals(task: asyncio.Task) -> dict[int, Any]:
+        """SIGINT and SIGTERM cancel the run (teardown follows). Not loop.add_signal_handler: pyroute2
+        forks helpers that inherit asyncio's wake-up fd, and their SIGTERM would cancel our run."""
         owner = os.getpid()
         loop = asyncio.get_running_loop()
 
@@ -281,14 +293,14 @@ class Runner:
             if os.getpid() != owner:
                 os._exit(128 + signum)
             loop.call_soon_threadsafe(task.cancel)
-        return signal.signal(signal.SIGTERM, handler)
+        return {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
 
     async def run_async(self) -> Path:
         record_run(RunState(self.short, self.run_id, os.getpid(), str(self.run_dir), str(self.scratch)))
         self.store.write_json(self.run_id, "manifest.json", self.manifest)
         mark_status(str(self.run_dir), "running")
         status, detail = "failed", ""
-        previous = self._cancel_on_sigterm(asyncio.current_task())
+        previous = self._cancel_on_signals(asyncio.current_task())
         try:
             await self._execute()
             status = "completed"
@@ -299,7 +311,8 @@ class Runner:
             detail = str(err)
             raise RunError(str(err)) from None
         finally:
-            signal.signal(signal.SIGTERM, previous)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
             for client in self.clients.values():
                 await client.close()
             self.step("teardown: stopping processes, removing namespaces")
@@ -315,7 +328,10 @@ class Runner:
         return self.run_dir
 
     def run(self) -> Path:
-        return asyncio.run(self.run_async())
+        try:
+            return asyncio.run(self.run_async())
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            raise RunInterrupted(f"run {self.run_id} interrupted; torn down") from None
 
 
 def run_scenario(scenario: Scenario, **kwargs: Any) -> Path:

@@ -116,3 +116,43 @@ def test_sigkilled_orchestrator_is_cleaned(tmp_path: Path):
     run_dir = next((tmp_path / "runs").iterdir())
     assert json.loads((run_dir / "status").read_text())["status"] == "crashed"
     assert "nothing to clean" in peerlab("clean").stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signals_tear_the_run_down(tmp_path: Path, sig):
+    scenario = tmp_path / "long.yaml"
+    scenario.write_text(f"name: sig\nnodes: {{count: 5}}\nworkload: {{duration: 120s}}\n"
+                        f"output: {{store: 'file://{tmp_path}/runs'}}\n")
+    before = run_netns()
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(scenario), "--no-report"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = ""
+    while "T0:" not in line:
+        line = proc.stderr.readline()
+        assert line or proc.poll() is None, "run ended before T0"
+    proc.send_signal(sig)
+    out, errors = proc.communicate(timeout=60)
+    assert proc.returncode == 130, errors
+    assert "Traceback" not in errors and "interrupted" in errors
+    run_dir = Path(out.strip().splitlines()[-1])
+    assert json.loads((run_dir / "status").read_text())["status"] == "interrupted"
+    assert len(list((run_dir / "events").glob("*.jsonl.gz"))) == 5  # logs collected all the same
+    assert run_netns() == before
+    short = run_dir.name.rsplit("-", 1)[1]
+    assert _node_processes(short) == []
+
+
+def test_back_to_back_runs_leave_nothing(tmp_path: Path):
+    scenario = tmp_path / "tiny.yaml"
+    scenario.write_text(f"name: tiny\nnodes: {{count: 4}}\nworkload: {{warmup: 0.5s, duration: 2s, drain: 1s}}\n"
+                        f"calibration: {{enabled: false}}\noutput: {{store: 'file://{tmp_path}/runs'}}\n")
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    before = run_netns()
+    for _ in range(2):
+        result = peerlab("run", str(scenario), "--no-report")
+        assert result.returncode == 0, result.stderr
+    assert run_netns() == before
+    assert subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout == links
+    assert subprocess.run(["pgrep", "-f", "node.forkserver"], capture_output=True).returncode == 1
+    assert not list(Path("/run/peerlab").glob("*.json"))  # no run registered any more
+    assert len(list((tmp_path / "runs").iterdir())) == 2
