@@ -26,14 +26,18 @@ def _split(text: str, what: str, example: str) -> tuple[float, str]:
     return float(m.group(1)), m.group(2)
 
 
+def _text_or_number(value: object, what: str, example: str) -> str | float:
+    """The value as a number (returned as float) or as text; anything else is an error."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"a {what} must be a number or a string like {example}")
+    return float(value) if isinstance(value, (int, float)) else value
+
+
 def parse_duration(value: object) -> float:
     """Seconds from `250ms`, `30s`, `2m`, `1h` or a number of seconds."""
-    if isinstance(value, bool):
-        raise ValueError("a duration must be a number of seconds or a string like '30s'")
-    if isinstance(value, (int, float)):
-        return float(value)
-    if not isinstance(value, str):
-        raise ValueError("a duration must be a number of seconds or a string like '30s'")
+    value = _text_or_number(value, "duration (seconds)", "'30s'")
+    if isinstance(value, float):
+        return value
     number, unit = _split(value, "duration", "'100ms', '30s' or '2m'")
     if unit == "":
         return number
@@ -44,12 +48,9 @@ def parse_duration(value: object) -> float:
 
 def parse_bandwidth(value: object) -> int:
     """Bits per second from `50mbit`, `1gbit`, `800kbit` or a number of bit/s."""
-    if isinstance(value, bool):
-        raise ValueError("a bandwidth must be a number of bit/s or a string like '50mbit'")
-    if isinstance(value, (int, float)):
+    value = _text_or_number(value, "bandwidth (bit/s)", "'50mbit'")
+    if isinstance(value, float):
         return int(value)
-    if not isinstance(value, str):
-        raise ValueError("a bandwidth must be a number of bit/s or a string like '50mbit'")
     number, unit = _split(value, "bandwidth", "'50mbit' or '1gbit'")
     key = unit.lower()
     if key in ("bps", "kbps", "mbps", "gbps"):
@@ -65,16 +66,11 @@ def parse_bandwidth(value: object) -> int:
 
 def parse_size(value: object) -> int:
     """Bytes from `1KiB`, `2MiB`, `1500B`, `1kB` or a number of bytes."""
-    if isinstance(value, bool):
-        raise ValueError("a size must be a number of bytes or a string like '1KiB'")
-    if isinstance(value, int):
-        return value
+    value = _text_or_number(value, "size (bytes)", "'1KiB'")
     if isinstance(value, float):
         if not value.is_integer():
             raise ValueError(f"a size in bytes must be whole, got {value}")
         return int(value)
-    if not isinstance(value, str):
-        raise ValueError("a size must be a number of bytes or a string like '1KiB'")
     number, unit = _split(value, "size", "'1KiB', '2MiB' or '1500B'")
     key = unit.lower()
     if key == "":
@@ -86,12 +82,9 @@ def parse_size(value: object) -> int:
 
 def parse_rate(value: object) -> float:
     """Events per second from `2/s`, `120/m`, `0.5/s` or a plain number (per second)."""
-    if isinstance(value, bool):
-        raise ValueError("a rate must be a number per second or a string like '2/s'")
-    if isinstance(value, (int, float)):
-        return float(value)
-    if not isinstance(value, str):
-        raise ValueError("a rate must be a number per second or a string like '2/s'")
+    value = _text_or_number(value, "rate (per second)", "'2/s'")
+    if isinstance(value, float):
+        return value
     m = re.fullmatch(_NUMBER + r"\s*/\s*([a-z]+)", value.strip())
     if not m:
         raise ValueError(f"cannot read {value!r} as a rate (write it like '2/s' or '120/m')")
