@@ -13,6 +13,8 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from node.protocols import Unsupported
+
 if TYPE_CHECKING:
     from node.runtime import NodeRuntime
 
@@ -42,6 +44,14 @@ def _auth(token: str):
             return web.json_response({"error": "missing or wrong bearer token"}, status=401)
         return await handler(request)
     return middleware
+
+
+@web.middleware
+async def _unsupported(request: web.Request, handler):
+    try:
+        return await handler(request)
+    except Unsupported as err:
+        return web.json_response({"error": str(err)}, status=400)
 
 
 async def _body(request: web.Request, *required: str) -> dict[str, Any]:
@@ -121,7 +131,8 @@ def build_app(rt: "NodeRuntime") -> web.Application:
             return web.json_response({"error": str(err) or "timeout"}, status=409)
         return web.json_response({"mbit": mbit})
 
-    app = web.Application(middlewares=[_auth(rt.cfg.control.token)], client_max_size=1024 * 1024)
+    app = web.Application(middlewares=[_auth(rt.cfg.control.token), _unsupported],
+                          client_max_size=1024 * 1024)
     app.add_routes(routes)
     return app
 

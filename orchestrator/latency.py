@@ -27,8 +27,9 @@ class LatencyModel(BaseModel):
     tag: ClassVar[str]
 
     def matrix(self, n: int, rng: random.Random) -> tuple[list[list[float]], dict]:
-        """One-way latency (s) for every ordered pair, plus per-node placement facts for the plan."""
-        raise NotImplementedError
+        """One-way latency (s) for every ordered pair, plus per-node placement facts for the plan.
+        Every registered model defines it."""
+        raise TypeError(f"latency model {self.tag!r} defines no matrix()")
 
 
 @register

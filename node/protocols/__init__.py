@@ -1,7 +1,7 @@
 """Registry of protocol cores by scenario name; the orchestrator validates `protocol.params` with it."""
 from __future__ import annotations
 
-from .base import Params, ProtocolCore, ProtocolIO
+from .base import Params, ProtocolCore, ProtocolIO, Unsupported
 from .floodsub import FloodSub
 
 PROTOCOLS: dict[str, type[ProtocolCore]] = {core.name: core for core in (FloodSub,)}
@@ -14,4 +14,4 @@ def get_protocol(name: str) -> type[ProtocolCore]:
         raise ValueError(f"unknown protocol {name!r}; known: {', '.join(sorted(PROTOCOLS))}") from None
 
 
-__all__ = ["PROTOCOLS", "get_protocol", "Params", "ProtocolCore", "ProtocolIO"]
+__all__ = ["PROTOCOLS", "get_protocol", "Params", "ProtocolCore", "ProtocolIO", "Unsupported"]

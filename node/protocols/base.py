@@ -38,6 +38,10 @@ class ProtocolIO(Protocol):
         """Write one event to the node's event log (types and fields from events.schema.json)."""
 
 
+class Unsupported(Exception):
+    """The protocol has no such operation (e.g. topics in a pure overlay); the control API answers 400."""
+
+
 class Params(BaseModel):
     """Base for a protocol's parameters: unknown keys are errors, so typos never pass silently."""
 
@@ -75,14 +79,14 @@ class ProtocolCore:
         pass
 
     def subscribe(self, topic: str) -> None:
-        raise NotImplementedError(f"{self.name} has no topics")
+        raise Unsupported(f"{self.name} has no topics")
 
     def unsubscribe(self, topic: str) -> None:
-        raise NotImplementedError(f"{self.name} has no topics")
+        raise Unsupported(f"{self.name} has no topics")
 
     def publish(self, topic: str, data: bytes) -> str:
         """Publish `data` on `topic`; returns the message id."""
-        raise NotImplementedError(f"{self.name} cannot publish")
+        raise Unsupported(f"{self.name} cannot publish")
 
     # for the runtime's /status -------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
