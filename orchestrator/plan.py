@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from . import overlays
 from .scenario import Scenario, Zipf
 
 
@@ -76,33 +77,30 @@ def _stream(seed: int, label: str) -> random.Random:
 
 def _subscriptions(sc: Scenario, rng: random.Random, topics: list[str]) -> list[list[str]]:
     subs = sc.topics.subscriptions
-    out = []
-    for _ in range(sc.nodes.count):
-        if isinstance(subs, Zipf):
-            weights = [1.0 / (rank + 1) ** subs.alpha for rank in range(len(topics))]
-            chosen: set[int] = set()
-            while len(chosen) < subs.size:  # weighted sampling without replacement
-                chosen.add(rng.choices(range(len(topics)), weights)[0])
-            out.append([topics[i] for i in sorted(chosen)])
-        else:
-            out.append([t for t in topics if rng.random() < subs.rate])
-    return out
-
-
-def _topology(sc: Scenario, rng: random.Random) -> list[list[str]]:
-    n = sc.nodes.count
-    dial: list[set[int]] = [set() for _ in range(n)]
-    if sc.topology.algorithm == "complete":
-        for i in range(n):
-            dial[i] = set(range(i + 1, n))
+    n, count = sc.nodes.count, len(topics)
+    if isinstance(subs, Zipf):
+        drawn = overlays.zipf_interest(n, count, subs.alpha, subs.size, rng)
     else:
-        linked: set[frozenset[int]] = set()
-        for i in range(n):
-            candidates = [j for j in range(n) if j != i and frozenset((i, j)) not in linked]
-            for j in rng.sample(candidates, min(sc.topology.degree, len(candidates))):
-                dial[i].add(j)
-                linked.add(frozenset((i, j)))
-    return [[f"n{j}" for j in sorted(d)] for d in dial]
+        drawn = overlays.uniform_interest(n, count, subs.rate, rng)
+    return [[topics[i] for i in sorted(ts)] for ts in drawn]
+
+
+def _topology(sc: Scenario, rng: random.Random, subs: list[list[str]], topics: list[str]) -> list[list[str]]:
+    """Who dials whom: the scenario's overlay algorithm on the planned subscriptions; the lower
+    index of each edge dials."""
+    n = sc.nodes.count
+    index = {t: i for i, t in enumerate(topics)}
+    interests = [{index[t] for t in s} for s in subs]
+    topo = sc.topology
+    if topo.edges_of:
+        target = overlays.build(topo.edges_of, interests, len(topics), rng, topo.degree)
+        overlay = overlays.baselines.random_edges(n, len(target.edges), rng)
+    else:
+        overlay = overlays.build(topo.algorithm, interests, len(topics), rng, topo.degree)
+    dial: list[list[int]] = [[] for _ in range(n)]
+    for a, b in sorted(overlay.edges):
+        dial[a].append(b)
+    return [[f"n{j}" for j in d] for d in dial]
 
 
 def _schedule(sc: Scenario, rng: random.Random, publishers: list[int], subs: list[list[str]],
@@ -127,7 +125,8 @@ def _schedule(sc: Scenario, rng: random.Random, publishers: list[int], subs: lis
         times = [(k / wl.rate, publishers[k % len(publishers)]) for k in range(count)]
     out: dict[int, list[tuple[float, str, int]]] = {p: [] for p in publishers}
     for t, p in sorted(times):
-        out[p].append((round(wl.warmup + t, 6), rng.choice(targets), wl.message_size))
+        own = [x for x in subs[p] if x in targets] if wl.publish_topics == "subscribed" else []
+        out[p].append((round(wl.warmup + t, 6), rng.choice(own or targets), wl.message_size))
     return out
 
 
@@ -137,7 +136,7 @@ def make_plan(sc: Scenario, seed: int | None = None) -> RunPlan:
     topics = [f"t{i}" for i in range(sc.topics.count)]
     matrix, placement = sc.network.latency.matrix(n, _stream(seed, "placement"))
     subs = _subscriptions(sc, _stream(seed, "subscriptions"), topics)
-    dial = _topology(sc, _stream(seed, "topology"))
+    dial = _topology(sc, _stream(seed, "topology"), subs, topics)
     neighbours: list[set[str]] = [set(d) for d in dial]
     for i, peers in enumerate(dial):
         for p in peers:

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from node.protocols import PROTOCOLS
 
 from .latency import LATENCY_MODELS
+from .overlays import ALGORITHMS as OVERLAYS
 from .units import Bandwidth, Duration, Rate, Size
 
 
@@ -67,8 +68,23 @@ class Nodes(Strict):
 
 
 class Topology(Strict):
-    algorithm: Literal["complete", "random"] = "complete"
-    degree: int = Field(8, gt=0, description="random: outgoing connections per node")
+    algorithm: str = Field("complete", description="an overlay algorithm: " + ", ".join(OVERLAYS))
+    degree: int = Field(8, gt=0, description="random, degree-split: outgoing connections per node")
+    edges_of: str | None = Field(None, description="random only: as many edges as this algorithm gives "
+                                                   "on the same subscriptions (for like-for-like comparisons)")
+
+    @field_validator("algorithm", "edges_of")
+    @classmethod
+    def _known_algorithm(cls, name: str | None) -> str | None:
+        if name is not None and name not in OVERLAYS:
+            raise ValueError(f"unknown overlay algorithm {name!r}; known: {', '.join(OVERLAYS)}")
+        return name
+
+    @model_validator(mode="after")
+    def _edges_of_random(self) -> "Topology":
+        if self.edges_of is not None and self.algorithm != "random":
+            raise ValueError("edges_of applies to algorithm: random only")
+        return self
 
 
 class Network(Strict):
@@ -108,6 +124,8 @@ class Workload(Strict):
     rate: Rate | None = Field(None, gt=0, description="network-wide messages per second, e.g. 2/s")
     interval: Duration | None = Field(None, gt=0, description="per-publisher interval (instead of rate)")
     arrival: Literal["uniform", "poisson"] = "uniform"
+    publish_topics: Literal["any", "subscribed"] = Field(
+        "any", description="publish on any topic with subscribers, or only on the publisher's own topics")
     message_size: Size = Field(1024, gt=0)
     warmup: Duration = Field(2.0, ge=0, description="after T0, before the first publish")
     duration: Duration = Field(10.0, gt=0, description="publishing window")

@@ -28,7 +28,8 @@ def test_plan_follows_the_scenario():
     assert [n.group for n in plan.nodes[:6]] == ["fast"] * 5 + ["default"]
     assert plan.nodes[0].bandwidth_up == 10**9 and plan.nodes[9].bandwidth_up == 50_000_000
     assert all(len(n.subscriptions) == 3 for n in plan.nodes)
-    assert all(len(n.dial) == 4 for n in plan.nodes)
+    assert sum(len(n.dial) for n in plan.nodes) == 40 * 4  # d = 4 outgoing per node, no duplicates
+    assert all(len(n.neighbours) >= 4 for n in plan.nodes)
     for n in plan.nodes:  # neighbours are symmetric
         for p in n.neighbours:
             assert n.id in plan.node(p).neighbours
@@ -65,3 +66,31 @@ def test_interval_pacing_is_per_publisher():
     sc = parse_scenario("name: p\nnodes: {count: 5}\nworkload: {publishers: 5, interval: 1s, duration: 10s}")
     plan = make_plan(sc)
     assert all(len(n.schedule) == 10 for n in plan.nodes)
+
+
+def test_overlay_algorithms_as_topology():
+    base = "name: p\nnodes: {count: 30}\ntopics: {count: 8, subscriptions: {model: zipf, alpha: 0.5, size: 2}}\n"
+    tco = make_plan(parse_scenario(base + "topology: {algorithm: cd-max-ref}"))
+    same = make_plan(parse_scenario(base + "topology: {algorithm: random, edges_of: cd-max-ref}"))
+    edges = lambda plan: sum(len(n.dial) for n in plan.nodes)
+    assert edges(tco) == edges(same) > 0
+    # every topic's subscribers are connected among themselves in the CD-MAX-Ref topology
+    for topic in tco.topics:
+        subs = {n.id for n in tco.nodes if topic in n.subscriptions}
+        if not subs:
+            continue
+        seen, todo = set(), [next(iter(subs))]
+        while todo:
+            x = todo.pop()
+            if x not in seen:
+                seen.add(x)
+                todo += [p for p in tco.node(x).neighbours if p in subs]
+        assert seen == subs
+
+
+def test_publishers_can_keep_to_their_topics():
+    sc = parse_scenario("name: p\nnodes: {count: 20}\ntopics: {count: 10, subscriptions: {model: zipf, alpha: 0.5, size: 2}}\n"
+                        "workload: {publishers: 5, rate: 5/s, duration: 10s, publish_topics: subscribed}")
+    plan = make_plan(sc)
+    for n in plan.nodes:
+        assert all(topic in n.subscriptions for _, topic, _ in n.schedule)

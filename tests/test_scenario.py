@@ -31,6 +31,8 @@ BAD = {
     "fault on unknown node": (BASE + "faults: [{at: 1s, action: kill, nodes: [n99]}]", "faults[0].nodes"),
     "fault without targets": (BASE + "faults: [{at: 1s, action: kill}]", "exactly one of nodes"),
     "zipf larger than topics": (BASE + "topics: {count: 2, subscriptions: {model: zipf, alpha: 1, size: 5}}", "exceeds topics.count"),
+    "unknown overlay": (BASE + "topology: {algorithm: hypercube}", "topology.algorithm: unknown overlay algorithm"),
+    "edges_of without random": (BASE + "topology: {algorithm: gm, edges_of: cd-max}", "edges_of applies to algorithm: random"),
     "loss of one": (BASE + "network: {loss: 1.0}", "network.loss"),
     "s3 store not yet": (BASE + "output: {store: 's3://bucket/runs'}", "output.store"),
     "bad group param": (BASE + "nodes: {count: 4, groups: [{name: a, count: 2, params: {seen_ttl: 0}}]}",

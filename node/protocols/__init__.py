@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from .base import Params, ProtocolCore, ProtocolIO, Unsupported
 from .floodsub import FloodSub
+from .static_overlay import StaticOverlay
 
-PROTOCOLS: dict[str, type[ProtocolCore]] = {core.name: core for core in (FloodSub,)}
+PROTOCOLS: dict[str, type[ProtocolCore]] = {core.name: core for core in (FloodSub, StaticOverlay)}
 
 
 def get_protocol(name: str) -> type[ProtocolCore]:

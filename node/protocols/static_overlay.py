@@ -1,0 +1,131 @@
+"""static-overlay: nodes keep exactly their planned neighbours (any overlay algorithm's output) and
+disseminate with Topiary's TTL gossip (seed: shared/seeds/topiary.txt, section III).
+
+A node relays a message it sees for the first time to all neighbours but the sender while its TTL is
+above 0, and only to neighbours interested in the topic once it is 0. The TTL is decremented only by
+nodes NOT subscribed to the topic, so subscribers pass it on unchanged; a non-subscriber that
+receives it at 0 drops it. Initial TTL 1 (Topiary's default). Neighbours announce their topics on
+connect, as in libp2p pubsub.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from google.protobuf.message import DecodeError
+from pydantic import Field
+
+from node.proto.gossip_pb2 import GossipMessage, GossipRPC
+
+from .base import Params, ProtocolCore
+from .pubsub_wire import SeenCache
+
+
+class StaticOverlayParams(Params):
+    ttl: int = Field(1, ge=0, le=255, description="initial TTL of a published message")
+    seen_ttl: float = Field(120.0, gt=0, description="seconds a message id stays in the seen cache")
+
+
+def _sizes(rpc: GossipRPC, encoded: bytes) -> dict[str, int]:
+    return {"bytes": len(encoded), "data_bytes": sum(len(m.data) for m in rpc.messages),
+            "msgs": len(rpc.messages), "subs": len(rpc.subscribe) + len(rpc.unsubscribe)}
+
+
+class StaticOverlay(ProtocolCore):
+    name = "static-overlay"
+    Params = StaticOverlayParams
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.topics: set[str] = set()
+        self.peer_topics: dict[str, set[str]] = {}
+        self.seen = SeenCache(self.params.seen_ttl, self.clock)
+        self.seqno = 0
+
+    def on_peer_up(self, peer: str, outbound: bool) -> None:
+        self.peer_topics[peer] = set()
+        if self.topics:
+            self._send(peer, GossipRPC(subscribe=sorted(self.topics)))
+
+    def on_peer_down(self, peer: str) -> None:
+        self.peer_topics.pop(peer, None)
+
+    def subscribe(self, topic: str) -> None:
+        if topic not in self.topics:
+            self.topics.add(topic)
+            self.io.trace("join", topic=topic)
+            for peer in self.peer_topics:
+                self._send(peer, GossipRPC(subscribe=[topic]))
+
+    def unsubscribe(self, topic: str) -> None:
+        if topic in self.topics:
+            self.topics.discard(topic)
+            self.io.trace("leave", topic=topic)
+            for peer in self.peer_topics:
+                self._send(peer, GossipRPC(unsubscribe=[topic]))
+
+    def publish(self, topic: str, data: bytes) -> str:
+        self.seqno += 1
+        msg = GossipMessage(origin=self.node_id, seqno=self.seqno, topic=topic, data=data, ttl=self.params.ttl)
+        msg_id = f"{self.node_id}-{self.seqno}"
+        self.seen.add(msg_id)
+        self.io.trace("publish_message", topic=topic, msg_id=msg_id, size=len(data), seq=self.seqno)
+        if topic in self.topics:
+            self.io.deliver(topic, msg_id, data, self.node_id)
+        self._relay(msg, msg.ttl, exclude=())
+        return msg_id
+
+    def on_frame(self, peer: str, payload: bytes) -> None:
+        rpc = GossipRPC()
+        try:
+            rpc.ParseFromString(payload)
+        except DecodeError:
+            self.io.trace("drop_rpc", peer=peer, bytes=len(payload), reason="malformed")
+            return
+        self.io.trace("recv_rpc", peer=peer, **_sizes(rpc, payload))
+        topics = self.peer_topics.setdefault(peer, set())
+        topics.update(rpc.subscribe)
+        topics.difference_update(rpc.unsubscribe)
+        for msg in rpc.messages:
+            self._on_message(peer, msg)
+
+    def _on_message(self, peer: str, msg: GossipMessage) -> None:
+        msg_id = f"{msg.origin}-{msg.seqno}"
+        if msg.origin == self.node_id:
+            self.io.trace("reject_message", topic=msg.topic, msg_id=msg_id, peer=peer, reason="self origin")
+            return
+        if msg_id in self.seen:
+            self.io.trace("duplicate_message", topic=msg.topic, msg_id=msg_id, peer=peer, size=len(msg.data))
+            return
+        self.seen.add(msg_id)
+        if msg.topic in self.topics:
+            self.io.trace("deliver_message", topic=msg.topic, msg_id=msg_id, origin=msg.origin, peer=peer,
+                          size=len(msg.data))
+            self.io.deliver(msg.topic, msg_id, msg.data, msg.origin)
+            ttl = msg.ttl
+        elif msg.ttl == 0:
+            self.io.trace("reject_message", topic=msg.topic, msg_id=msg_id, peer=peer, reason="ttl expired")
+            return
+        else:
+            ttl = msg.ttl - 1
+        self._relay(msg, ttl, exclude=(peer, msg.origin))
+
+    def _relay(self, msg: GossipMessage, ttl: int, exclude: tuple[str, ...]) -> None:
+        out = GossipMessage()
+        out.CopyFrom(msg)
+        out.ttl = ttl
+        rpc = GossipRPC(messages=[out])
+        payload = rpc.SerializeToString()
+        sizes = _sizes(rpc, payload)
+        for peer, topics in self.peer_topics.items():
+            if peer in exclude or (ttl == 0 and msg.topic not in topics):
+                continue
+            self.io.send(peer, payload)
+            self.io.trace("send_rpc", peer=peer, **sizes)
+
+    def _send(self, peer: str, rpc: GossipRPC) -> None:
+        payload = rpc.SerializeToString()
+        self.io.send(peer, payload)
+        self.io.trace("send_rpc", peer=peer, **_sizes(rpc, payload))
+
+    def status(self) -> dict[str, Any]:
+        return {"topics": sorted(self.topics), "peers": len(self.peer_topics), "seen": len(self.seen)}

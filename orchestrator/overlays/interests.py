@@ -1,0 +1,35 @@
+"""Interest generators: which node subscribes to which topic.
+
+- uniform interest rate (Topiary's model): every node joins every topic with probability `rate`;
+- Zipf popularity with subscription size (the CD-MAX seed's model): topic i (1-based) has weight
+  i^-alpha, and every node draws `size` distinct topics by weight, without replacement.
+"""
+from __future__ import annotations
+
+import random
+
+
+def uniform_interest(nodes: int, topics: int, rate: float, rng: random.Random) -> list[set[int]]:
+    return [{t for t in range(topics) if rng.random() < rate} for _ in range(nodes)]
+
+
+def zipf_interest(nodes: int, topics: int, alpha: float, size: int, rng: random.Random) -> list[set[int]]:
+    if size > topics:
+        raise ValueError(f"subscription size {size} exceeds the number of topics {topics}")
+    weights = [1.0 / (rank + 1) ** alpha for rank in range(topics)]
+    out = []
+    for _ in range(nodes):
+        chosen: set[int] = set()
+        while len(chosen) < size:  # weighted sampling without replacement
+            chosen.add(rng.choices(range(topics), weights)[0])
+        out.append(chosen)
+    return out
+
+
+def members_of(subs: list[set[int]], topics: int) -> list[set[int]]:
+    """Topic -> the nodes subscribed to it."""
+    members: list[set[int]] = [set() for _ in range(topics)]
+    for node, ts in enumerate(subs):
+        for t in ts:
+            members[t].add(node)
+    return members
