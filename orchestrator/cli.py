@@ -21,6 +21,8 @@ examples:
   peerlab validate my-scenario.yaml
   peerlab plan scenarios/quickstart.yaml --seed 7
   peerlab report runs/20261121-120000-quickstart-1a2b3c
+  peerlab compare runs/A runs/B      # metrics side by side
+  peerlab overlay --compare --nodes 1000 --runs 10   # the CD-MAX seed's overlay tables
   peerlab clean            # remove what a crashed run left behind
   peerlab doctor           # what this machine can run
 
@@ -140,6 +142,22 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    from analysis.compare import load_rows, render_csv, render_table
+
+    try:
+        rows = load_rows(args.run_dirs)
+    except FileNotFoundError as e:
+        raise _UsageError(str(e))
+    if args.format == "json":
+        print(json.dumps(rows, indent=1))
+    elif args.format == "csv":
+        print(render_csv(rows), end="")
+    else:
+        print(render_table(rows))
+    return 0
+
+
 def cmd_clean(args: argparse.Namespace) -> int:
     from orchestrator.cleanup import find_runs, forget_run, mark_status, remove_run_objects
 
@@ -256,6 +274,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="(re)run the analysis of a run directory")
     p.add_argument("run_dir")
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("compare", help="metrics of several runs side by side")
+    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    p.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("clean", help="remove namespaces and processes left by crashed runs")
     p.add_argument("--force", action="store_true", help="also clean runs whose orchestrator is alive")

@@ -1,0 +1,76 @@
+"""`peerlab compare RUN_DIR...`: the runs' metrics side by side (table, CSV or JSON).
+
+Reads each run's analysis/metrics.json and manifest.json; run `peerlab report` first on a run that
+has no analysis yet.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+COLUMNS = [  # (header, how to get it from (metrics, manifest))
+    ("run", lambda m, man: man["run_id"]),
+    ("protocol", lambda m, man: man["plan"]["protocol"]),
+    ("topology", lambda m, man: _topology(man)),
+    ("nodes", lambda m, man: m["nodes"]),
+    ("edges", lambda m, man: sum(len(n["dial"]) for n in man["plan"]["nodes"])),
+    ("messages", lambda m, man: m["messages"]),
+    ("delivery", lambda m, man: m["delivery_ratio"]),
+    ("p50_ms", lambda m, man: m["latency_ms"]["p50"]),
+    ("p90_ms", lambda m, man: m["latency_ms"]["p90"]),
+    ("p99_ms", lambda m, man: m["latency_ms"]["p99"]),
+    ("L50_ms", lambda m, man: m["coverage_latency_ms"]["L50"]),
+    ("L100_ms", lambda m, man: m["coverage_latency_ms"]["L100"]),
+    ("dup_per_node", lambda m, man: m["duplicates_per_node"]),
+    ("data_MB", lambda m, man: m["bytes"]["data_sent"] / 1e6),
+    ("control_MB", lambda m, man: m["bytes"]["control_sent"] / 1e6),
+    ("shaping", lambda m, man: m["shaping"]["mode"]),
+]
+
+
+def _topology(manifest: dict[str, Any]) -> str:
+    topo = manifest["scenario"]["topology"]
+    return topo["algorithm"] + (f" (edges of {topo['edges_of']})" if topo.get("edges_of") else "")
+
+
+def load_rows(run_dirs: list[str | Path]) -> list[dict[str, Any]]:
+    rows = []
+    for run_dir in map(Path, run_dirs):
+        metrics_path = run_dir / "analysis" / "metrics.json"
+        if not metrics_path.exists():
+            raise FileNotFoundError(f"{run_dir}: no analysis/metrics.json (run `peerlab report {run_dir}` first)")
+        metrics = json.loads(metrics_path.read_text())
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+        rows.append({name: get(metrics, manifest) for name, get in COLUMNS})
+    return rows
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def render_table(rows: list[dict[str, Any]]) -> str:
+    """One line per metric, one column per run (runs are few, metrics many)."""
+    names = [name for name, _ in COLUMNS]
+    width = max(len(n) for n in names)
+    cols = [[_cell(r[n]) for n in names] for r in rows]
+    widths = [max(len(c) for c in col) for col in cols]
+    lines = []
+    for i, name in enumerate(names):
+        lines.append(f"{name:<{width}}  " + "  ".join(f"{col[i]:>{w}}" for col, w in zip(cols, widths)))
+    return "\n".join(lines)
+
+
+def render_csv(rows: list[dict[str, Any]]) -> str:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=[n for n, _ in COLUMNS])
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
