@@ -6,64 +6,35 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
-
-from .base import Params, ProtocolCore
-from .pubsub_wire import (RPC, DecodeError, SeenCache, decode_rpc, default_msg_id, encode_rpc,
-                          make_message, rpc_sizes, subscriptions_rpc)
+from .pubsub_wire import (RPC, DecodeError, decode_rpc, default_msg_id, encode_rpc, make_message, rpc_sizes,
+                          subscriptions_rpc)
+from .topic_core import TopicCore, TopicParams
 
 
-class FloodSubParams(Params):
-    seen_ttl: float = Field(120.0, gt=0, description="seconds a message id stays in the seen cache")
+class FloodSubParams(TopicParams):
+    pass
 
 
-class FloodSub(ProtocolCore):
+class FloodSub(TopicCore):
     name = "floodsub"
     Params = FloodSubParams
 
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self.topics: set[str] = set()
-        self.peer_topics: dict[str, set[str]] = {}
-        self.seen = SeenCache(self.params.seen_ttl, self.clock)
-        self.seqno = 0
-
-    # peers ---------------------------------------------------------------------------------------
-    def on_peer_up(self, peer: str, outbound: bool) -> None:
-        self.peer_topics[peer] = set()
-        if self.topics:  # the "hello" RPC announcing our subscriptions
-            self._send(peer, subscriptions_rpc(self.topics))
-
-    def on_peer_down(self, peer: str) -> None:
-        self.peer_topics.pop(peer, None)
-
-    # app -----------------------------------------------------------------------------------------
-    def subscribe(self, topic: str) -> None:
-        if topic in self.topics:
-            return
-        self.topics.add(topic)
-        self.io.trace("join", topic=topic)
-        self._announce(topic, True)
-
-    def unsubscribe(self, topic: str) -> None:
-        if topic not in self.topics:
-            return
-        self.topics.discard(topic)
-        self.io.trace("leave", topic=topic)
-        self._announce(topic, False)
+    def _announcement(self, topics: list[str], subscribe: bool) -> tuple[bytes, dict[str, int]]:
+        rpc = subscriptions_rpc(topics, subscribe)
+        payload = encode_rpc(rpc)
+        return payload, rpc_sizes(rpc, payload)
 
     def publish(self, topic: str, data: bytes) -> str:
-        self.seqno += 1
-        msg = make_message(self.node_id, self.seqno, topic, data)
+        seqno = self.next_seqno()
+        msg = make_message(self.node_id, seqno, topic, data)
         msg_id = default_msg_id(msg)
         self.seen.add(msg_id)
-        self.io.trace("publish_message", topic=topic, msg_id=msg_id, size=len(data), seq=self.seqno)
+        self.io.trace("publish_message", topic=topic, msg_id=msg_id, size=len(data), seq=seqno)
         if topic in self.topics:
             self.io.deliver(topic, msg_id, data, self.node_id)
         self._forward(msg, exclude=())
         return msg_id
 
-    # network -------------------------------------------------------------------------------------
     def on_frame(self, peer: str, payload: bytes) -> None:
         try:
             rpc = decode_rpc(payload)
@@ -103,15 +74,3 @@ class FloodSub(ProtocolCore):
             if msg.topic in topics and peer not in exclude:
                 self.io.send(peer, payload)
                 self.io.trace("send_rpc", peer=peer, **sizes)
-
-    def _announce(self, topic: str, subscribe: bool) -> None:
-        for peer in self.peer_topics:
-            self._send(peer, subscriptions_rpc([topic], subscribe))
-
-    def _send(self, peer: str, rpc: RPC) -> None:
-        payload = encode_rpc(rpc)
-        self.io.send(peer, payload)
-        self.io.trace("send_rpc", peer=peer, **rpc_sizes(rpc, payload))
-
-    def status(self) -> dict[str, Any]:
-        return {"topics": sorted(self.topics), "peers": len(self.peer_topics), "seen": len(self.seen)}

@@ -16,13 +16,11 @@ from pydantic import Field
 
 from node.proto.gossip_pb2 import GossipMessage, GossipRPC
 
-from .base import Params, ProtocolCore
-from .pubsub_wire import SeenCache
+from .topic_core import TopicCore, TopicParams
 
 
-class StaticOverlayParams(Params):
+class StaticOverlayParams(TopicParams):
     ttl: int = Field(1, ge=0, le=255, description="initial TTL of a published message")
-    seen_ttl: float = Field(120.0, gt=0, description="seconds a message id stays in the seen cache")
 
 
 def _sizes(rpc: GossipRPC, encoded: bytes) -> dict[str, int]:
@@ -30,45 +28,21 @@ def _sizes(rpc: GossipRPC, encoded: bytes) -> dict[str, int]:
             "msgs": len(rpc.messages), "subs": len(rpc.subscribe) + len(rpc.unsubscribe)}
 
 
-class StaticOverlay(ProtocolCore):
+class StaticOverlay(TopicCore):
     name = "static-overlay"
     Params = StaticOverlayParams
 
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self.topics: set[str] = set()
-        self.peer_topics: dict[str, set[str]] = {}
-        self.seen = SeenCache(self.params.seen_ttl, self.clock)
-        self.seqno = 0
-
-    def on_peer_up(self, peer: str, outbound: bool) -> None:
-        self.peer_topics[peer] = set()
-        if self.topics:
-            self._send(peer, GossipRPC(subscribe=sorted(self.topics)))
-
-    def on_peer_down(self, peer: str) -> None:
-        self.peer_topics.pop(peer, None)
-
-    def subscribe(self, topic: str) -> None:
-        if topic not in self.topics:
-            self.topics.add(topic)
-            self.io.trace("join", topic=topic)
-            for peer in self.peer_topics:
-                self._send(peer, GossipRPC(subscribe=[topic]))
-
-    def unsubscribe(self, topic: str) -> None:
-        if topic in self.topics:
-            self.topics.discard(topic)
-            self.io.trace("leave", topic=topic)
-            for peer in self.peer_topics:
-                self._send(peer, GossipRPC(unsubscribe=[topic]))
+    def _announcement(self, topics: list[str], subscribe: bool) -> tuple[bytes, dict[str, int]]:
+        rpc = GossipRPC(subscribe=topics) if subscribe else GossipRPC(unsubscribe=topics)
+        payload = rpc.SerializeToString()
+        return payload, _sizes(rpc, payload)
 
     def publish(self, topic: str, data: bytes) -> str:
-        self.seqno += 1
-        msg = GossipMessage(origin=self.node_id, seqno=self.seqno, topic=topic, data=data, ttl=self.params.ttl)
-        msg_id = f"{self.node_id}-{self.seqno}"
+        seqno = self.next_seqno()
+        msg = GossipMessage(origin=self.node_id, seqno=seqno, topic=topic, data=data, ttl=self.params.ttl)
+        msg_id = f"{self.node_id}-{seqno}"
         self.seen.add(msg_id)
-        self.io.trace("publish_message", topic=topic, msg_id=msg_id, size=len(data), seq=self.seqno)
+        self.io.trace("publish_message", topic=topic, msg_id=msg_id, size=len(data), seq=seqno)
         if topic in self.topics:
             self.io.deliver(topic, msg_id, data, self.node_id)
         self._relay(msg, msg.ttl, exclude=())
@@ -121,11 +95,3 @@ class StaticOverlay(ProtocolCore):
                 continue
             self.io.send(peer, payload)
             self.io.trace("send_rpc", peer=peer, **sizes)
-
-    def _send(self, peer: str, rpc: GossipRPC) -> None:
-        payload = rpc.SerializeToString()
-        self.io.send(peer, payload)
-        self.io.trace("send_rpc", peer=peer, **_sizes(rpc, payload))
-
-    def status(self) -> dict[str, Any]:
-        return {"topics": sorted(self.topics), "peers": len(self.peer_topics), "seen": len(self.seen)}
