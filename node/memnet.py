@@ -39,8 +39,8 @@ class _MemIO:
         self.net = net
         self.node_id = node_id
 
-    def send(self, peer: str, payload: bytes) -> None:
-        self.net._send(self.node_id, peer, payload)
+    def send(self, peer: str, payload: bytes, priority: bool = False) -> None:
+        self.net._send(self.node_id, peer, payload)  # no queues in memory: everything is immediate
 
     def connect(self, peer: str) -> None:
         self.net.connect(self.node_id, peer)

@@ -46,11 +46,11 @@ class NodeRuntime:
         self._schedule_handles: list[asyncio.TimerHandle] = []
 
     # ProtocolIO ----------------------------------------------------------------------------------
-    def send(self, peer: str, payload: bytes) -> None:
+    def send(self, peer: str, payload: bytes, priority: bool = False) -> None:
         if self.cfg.loss and self.rng.random() < self.cfg.loss:
             self.trace("drop_rpc", peer=peer, bytes=len(payload), reason="emulated loss")
             return
-        why = self.transport.send(peer, Frame(rpc=payload))
+        why = self.transport.send(peer, Frame(rpc=payload), priority)
         if why:
             self.trace("drop_rpc", peer=peer, bytes=len(payload), reason=why)
 

@@ -29,13 +29,15 @@ class PeerConnection:
         self.outbound = outbound
         self.delay = transport.delays.get(peer, 0.0)
         self._queue: deque[tuple[float, bytes]] = deque()
+        self._priority: deque[tuple[float, bytes]] = deque()  # small control frames that must not wait
         self._queued_bytes = 0
         self._wakeup = asyncio.Event()
         self._last_release = 0.0
         self.closed = False
 
-    def send(self, frame: Frame) -> bool:
-        """Queue a frame; False if the queue is over its byte limit (the frame is dropped)."""
+    def send(self, frame: Frame, priority: bool = False) -> bool:
+        """Queue a frame; False if the queue is over its byte limit (the frame is dropped). Priority
+        frames (e.g. IDONTWANT) go out before queued normal frames, not behind them."""
         data = encode_frame(frame)
         if self._queued_bytes + len(data) > self.transport.queue_limit:
             return False
@@ -45,7 +47,7 @@ class PeerConnection:
             jitter = self.transport.rng.uniform(-self.transport.jitter, self.transport.jitter)
             release = max(self._last_release, release + max(0.0, self.delay + jitter))
         self._last_release = release
-        self._queue.append((release, data))
+        (self._priority if priority else self._queue).append((release, data))
         self._queued_bytes += len(data)
         self._wakeup.set()
         return True
@@ -53,15 +55,21 @@ class PeerConnection:
     async def write_loop(self) -> None:
         loop = asyncio.get_running_loop()
         while not self.closed:
-            if not self._queue:
+            if not self._queue and not self._priority:
                 self._wakeup.clear()
                 await self._wakeup.wait()
                 continue
-            release, data = self._queue[0]
+            queue = self._priority if self._priority else self._queue
+            release, data = queue[0]
             wait = release - loop.time()
             if wait > 0:
-                await asyncio.sleep(wait)
-            self._queue.popleft()
+                self._wakeup.clear()
+                try:  # a priority frame arriving meanwhile is written first
+                    await asyncio.wait_for(self._wakeup.wait(), wait)
+                except asyncio.TimeoutError:
+                    pass
+                continue
+            queue.popleft()
             self._queued_bytes -= len(data)
             self.writer.write(data)
             await self.writer.drain()
@@ -188,12 +196,12 @@ class Transport:
                 del self.connections[peer]
                 self.on_peer_down(peer, reason)
 
-    def send(self, peer: str, frame: Frame) -> str | None:
+    def send(self, peer: str, frame: Frame, priority: bool = False) -> str | None:
         """Queue a frame to `peer`; returns None, or why it was not queued."""
         conn = self.connections.get(peer)
         if conn is None:
             return "not connected"
-        if not conn.send(frame):
+        if not conn.send(frame, priority):
             return "send queue full"
         return None
 

@@ -271,6 +271,8 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
     """Apply `dotted.path=value` strings; values are read as YAML scalars (`10`, `true`, `50ms`)."""
     for item in overrides:
         path, sep, raw = item.partition("=")
+        if path.startswith("gossipsub."):  # shorthand: --set gossipsub.variant=v1.2
+            path = "protocol.params." + path.removeprefix("gossipsub.")
         if not sep or not path:
             raise ScenarioError("--set", [f"{item!r}: write it as dotted.path=value"])
         value = yaml.safe_load(raw) if raw else ""

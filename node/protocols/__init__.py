@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from .base import Params, ProtocolCore, ProtocolIO, Unsupported
 from .floodsub import FloodSub
+from .gossipsub import GossipSub
 from .static_overlay import StaticOverlay
 
-PROTOCOLS: dict[str, type[ProtocolCore]] = {core.name: core for core in (FloodSub, StaticOverlay)}
+PROTOCOLS: dict[str, type[ProtocolCore]] = {core.name: core for core in (FloodSub, GossipSub, StaticOverlay)}
 
 
 def get_protocol(name: str) -> type[ProtocolCore]:

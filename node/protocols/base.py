@@ -16,8 +16,9 @@ from pydantic import BaseModel, ConfigDict
 class ProtocolIO(Protocol):
     """Everything a core may do to the outside world."""
 
-    def send(self, peer: str, payload: bytes) -> None:
-        """Queue one protocol frame (already encoded) to a connected peer."""
+    def send(self, peer: str, payload: bytes, priority: bool = False) -> None:
+        """Queue one protocol frame (already encoded) to a connected peer; `priority` frames (small
+        control such as IDONTWANT) overtake the peer's queued normal frames."""
 
     def connect(self, peer: str) -> None:
         """Ask for a data connection to `peer` (on_peer_up follows when it is up)."""
