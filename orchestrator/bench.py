@@ -120,3 +120,39 @@ def bench_local(sizes: list[int], duration: float, store: str, console: Console)
         results.append(result)
         print(" ".join(f"{k}={v}" for k, v in result.items() if k != "run_dir"), flush=True)
     return results
+
+
+def bench_router(sizes: list[int], messages: int, mesh: int = 8) -> list[dict[str, Any]]:
+    """CPU time of one GossipSub relay per message: decode, dedupe, IDONTWANT, cache and relay to a
+    mesh of `mesh` peers, on the in-memory network (no sockets: the router's own cost)."""
+    from node.memnet import MemNetwork
+    from node.proto.pubsub_pb2 import RPC
+    from node.protocols.gossipsub import GossipSub, GossipSubParams
+    from node.protocols.pubsub_wire import make_message
+
+    results = []
+    for size in sizes:
+        net = MemNetwork(seed=1, latency=0.01)
+        params = GossipSubParams(D=mesh, D_lo=max(1, mesh - 2), D_hi=mesh + 4, D_out=0, max_rpc_size=size + 4096)
+        for i in range(mesh + 2):
+            net.add_node(f"n{i}", GossipSub, params)
+        for i in range(1, mesh + 2):
+            net.connect("n0", f"n{i}")
+        net.run(until=0.5)
+        for node in net.nodes.values():
+            node.core.subscribe("t")
+        net.run(until=3)
+        relay = net.nodes["n0"]
+        relay.events.clear()
+        data = os.urandom(size)
+        frames = [RPC(publish=[make_message("n1", k, "t", data)]).SerializeToString() for k in range(messages)]
+        started = time.process_time()
+        for frame in frames:
+            relay.core.on_frame("n1", frame)
+        cpu = time.process_time() - started
+        sent = sum(1 for e in relay.events if e["type"] == "send_rpc" and e["msgs"])
+        result = {"size": size, "messages": messages, "mesh": len(relay.core.mesh["t"]),
+                  "relayed_copies": sent, "cpu_us_per_message": round(cpu / messages * 1e6, 1)}
+        results.append(result)
+        print(" ".join(f"{k}={v}" for k, v in result.items()), flush=True)
+    return results

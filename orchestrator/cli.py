@@ -183,7 +183,17 @@ def cmd_clean(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from orchestrator.units import parse_duration
+    from orchestrator.units import parse_duration, parse_size
+
+    if args.target == "router":
+        from orchestrator.bench import bench_router
+
+        try:
+            sizes = [parse_size(x) for x in args.sizes.split(",")]
+        except ValueError as e:
+            raise _UsageError(f"--sizes: {e}")
+        bench_router(sizes, args.messages)
+        return 0
 
     if os.geteuid() != 0:
         err.print("[bold red]error:[/] the local benchmark needs root")
@@ -284,8 +294,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="also clean runs whose orchestrator is alive")
     p.set_defaults(func=cmd_clean)
 
-    p = sub.add_parser("bench", help="benchmarks that print figures (local: nodes, start-up time, RSS)")
-    p.add_argument("target", choices=["local"], help="local: how many nodes the local backend runs")
+    p = sub.add_parser("bench", help="benchmarks that print figures (local scale, GossipSub router CPU)")
+    p.add_argument("target", choices=["local", "router"],
+                   help="local: how many nodes the local backend runs; router: GossipSub CPU per relayed message")
+    p.add_argument("--sizes", default="1KiB,1MiB", help="router: message sizes (default 1KiB,1MiB)")
+    p.add_argument("--messages", type=int, default=2000, help="router: messages relayed per size")
     p.add_argument("--nodes", default="50,100,200", help="comma-separated sizes (default 50,100,200)")
     p.add_argument("--duration", default="60s", help="publishing window per size (default 60s)")
     p.add_argument("--store", default="file://./runs", help="where the benchmark runs are kept")
