@@ -54,13 +54,8 @@ class FloodSub(TopicCore):
         if msg.topic not in self.topics:
             self.io.trace("reject_message", topic=msg.topic, msg_id=msg_id, peer=peer, reason="not subscribed")
             return
-        if origin == self.node_id:
-            self.io.trace("reject_message", topic=msg.topic, msg_id=msg_id, peer=peer, reason="self origin")
+        if not self.first_sight(peer, msg.topic, msg_id, origin, len(msg.data)):
             return
-        if msg_id in self.seen:
-            self.io.trace("duplicate_message", topic=msg.topic, msg_id=msg_id, peer=peer, size=len(msg.data))
-            return
-        self.seen.add(msg_id)
         self.io.trace("deliver_message", topic=msg.topic, msg_id=msg_id, origin=origin, peer=peer,
                       size=len(msg.data))
         self.io.deliver(msg.topic, msg_id, msg.data, origin)

@@ -298,13 +298,8 @@ class GossipSub(TopicCore):
         if topic not in self.topics:
             self.io.trace("reject_message", topic=topic, msg_id=msg_id, peer=peer, reason="not subscribed")
             return
-        if origin == self.node_id:
-            self.io.trace("reject_message", topic=topic, msg_id=msg_id, peer=peer, reason="self origin")
+        if not self.first_sight(peer, topic, msg_id, origin, len(msg.data)):
             return
-        if msg_id in self.seen:
-            self.io.trace("duplicate_message", topic=topic, msg_id=msg_id, peer=peer, size=len(msg.data))
-            return
-        self.seen.add(msg_id)
         if self.params.idontwant and self._idontwant_applies(msg, msg_id):
             self._send_idontwant(topic, msg_id, exclude={peer})  # before validation, on the priority path
         if self.params.fragments > 1:

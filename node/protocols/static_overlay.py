@@ -64,13 +64,8 @@ class StaticOverlay(TopicCore):
 
     def _on_message(self, peer: str, msg: GossipMessage) -> None:
         msg_id = f"{msg.origin}-{msg.seqno}"
-        if msg.origin == self.node_id:
-            self.io.trace("reject_message", topic=msg.topic, msg_id=msg_id, peer=peer, reason="self origin")
+        if not self.first_sight(peer, msg.topic, msg_id, msg.origin, len(msg.data)):
             return
-        if msg_id in self.seen:
-            self.io.trace("duplicate_message", topic=msg.topic, msg_id=msg_id, peer=peer, size=len(msg.data))
-            return
-        self.seen.add(msg_id)
         if msg.topic in self.topics:
             self.io.trace("deliver_message", topic=msg.topic, msg_id=msg_id, origin=msg.origin, peer=peer,
                           size=len(msg.data))

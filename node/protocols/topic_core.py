@@ -58,6 +58,18 @@ class TopicCore(ProtocolCore):
             for peer in self.peer_topics:
                 self._send_announcement(peer, [topic], False)
 
+    def first_sight(self, peer: str, topic: str, msg_id: str, origin: str, size: int) -> bool:
+        """True for a message seen here for the first time (now marked seen); our own messages coming
+        back and duplicates are logged and refused."""
+        if origin == self.node_id:
+            self.io.trace("reject_message", topic=topic, msg_id=msg_id, peer=peer, reason="self origin")
+            return False
+        if msg_id in self.seen:
+            self.io.trace("duplicate_message", topic=topic, msg_id=msg_id, peer=peer, size=size)
+            return False
+        self.seen.add(msg_id)
+        return True
+
     def next_seqno(self) -> int:
         self.seqno += 1
         return self.seqno
