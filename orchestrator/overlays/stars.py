@@ -142,8 +142,8 @@ def refine(sb: StarBuilder, max_passes: int = 50) -> StarBuilder:
     each of their topics to another subscriber of that topic: the one whose degree as the new centre
     would be lowest. The move is made when both the old and the new centre end below the old
     centre's degree (the seed's test d_v + d_t < d_u - d_t is the worst case of this; counting the
-    edges exactly lets more useful moves through). Other subscribers of the topic may gain one edge
-    (the new centre) as they lose one (the old), as in the seed. Passes repeat until none moves a
+    edges exactly lets more useful moves through), and no subscriber of the topic ends above the
+    overlay's maximum degree (they may gain the new centre as a neighbour), so the maximum never rises. Passes repeat until none moves a
     centre, at most `max_passes` times."""
     for _ in range(max_passes):
         moved = False
@@ -170,8 +170,11 @@ def _try_move(sb: StarBuilder, t: int) -> bool:
             best = (new_deg, v)
     if best is None:
         return False
+    ceiling = max(sb.degree(x) for x in range(sb.n))
     sb.move_centre(t, best[1])
-    if sb.degree(u) < limit:
+    # u must gain something (other topics may keep all its edges), and no node it touches may pass
+    # the overlay's maximum (a subscriber already there could gain the new centre as a neighbour)
+    if sb.degree(u) < limit and max(sb.degree(x) for x in members | {u}) <= ceiling:
         return True
-    sb.move_centre(t, u)  # u keeps every edge (other topics use them): nothing gained, undo
+    sb.move_centre(t, u)  # undo
     return False
