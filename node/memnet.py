@@ -58,6 +58,12 @@ class _MemIO:
     def deliver(self, topic: str, msg_id: str, data: bytes, origin: str) -> None:
         self.net.nodes[self.node_id].delivered.append(Delivered(self.net.now, topic, msg_id, data, origin))
 
+    def peer_ip(self, peer: str) -> str | None:
+        return self.net.ips.get(peer)
+
+    def backlog(self, peer: str) -> int:
+        return 0  # frames leave at once: memory has latency but no bandwidth
+
     def trace(self, type_: str, **fields: Any) -> None:
         event = {"ts": int(self.net.now * 1e9), "node": self.node_id, "type": type_, **fields}
         check_event(event)
@@ -76,8 +82,11 @@ class MemNetwork:
         self._cancelled: set[int] = set()
         self.nodes: dict[str, MemNode] = {}
         self.links: set[frozenset[str]] = set()
+        self.ips: dict[str, str] = {}  # node -> IP, for cores that group peers by address
 
-    def add_node(self, node_id: str, core_cls: type[ProtocolCore], params: Any = None) -> MemNode:
+    def add_node(self, node_id: str, core_cls: type[ProtocolCore], params: Any = None,
+                 ip: str | None = None) -> MemNode:
+        self.ips[node_id] = ip or f"10.0.{len(self.nodes) // 256}.{len(self.nodes) % 256}"
         params = params if params is not None else core_cls.Params()
         rng = random.Random(self.rng.getrandbits(64))
         core = core_cls(node_id, params, _MemIO(self, node_id), lambda: self.now, rng)

@@ -74,6 +74,12 @@ class NodeRuntime:
     def trace(self, type_: str, **fields: Any) -> None:
         self.events.emit(type_, **fields)
 
+    def peer_ip(self, peer: str) -> str | None:
+        return self.transport.peer_ip(peer)
+
+    def backlog(self, peer: str) -> int:
+        return self.transport.backlog(peer)
+
     # transport callbacks -------------------------------------------------------------------------
     def _guard(self, fn, *args: Any) -> None:
         """Run a core input; a bug in a core is reported on stderr but does not kill the node."""

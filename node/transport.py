@@ -52,6 +52,10 @@ class PeerConnection:
         self._wakeup.set()
         return True
 
+    @property
+    def queued_bytes(self) -> int:
+        return self._queued_bytes
+
     async def write_loop(self) -> None:
         loop = asyncio.get_running_loop()
         while not self.closed:
@@ -204,6 +208,17 @@ class Transport:
         if not conn.send(frame, priority):
             return "send queue full"
         return None
+
+    def peer_ip(self, peer: str) -> str | None:
+        conn = self.connections.get(peer)
+        name = conn.writer.get_extra_info("peername") if conn else None
+        return name[0] if name else None
+
+    def backlog(self, peer: str) -> int:
+        conn = self.connections.get(peer)
+        if conn is None:
+            return 0
+        return conn.queued_bytes + conn.writer.transport.get_write_buffer_size()
 
     def disconnect(self, peer: str) -> None:
         conn = self.connections.get(peer)

@@ -38,6 +38,12 @@ class ProtocolIO(Protocol):
     def trace(self, type_: str, **fields: Any) -> None:
         """Write one event to the node's event log (types and fields from events.schema.json)."""
 
+    def peer_ip(self, peer: str) -> str | None:
+        """The IP address a connected peer talks from (GossipSub's P6 groups peers by it)."""
+
+    def backlog(self, peer: str) -> int:
+        """Bytes queued to `peer` and not yet handed to the kernel (0 when nothing waits)."""
+
 
 class Unsupported(Exception):
     """The protocol has no such operation (e.g. topics in a pure overlay); the control API answers 400."""

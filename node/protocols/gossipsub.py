@@ -23,8 +23,12 @@ What it does, in the spec's terms:
   independent gossipsub messages; receivers relay fragments as they arrive and deliver the whole
   message when every fragment is in and the digest checks.
 
-Peer scoring is not implemented yet: every score is 0, which is what go-libp2p-pubsub runs with by
-default (scoring off). The behaviour-penalty counter (P7's input) is kept and logged.
+- peer scoring P1..P7 (`gossipsub_score.py`), switchable (`scoring.enabled`; off, the default as in
+  go, means every score is 0): negative peers leave the mesh and cannot graft, D_score best peers are
+  kept when the mesh is oversubscribed, opportunistic grafting when the mesh median is low, no
+  gossip to or from peers below the gossip threshold, no publish below the publish threshold, RPCs of
+  graylisted peers dropped, PX only from peers at or above the accept-PX threshold;
+- validators (`validators.py`): Accept delivers and relays, Reject drops and feeds P4, Ignore drops.
 """
 from __future__ import annotations
 
@@ -40,8 +44,10 @@ from node.proto.fragment_pb2 import Fragment
 from node.proto.pubsub_pb2 import (RPC, ControlGraft, ControlIDontWant, ControlIHave, ControlIWant,
                                    ControlMessage, ControlPrune, Message)
 
+from .gossipsub_score import PeerScore, ScoreParams
 from .pubsub_wire import decode_rpc, default_msg_id, make_message, subscriptions_rpc
 from .topic_core import TopicCore, TopicParams
+from .validators import ValidationParams, Verdict, make_validator
 
 VARIANTS = {
     # name: (idontwant, stagger_parallel, fragments)
@@ -64,6 +70,7 @@ class GossipSubParams(TopicParams):
     D_hi: int = Field(12, ge=1)
     D_lazy: int = Field(6, ge=0)
     D_out: int = Field(2, ge=0)
+    D_score: int = Field(4, ge=0, description="peers kept by score when pruning an oversubscribed mesh")
     heartbeat_interval: float = Field(1.0, gt=0)
     heartbeat_initial_delay: float = Field(0.1, ge=0)
     fanout_ttl: float = Field(60.0, gt=0)
@@ -92,9 +99,15 @@ class GossipSubParams(TopicParams):
     stagger_parallel: int = Field(0, ge=0, description="0: off; k: relay large messages to k peers at a time")
     stagger_threshold: int = Field(1024, ge=0, description="bytes; smaller messages are relayed at once")
     stagger_interval: float = Field(0.2, gt=0, description="seconds before moving on without an IDONTWANT")
+    stagger_timeout: Literal["fixed", "drain"] = Field(
+        "fixed", description="fixed: stagger_interval; drain: estimated time to push the bytes queued to "
+                             "that peer out at stagger_rate shared by the parallel sends (nim `sims`)")
+    stagger_rate: float = Field(50e6, gt=0, description="bit/s assumed by the drain estimate (the node's upload)")
     # fragmentation
     fragments: int = Field(1, ge=1, le=256)
     fragment_threshold: int = Field(1024, ge=0, description="bytes; smaller messages are not fragmented")
+    scoring: ScoreParams = Field(default_factory=ScoreParams)
+    validation: ValidationParams = Field(default_factory=ValidationParams)
 
     @model_validator(mode="after")
     def _variant_and_bounds(self) -> "GossipSubParams":
@@ -108,6 +121,10 @@ class GossipSubParams(TopicParams):
             self.fragments = frags
         if not self.D_lo <= self.D <= self.D_hi:
             raise ValueError(f"need D_lo <= D <= D_hi (got {self.D_lo}, {self.D}, {self.D_hi})")
+        if "D_score" not in explicit:
+            self.D_score = min(self.D_score, self.D)
+        if self.D_score > self.D:
+            raise ValueError(f"D_score ({self.D_score}) cannot exceed D ({self.D})")
         if self.D_out >= self.D_lo and self.D_lo > 0:
             raise ValueError(f"D_out ({self.D_out}) must be below D_lo ({self.D_lo})")
         if self.history_gossip > self.history_length:
@@ -148,7 +165,8 @@ class GossipSub(TopicCore):
         self.iwant_asked: dict[str, int] = {}                   # peer -> ids asked for this heartbeat
         self.served: dict[tuple[str, str], int] = {}            # (peer, id) -> IWANT answers given
         self.promises: dict[str, tuple[str, float]] = {}        # id -> (peer, deadline)
-        self.penalty: dict[str, float] = {}                     # behaviour penalty counter (P7 input)
+        self.score = PeerScore(p.scoring, self.clock)
+        self.validate = make_validator(p.validation)
         self.last_prune: dict[tuple[str, str], float] = {}
         self.pending: dict[str, ControlMessage] = {}            # control to piggyback / flush
         self.staggers: dict[str, _Stagger] = {}
@@ -162,10 +180,12 @@ class GossipSub(TopicCore):
     def on_peer_up(self, peer: str, outbound: bool) -> None:
         if outbound:
             self.outbound.add(peer)
+        self.score.add_peer(peer, self.io.peer_ip(peer))
         super().on_peer_up(peer, outbound)
 
     def on_peer_down(self, peer: str) -> None:
         super().on_peer_down(peer)
+        self.score.remove_peer(peer)
         self.outbound.discard(peer)
         for peers in (*self.mesh.values(), *self.fanout.values()):
             peers.discard(peer)
@@ -200,6 +220,7 @@ class GossipSub(TopicCore):
         if topic not in self.topics:
             return
         for peer in sorted(self.mesh.pop(topic, set())):
+            self.score.prune(peer, topic)
             self._queue_prune(topic, peer, self.params.unsubscribe_backoff)
             self._flush(peer)
         super().unsubscribe(topic)
@@ -250,16 +271,12 @@ class GossipSub(TopicCore):
         self.seen.add(msg_id)
         self._cache(msg, msg_id)
         if self.params.flood_publish:
-            targets = set(self._topic_peers(topic))
+            targets = {x for x in self._topic_peers(topic) if self._above(x, "publish_threshold")}
         elif topic in self.mesh:
             targets = set(self.mesh[topic])
         else:
-            fan = self.fanout.setdefault(topic, set())
-            if len(fan) < self.params.D:
-                extra = [p for p in self._topic_peers(topic) if p not in fan]
-                self.rng.shuffle(extra)
-                fan |= set(extra[:self.params.D - len(fan)])
-            targets = set(fan)
+            self._fill_fanout(topic, self.fanout.setdefault(topic, set()))
+            targets = set(self.fanout[topic])
         self.fanout_last_pub[topic] = self.clock()
         if self.params.idontwant and self._idontwant_applies(msg, msg_id):
             # go sends IDONTWANT before its own publish too, so mesh peers that relay it skip us
@@ -277,13 +294,18 @@ class GossipSub(TopicCore):
             self.io.trace("drop_rpc", peer=peer, bytes=len(payload), reason="malformed")
             return
         self.io.trace("recv_rpc", peer=peer, **self._sizes(rpc, payload))
+        if not self._above(peer, "graylist_threshold"):
+            self.io.trace("drop_rpc", peer=peer, bytes=len(payload), reason="graylisted")
+            return
         topics = self.peer_topics.setdefault(peer, set())
         for sub in rpc.subscriptions:
             if sub.subscribe:
                 topics.add(sub.topicid)
             else:
                 topics.discard(sub.topicid)
-                self.mesh.get(sub.topicid, set()).discard(peer)
+                if peer in self.mesh.get(sub.topicid, ()):
+                    self.mesh[sub.topicid].discard(peer)
+                    self.score.prune(peer, sub.topicid)
                 self.fanout.get(sub.topicid, set()).discard(peer)
         if rpc.HasField("control"):
             self._on_control(peer, rpc.control)  # IDONTWANT first: it may stop a relay below
@@ -299,16 +321,32 @@ class GossipSub(TopicCore):
             self.io.trace("reject_message", topic=topic, msg_id=msg_id, peer=peer, reason="not subscribed")
             return
         if not self.first_sight(peer, topic, msg_id, origin, len(msg.data)):
+            self.score.duplicate(msg_id, topic, peer)
             return
+        self.score.first_seen(msg_id, peer)
         if self.params.idontwant and self._idontwant_applies(msg, msg_id):
             self._send_idontwant(topic, msg_id, exclude={peer})  # before validation, on the priority path
+        if self.params.validation.delay > 0:
+            self.io.set_timer(self.params.validation.delay, "validated", (peer, msg, msg_id, origin))
+        else:
+            self._validated(peer, msg, msg_id, origin)
+
+    def _validated(self, peer: str, msg: Message, msg_id: str, origin: str) -> None:
+        topic = msg.topic
+        verdict = self.validate(topic, origin, msg.data)
+        if verdict is not Verdict.ACCEPT:
+            self.io.trace("reject_message", topic=topic, msg_id=msg_id, peer=peer, reason=f"validation: {verdict.value}")
+            self.score.validated(msg_id, topic, None if verdict is Verdict.IGNORE else False)
+            return
         if self.params.fragments > 1:
             if not self._on_fragment(peer, msg, msg_id, origin):
+                self.score.validated(msg_id, topic, False)  # not a fragment envelope: invalid
                 return
         else:
             self.io.trace("deliver_message", topic=topic, msg_id=msg_id, origin=origin, peer=peer,
                           size=len(msg.data))
             self.io.deliver(topic, msg_id, msg.data, origin)
+        self.score.validated(msg_id, topic, True)
         self._cache(msg, msg_id)
         targets = [p for p in self.mesh.get(topic, ()) if p not in (peer, origin)]
         self._send_message(msg, msg_id, sorted(targets))
@@ -343,13 +381,14 @@ class GossipSub(TopicCore):
     def _on_control(self, peer: str, ctl: ControlMessage) -> None:
         for idw in ctl.idontwant:
             self._on_idontwant(peer, idw)
-        iwant = [mid for ih in ctl.ihave for mid in self._on_ihave(peer, ih)]
+        gossip_ok = self._above(peer, "gossip_threshold")  # no gossip from peers below it
+        iwant = [mid for ih in ctl.ihave for mid in self._on_ihave(peer, ih)] if gossip_ok else []
         if iwant:
             self._pending(peer).iwant.append(ControlIWant(messageIDs=[m.encode() for m in iwant]))
             deadline = self.clock() + self.params.iwant_followup_time
             for mid in iwant:
                 self.promises.setdefault(mid, (peer, deadline))
-        serve = [mid for iw in ctl.iwant for mid in self._on_iwant(peer, iw)]
+        serve = [mid for iw in ctl.iwant for mid in self._on_iwant(peer, iw)] if gossip_ok else []
         for graft in ctl.graft:
             self._on_graft(peer, graft.topicID)
         for prune in ctl.prune:
@@ -392,7 +431,10 @@ class GossipSub(TopicCore):
         out = []
         for raw in iw.messageIDs:
             mid = raw.decode(errors="replace")
-            if mid not in self.mcache or mid in self.dontwant.get(peer, {}):
+            if mid not in self.mcache:
+                continue
+            if mid in self.dontwant.get(peer, {}):
+                self.io.trace("idontwant_skip", peer=peer, msg_id=mid, size=len(self.mcache[mid].data))
                 continue
             key = (peer, mid)
             self.served[key] = self.served.get(key, 0) + 1
@@ -414,27 +456,32 @@ class GossipSub(TopicCore):
             self._add_penalty(peer, 2 if now - pruned_at < self.params.graft_flood_threshold else 1, "graft in backoff")
             self._queue_prune(topic, peer, self.params.prune_backoff)
             return
-        if len(mesh) >= self.params.D_hi and peer not in self.outbound:
+        if self.score.score(peer) < 0 or (len(mesh) >= self.params.D_hi and peer not in self.outbound):
             self._queue_prune(topic, peer, self.params.prune_backoff)
             return
         mesh.add(peer)
+        self.score.graft(peer, topic)
         self.io.trace("graft", peer=peer, topic=topic)
 
     def _on_prune(self, peer: str, prune: ControlPrune) -> None:
         topic = prune.topicID
         if peer in self.mesh.get(topic, set()):
             self.mesh[topic].discard(peer)
+            self.score.prune(peer, topic)
             self.io.trace("prune", peer=peer, topic=topic)
         backoff = prune.backoff if prune.HasField("backoff") else self.params.prune_backoff
         self.backoff[(topic, peer)] = self.clock() + backoff
-        for info in prune.peers:  # PX: only peers whose address we were given can be dialled
-            self.io.connect(info.peerID.decode(errors="replace"))
+        if prune.peers and (not self.params.scoring.enabled or self._above(peer, "accept_px_threshold")):
+            for info in prune.peers:  # PX: only peers whose address we were given can be dialled
+                self.io.connect(info.peerID.decode(errors="replace"))
 
     # heartbeat -----------------------------------------------------------------------------------
     def on_timer(self, name: str, data: Any) -> None:
         if name == "heartbeat":
             self.heartbeat()
             self.io.set_timer(self.params.heartbeat_interval, "heartbeat")
+        elif name == "validated":
+            self._validated(*data)
         elif name == "stagger":
             msg_id, peer = data
             job = self.staggers.get(msg_id)
@@ -455,18 +502,25 @@ class GossipSub(TopicCore):
             if deadline < now:  # broken IWANT promise
                 del self.promises[mid]
                 self._add_penalty(peer, 1, "broken promise")
+        self.score.refresh(p.seen_ttl)
+        score = {x: self.score.score(x) for x in self.peer_topics}
 
         for topic in sorted(self.mesh):
             mesh = self.mesh[topic]
             mesh &= set(self.peer_topics)
+            for peer in sorted(x for x in mesh if score[x] < 0):
+                self._prune_peer(topic, peer)
             if len(mesh) < p.D_lo:
-                candidates = [x for x in self._topic_peers(topic) if x not in mesh and not self._backing_off(topic, x)]
-                self.rng.shuffle(candidates)
+                candidates = self._graft_candidates(topic, score)
                 for peer in candidates[:p.D - len(mesh)]:
                     self._graft(topic, peer)
             elif len(mesh) > p.D_hi:
                 keep = list(mesh)
                 self.rng.shuffle(keep)
+                keep.sort(key=lambda x: -score[x])  # stable: equal scores stay shuffled
+                rest = keep[p.D_score:]
+                self.rng.shuffle(rest)
+                keep = keep[:p.D_score] + rest
                 kept = set(keep[:p.D])
                 outbound_kept = [x for x in kept if x in self.outbound]
                 if len(outbound_kept) < p.D_out:  # keep D_out outbound peers
@@ -476,11 +530,16 @@ class GossipSub(TopicCore):
                 for peer in sorted(mesh - kept):
                     self._prune_peer(topic, peer)
             if len(mesh) >= p.D_lo and sum(1 for x in mesh if x in self.outbound) < p.D_out:
-                candidates = [x for x in self._topic_peers(topic)
-                              if x in self.outbound and x not in mesh and not self._backing_off(topic, x)]
-                self.rng.shuffle(candidates)
+                candidates = [x for x in self._graft_candidates(topic, score) if x in self.outbound]
                 for peer in candidates[:p.D_out - sum(1 for x in mesh if x in self.outbound)]:
                     self._graft(topic, peer)
+            if self.tick % p.opportunistic_graft_ticks == 0 and len(mesh) > 1:
+                ranked = sorted(score[x] for x in mesh)
+                median = ranked[len(ranked) // 2]
+                if median < p.scoring.opportunistic_graft_threshold and p.scoring.enabled:
+                    better = [x for x in self._graft_candidates(topic, score) if score[x] > median]
+                    for peer in better[:p.opportunistic_graft_peers]:
+                        self._graft(topic, peer)
 
         for topic in list(self.fanout):
             if now - self.fanout_last_pub.get(topic, now) > p.fanout_ttl:
@@ -488,11 +547,8 @@ class GossipSub(TopicCore):
                 self.fanout_last_pub.pop(topic, None)
                 continue
             fan = self.fanout[topic]
-            fan &= {x for x in self.peer_topics if topic in self.peer_topics[x]}
-            if len(fan) < p.D:
-                extra = [x for x in self._topic_peers(topic) if x not in fan]
-                self.rng.shuffle(extra)
-                fan |= set(extra[:p.D - len(fan)])
+            fan &= {x for x in self.peer_topics if topic in self.peer_topics[x] and self._above(x, "publish_threshold")}
+            self._fill_fanout(topic, fan)
 
         self._emit_gossip()
         for peer in sorted(self.pending):
@@ -513,7 +569,8 @@ class GossipSub(TopicCore):
                 recent.setdefault(self.mcache_topic[mid], []).append(mid)
         for topic, ids in sorted(recent.items()):
             exclude = self.mesh.get(topic, set()) | self.fanout.get(topic, set())
-            candidates = [x for x in self._topic_peers(topic) if x not in exclude]
+            candidates = [x for x in self._topic_peers(topic)
+                          if x not in exclude and self._above(x, "gossip_threshold")]
             self.rng.shuffle(candidates)
             count = max(p.D_lazy, math.ceil(p.gossip_factor * len(candidates)))
             for peer in candidates[:count]:
@@ -530,8 +587,8 @@ class GossipSub(TopicCore):
         wanted = []
         for peer in targets:
             if msg_id in self.dontwant.get(peer, {}):
-                if staggered:
-                    self.io.trace("stagger_skip", peer=peer, msg_id=msg_id, size=len(msg.data))
+                self.io.trace("stagger_skip" if staggered else "idontwant_skip", peer=peer, msg_id=msg_id,
+                              size=len(msg.data))
             else:
                 wanted.append(peer)
         if staggered and len(wanted) > 1:
@@ -553,10 +610,19 @@ class GossipSub(TopicCore):
                 continue
             job.in_flight.add(peer)
             self._send_payload(peer, job.payload, job.sizes)
-            job.timers[peer] = self.io.set_timer(self.params.stagger_interval, "stagger", (job.msg_id, peer))
+            job.timers[peer] = self.io.set_timer(self._stagger_timeout(peer, len(job.payload)), "stagger",
+                                                 (job.msg_id, peer))
             return
         if not job.in_flight:
             self.staggers.pop(job.msg_id, None)
+
+    def _stagger_timeout(self, peer: str, size: int) -> float:
+        p = self.params
+        if p.stagger_timeout == "fixed":
+            return p.stagger_interval
+        # drain: the bytes ahead of and including this copy, at our upload rate shared by the k sends
+        queued = max(self.io.backlog(peer), size)
+        return queued * 8 * p.stagger_parallel / p.stagger_rate
 
     def _stagger_next(self, job: _Stagger, peer: str) -> None:
         job.in_flight.discard(peer)
@@ -591,11 +657,13 @@ class GossipSub(TopicCore):
 
     def _graft(self, topic: str, peer: str) -> None:
         self.mesh.setdefault(topic, set()).add(peer)
+        self.score.graft(peer, topic)
         self._pending(peer).graft.append(ControlGraft(topicID=topic))
         self.io.trace("graft", peer=peer, topic=topic)
 
     def _prune_peer(self, topic: str, peer: str) -> None:
         self.mesh[topic].discard(peer)
+        self.score.prune(peer, topic)
         self._queue_prune(topic, peer, self.params.prune_backoff)
         self.io.trace("prune", peer=peer, topic=topic)
 
@@ -607,6 +675,25 @@ class GossipSub(TopicCore):
     # helpers ------------------------------------------------------------------------------------
     def _topic_peers(self, topic: str) -> list[str]:
         return sorted(p for p, ts in self.peer_topics.items() if topic in ts)
+
+    def _graft_candidates(self, topic: str, score: dict[str, float]) -> list[str]:
+        """Topic peers outside the mesh, not backing off, with a non-negative score; shuffled."""
+        mesh = self.mesh.get(topic, set())
+        out = [x for x in self._topic_peers(topic)
+               if x not in mesh and not self._backing_off(topic, x) and score.get(x, 0.0) >= 0]
+        self.rng.shuffle(out)
+        return out
+
+    def _fill_fanout(self, topic: str, fan: set[str]) -> None:
+        if len(fan) < self.params.D:
+            extra = [x for x in self._topic_peers(topic) if x not in fan and self._above(x, "publish_threshold")]
+            self.rng.shuffle(extra)
+            fan |= set(extra[:self.params.D - len(fan)])
+
+    def _above(self, peer: str, threshold: str) -> bool:
+        """score(peer) >= the named threshold; always true with scoring off."""
+        sp = self.params.scoring
+        return not sp.enabled or self.score.score(peer) >= getattr(sp, threshold)
 
     def _backing_off(self, topic: str, peer: str) -> bool:
         return self.backoff.get((topic, peer), -math.inf) > self.clock()
@@ -628,18 +715,31 @@ class GossipSub(TopicCore):
             self.history[0].append(msg_id)
 
     def _add_penalty(self, peer: str, amount: float, why: str) -> None:
-        """P7's input. Scoring is not implemented yet, so it only counts (shown in /status)."""
-        self.penalty[peer] = self.penalty.get(peer, 0.0) + amount
+        """P7's input (it counts even with scoring off, for /status and the event log)."""
+        self.score.add_penalty(peer, amount)
+        self.io.trace("penalty", peer=peer, reason=why)
 
     @staticmethod
     def _sizes(rpc: RPC, payload: bytes) -> dict[str, int]:
-        ctl = rpc.control
-        return {"bytes": len(payload), "data_bytes": sum(len(m.data) for m in rpc.publish),
-                "msgs": len(rpc.publish), "subs": len(rpc.subscriptions),
-                "ihave": sum(len(x.messageIDs) for x in ctl.ihave), "iwant": sum(len(x.messageIDs) for x in ctl.iwant),
-                "idontwant": sum(len(x.messageIDs) for x in ctl.idontwant), "graft": len(ctl.graft),
-                "prune": len(ctl.prune)}
+        """send_rpc/recv_rpc fields: total and data bytes always; counts and bytes only of the parts
+        present (ids for IHAVE/IWANT/IDONTWANT, entries for GRAFT/PRUNE), to keep the log small."""
+        out = {"bytes": len(payload), "data_bytes": sum(len(m.data) for m in rpc.publish)}
+        if rpc.publish:
+            out["msgs"] = len(rpc.publish)
+        if rpc.subscriptions:
+            out["subs"] = len(rpc.subscriptions)
+        if rpc.HasField("control"):
+            ctl = rpc.control
+            for kind, entries in (("ihave", ctl.ihave), ("iwant", ctl.iwant), ("idontwant", ctl.idontwant),
+                                  ("graft", ctl.graft), ("prune", ctl.prune)):
+                if entries:
+                    out[kind] = len(entries) if kind in ("graft", "prune") else sum(len(e.messageIDs) for e in entries)
+                    out[f"{kind}_bytes"] = sum(e.ByteSize() for e in entries)
+        return out
 
     def status(self) -> dict[str, Any]:
+        peers = sorted(self.peer_topics)
         return {**super().status(), "mesh": {t: sorted(m) for t, m in self.mesh.items()},
-                "fanout": {t: len(m) for t, m in self.fanout.items()}, "penalties": self.penalty}
+                "fanout": {t: len(m) for t, m in self.fanout.items()},
+                "penalties": {x: self.score.penalty(x) for x in peers if self.score.penalty(x)},
+                "scores": {x: round(self.score.score(x), 3) for x in peers} if self.params.scoring.enabled else {}}
