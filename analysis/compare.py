@@ -11,8 +11,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from analysis.extras import EXTRAS
+
 COLUMNS = [  # (header, how to get it from (metrics, manifest))
     ("run", lambda m, man: man["run_id"]),
+    ("label", lambda m, man: man.get("label") or ""),
     ("protocol", lambda m, man: man["plan"]["protocol"]),
     ("topology", lambda m, man: _topology(man)),
     ("nodes", lambda m, man: m["nodes"]),
@@ -45,7 +48,21 @@ def load_rows(run_dirs: list[str | Path]) -> list[dict[str, Any]]:
         metrics = json.loads(metrics_path.read_text())
         manifest = json.loads((run_dir / "manifest.json").read_text())
         rows.append({name: get(metrics, manifest) for name, get in COLUMNS})
+        rows[-1]["_extra"] = _extra_cells(metrics, manifest)
+    # the protocols' own columns after the common ones; a run of another protocol shows n/a there
+    extra_names = list(dict.fromkeys(name for row in rows for name in row["_extra"]))
+    for row in rows:
+        extra = row.pop("_extra")
+        row.update({name: extra.get(name) for name in extra_names})
     return rows
+
+
+def _extra_cells(metrics: dict[str, Any], manifest: dict[str, Any]) -> dict[str, Any]:
+    extra = EXTRAS.get(manifest["plan"]["protocol"])
+    section = metrics.get("protocol")
+    if not extra or not section:
+        return {}
+    return {name: get(section) for name, get in extra.columns}
 
 
 def _cell(value: Any) -> str:
@@ -58,7 +75,7 @@ def _cell(value: Any) -> str:
 
 def render_table(rows: list[dict[str, Any]]) -> str:
     """One line per metric, one column per run (runs are few, metrics many)."""
-    names = [name for name, _ in COLUMNS]
+    names = list(rows[0]) if rows else [name for name, _ in COLUMNS]
     width = max(len(n) for n in names)
     cols = [[_cell(r[n]) for n in names] for r in rows]
     widths = [max(len(c) for c in col) for col in cols]
@@ -70,7 +87,7 @@ def render_table(rows: list[dict[str, Any]]) -> str:
 
 def render_csv(rows: list[dict[str, Any]]) -> str:
     out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=[n for n, _ in COLUMNS])
+    writer = csv.DictWriter(out, fieldnames=list(rows[0]) if rows else [n for n, _ in COLUMNS])
     writer.writeheader()
     writer.writerows(rows)
     return out.getvalue()

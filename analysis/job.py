@@ -9,6 +9,7 @@ import numpy as np
 from pyspark.sql import SparkSession
 
 from analysis import metrics as M
+from analysis.extras import EXTRAS, RunFrames
 from analysis.ingest import load_manifest, read_events, subscriptions_frame
 from analysis.report import coverage_plot, latency_cdf_plot, render
 from analysis.spark import get_spark
@@ -40,6 +41,10 @@ def compute(spark: SparkSession, run_dir: Path, write_tables: bool = True) -> tu
                     "bandwidth_error_pct": cal.get("bandwidth_error_pct")},
         "events": events.count(),
     }
+    extra = EXTRAS.get(manifest["plan"]["protocol"])
+    extra_tables = {}
+    if extra:
+        result["protocol"], extra_tables = extra.compute(RunFrames(events, pubs, dl, cov, manifest))
     if write_tables:
         tables = run_dir / "analysis" / "tables"
         events.write.mode("overwrite").partitionBy("node").parquet(str(tables / "events"))
@@ -47,6 +52,8 @@ def compute(spark: SparkSession, run_dir: Path, write_tables: bool = True) -> tu
         msgs.join(cov.drop("expected"), "msg_id").join(pubs, "msg_id").write.mode("overwrite").parquet(
             str(tables / "messages"))
         M.bytes_per_node(events).write.mode("overwrite").parquet(str(tables / "bytes_per_node"))
+        for name, frame in extra_tables.items():
+            frame.write.mode("overwrite").parquet(str(tables / name))
 
     sample = dl.select("msg_id", "latency_ms").limit(PLOT_SAMPLE).toPandas()
     got = sample.dropna()

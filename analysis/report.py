@@ -60,6 +60,14 @@ def _table(rows: list[tuple[str, Any]]) -> str:
     return f"<table>{body}</table>"
 
 
+def _flatten(section: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    rows: list[tuple[str, Any]] = []
+    for key, value in section.items():
+        name = f"{prefix}{key}"
+        rows += _flatten(value, name + " ") if isinstance(value, dict) else [(name, value)]
+    return rows
+
+
 def render(metrics: dict[str, Any], manifest: dict[str, Any], plots: dict[str, str]) -> str:
     lat = metrics["latency_ms"]
     cov = metrics["coverage_latency_ms"]
@@ -86,6 +94,8 @@ def render(metrics: dict[str, Any], manifest: dict[str, Any], plots: dict[str, s
         f"<tr><td>{r['from']} &rarr; {r['to']}</td><td>{_fmt(r['configured_mbit'])} Mbit/s</td>"
         f"<td>{_fmt(r['measured_mbit'])} Mbit/s</td><td>{_fmt(r['error_pct'])}%</td></tr>"
         for r in cal.get("throughput", []))
+    protocol = _flatten(metrics.get("protocol") or {})
+    protocol_html = f"<h2>Protocol: {html.escape(manifest['plan']['protocol'])}</h2>{_table(protocol)}" if protocol else ""
     images = "".join(f'<figure><img alt="{html.escape(name)}" src="data:image/png;base64,{data}"></figure>'
                      for name, data in plots.items())
     return f"""<!doctype html>
@@ -98,6 +108,7 @@ figure {{ display: inline-block; margin: 0.5em; }}
 </style></head><body>
 <h1>peerlab run {html.escape(manifest['run_id'])}</h1>
 <h2>Summary</h2>{_table(summary)}
+{protocol_html}
 <h2>Plots</h2>{images}
 <h2>Shaping and calibration</h2>{_table(shaping_rows)}
 <table><tr><th>link</th><th>configured</th><th>measured</th><th>error</th></tr>{cal_rows}</table>

@@ -21,6 +21,8 @@ examples:
   peerlab validate my-scenario.yaml
   peerlab plan scenarios/quickstart.yaml --seed 7
   peerlab report runs/20261121-120000-quickstart-1a2b3c
+  peerlab run scenarios/gossipsub-large.yaml --matrix gossipsub.variant=v1.1,v1.2,all-3
+                           # one run per variant, then one comparison table
   peerlab compare runs/A runs/B      # metrics side by side
   peerlab overlay --compare --nodes 1000 --runs 10   # the CD-MAX seed's overlay tables
   peerlab clean            # remove what a crashed run left behind
@@ -37,18 +39,24 @@ def _scenario_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("scenario", help="scenario YAML file")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="PATH=VALUE",
                    help="override a field, e.g. --set nodes.count=10 (repeatable; values read as YAML)")
+    p.add_argument("--matrix", dest="matrix", action="append", default=[], metavar="PATH=V1,V2,...",
+                   help="one run per value (repeatable: the cartesian product), added to the scenario's "
+                        "own matrix: block, e.g. --matrix gossipsub.variant=v1.1,v1.2")
 
 
 def _load(args: argparse.Namespace):
-    from orchestrator.scenario import load_scenario
+    """The scenario's combinations (one, unless it or the command line has a matrix)."""
+    from orchestrator.matrix import expand
 
-    return load_scenario(args.scenario, args.overrides)
+    return expand(args.scenario, args.overrides, args.matrix)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    sc = _load(args)
-    print(f"ok: {args.scenario}: scenario {sc.name!r}, {sc.nodes.count} nodes, protocol {sc.protocol.name}, "
-          f"{sc.topics.count} topics, latency model {sc.network.latency.model}")
+    for combo in _load(args):
+        sc = combo.scenario
+        print(f"ok: {args.scenario}{f' [{combo.label}]' if combo.label else ''}: scenario {sc.name!r}, "
+              f"{sc.nodes.count} nodes, protocol {sc.protocol.name}, {sc.topics.count} topics, "
+              f"latency model {sc.network.latency.model}")
     return 0
 
 
@@ -67,7 +75,11 @@ def cmd_schema(args: argparse.Namespace) -> int:
 def cmd_plan(args: argparse.Namespace) -> int:
     from orchestrator.plan import make_plan
 
-    plan = make_plan(_load(args), args.seed)
+    combos = _load(args)
+    if len(combos) > 1:
+        raise _UsageError(f"{args.scenario} expands to {len(combos)} combinations; plan shows one: pin the "
+                          "matrix with --set (e.g. --set " + combos[0].overrides[0] + ")")
+    plan = make_plan(combos[0].scenario, args.seed)
     if args.json:
         print(plan.model_dump_json(indent=1))
         return 0
@@ -102,7 +114,7 @@ def _report(run_dir: Path) -> dict[str, Any]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    sc = _load(args)  # invalid input stops here, before anything is created
+    combos = _load(args)  # invalid input (in any combination) stops here, before anything is created
     from orchestrator.backends import BACKENDS
 
     if args.backend not in BACKENDS:
@@ -113,22 +125,33 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 1
     from orchestrator.runner import RunError, RunInterrupted, Runner
 
-    runner = Runner(sc, backend=args.backend, seed=args.seed, console=err, shaping_mode=args.shaping)
-    try:
-        run_dir = runner.run()
-    except RunError as e:
-        err.print(f"[bold red]run failed:[/] {e}")
-        print(runner.run_dir)
-        return 1
-    except RunInterrupted as e:
-        err.print(f"[bold yellow]interrupted:[/] {e}")
-        print(runner.run_dir)
-        return 130
-    if not args.no_report:
-        metrics = _report(run_dir)
-        err.print(f"[bold green]summary:[/] {_summary(metrics)}")
-        err.print(f"report: {run_dir / 'analysis' / 'report.html'}")
-    print(run_dir)
+    done: list[Path] = []
+    for i, combo in enumerate(combos, 1):
+        if combo.label:
+            err.print(f"[bold magenta]matrix {i}/{len(combos)}:[/] {combo.label}")
+        runner = Runner(combo.scenario, backend=args.backend, seed=args.seed, console=err,
+                        shaping_mode=args.shaping, label=combo.label)
+        try:
+            run_dir = runner.run()
+        except RunError as e:
+            err.print(f"[bold red]run failed:[/] {e}")
+            print(runner.run_dir)
+            return 1
+        except RunInterrupted as e:
+            err.print(f"[bold yellow]interrupted:[/] {e}")
+            print(runner.run_dir)
+            return 130
+        if not args.no_report:
+            metrics = _report(run_dir)
+            err.print(f"[bold green]summary:[/] {_summary(metrics)}")
+            err.print(f"report: {run_dir / 'analysis' / 'report.html'}")
+        print(run_dir)
+        done.append(run_dir)
+    if len(done) > 1 and not args.no_report:
+        from analysis.compare import load_rows, render_table
+
+        err.print("[bold green]comparison[/] (again with: peerlab compare " + " ".join(map(str, done)) + ")")
+        err.print(render_table(load_rows(done)), markup=False, highlight=False)
     return 0
 
 

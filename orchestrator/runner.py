@@ -58,8 +58,9 @@ def _versions() -> dict[str, str]:
 
 class Runner:
     def __init__(self, scenario: Scenario, *, backend: str = "local", seed: int | None = None,
-                 console: Console | None = None, shaping_mode: str = "auto"):
+                 console: Console | None = None, shaping_mode: str = "auto", label: str = ""):
         self.scenario = scenario
+        self.label = label
         self.plan: RunPlan = make_plan(scenario, seed)
         self.console = console or Console(stderr=True, soft_wrap=True)
         self.backend_cls = get_backend(backend)
@@ -74,7 +75,7 @@ class Runner:
         self.configs: dict[str, NodeConfig] = {}
         self.t0_ns: int | None = None
         self.manifest: dict[str, Any] = {
-            "run_id": self.run_id, "backend": backend, "status": "running",
+            "run_id": self.run_id, "label": label, "backend": backend, "status": "running",
             "started_at": datetime.now(timezone.utc).isoformat(), "versions": _versions(),
             "scenario": scenario.model_dump(mode="json"), "plan": self.plan.model_dump(mode="json"),
             "faults_executed": [], "clock": {"method": "shared host clock (all nodes on this machine)",

@@ -164,6 +164,12 @@ class Calibration(Strict):
     tolerance: float = Field(0.10, gt=0, description="warn above this relative error")
 
 
+class Analysis(Strict):
+    warmup_messages: int | None = Field(
+        None, ge=0, description="first published messages left out of the protocol's latency figures "
+                                "(bandwidth counts them); unset: the protocol's default (gossipsub: 2, as its seed)")
+
+
 class Output(Strict):
     store: str = "file://./runs"
 
@@ -188,7 +194,11 @@ class Scenario(Strict):
     workload: Workload = Field(default_factory=Workload)
     faults: list[Fault] = Field(default_factory=list)
     calibration: Calibration = Field(default_factory=Calibration)
+    analysis: Analysis = Field(default_factory=Analysis)
     output: Output = Field(default_factory=Output)
+    matrix: dict[str, list[Any]] = Field(
+        default_factory=dict, description="run once per combination: {dotted.path: [values]}, e.g. "
+                                          "{gossipsub.variant: [v1.1, v1.2, all-3]}; `peerlab run` expands it")
 
     @field_validator("protocol", mode="before")
     @classmethod
@@ -267,12 +277,16 @@ def _format_errors(err: ValidationError) -> list[str]:
     return out
 
 
+def canonical_path(path: str) -> str:
+    """Expand the shorthand `gossipsub.X` (as in --set gossipsub.variant=v1.2) to protocol.params.X."""
+    return "protocol.params." + path.removeprefix("gossipsub.") if path.startswith("gossipsub.") else path
+
+
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
     """Apply `dotted.path=value` strings; values are read as YAML scalars (`10`, `true`, `50ms`)."""
     for item in overrides:
         path, sep, raw = item.partition("=")
-        if path.startswith("gossipsub."):  # shorthand: --set gossipsub.variant=v1.2
-            path = "protocol.params." + path.removeprefix("gossipsub.")
+        path = canonical_path(path)
         if not sep or not path:
             raise ScenarioError("--set", [f"{item!r}: write it as dotted.path=value"])
         value = yaml.safe_load(raw) if raw else ""
@@ -289,6 +303,11 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
 
 
 def parse_scenario(text: str | bytes, source: str = "<scenario>", overrides: list[str] = ()) -> Scenario:
+    return validate_data(read_data(text, source), source, overrides)
+
+
+def read_data(text: str | bytes, source: str = "<scenario>") -> dict[str, Any]:
+    """The YAML mapping of a scenario file, or a ScenarioError saying why it is not one."""
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8")
@@ -307,6 +326,10 @@ def parse_scenario(text: str | bytes, source: str = "<scenario>", overrides: lis
         raise ScenarioError(source, ["(file): empty; a scenario needs at least name and nodes.count"])
     if not isinstance(data, dict):
         raise ScenarioError(source, [f"(top level): expected a mapping of sections, got {type(data).__name__}"])
+    return data
+
+
+def validate_data(data: dict[str, Any], source: str = "<scenario>", overrides: list[str] = ()) -> Scenario:
     data = apply_overrides(data, list(overrides))
     try:
         return Scenario.model_validate(data)
@@ -315,12 +338,14 @@ def parse_scenario(text: str | bytes, source: str = "<scenario>", overrides: lis
 
 
 def load_scenario(path: str | Path, overrides: list[str] = ()) -> Scenario:
-    p = Path(path)
+    return parse_scenario(read_file(path), str(path), overrides)
+
+
+def read_file(path: str | Path) -> bytes:
     try:
-        raw = p.read_bytes()
+        return Path(path).read_bytes()
     except OSError as err:
         raise ScenarioError(str(path), [f"(file): cannot read: {err.strerror}"]) from None
-    return parse_scenario(raw, str(path), overrides)
 
 
 def json_schema() -> dict[str, Any]:

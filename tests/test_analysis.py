@@ -77,3 +77,56 @@ def test_metrics_match_hand_computation(tmp_path, spark):
     html = (out / "report.html").read_text()
     assert html.count("data:image/png;base64,") == 2
     assert (out / "tables" / "deliveries").is_dir() and (out / "tables" / "messages").is_dir()
+
+
+def write_gossipsub_run(run_dir: Path, warmup: int | None) -> None:
+    """4 messages by n0 to n1..n3 (20, 40, 60, 80 ms apart per receiver step), with control traffic,
+    saves and duplicates; the first two are warm-up."""
+    nodes = [{"id": f"n{i}", "subscriptions": ["t"]} for i in range(4)]
+    scenario = {"name": "gs", "analysis": {"warmup_messages": warmup}}
+    manifest = {"run_id": "gs", "scenario": scenario, "plan": {"protocol": "gossipsub", "nodes": nodes},
+                "shaping": {"mode": "transport"}}
+    (run_dir / "events").mkdir(parents=True)
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    ev = []
+
+    def e(node, ts_ms, type_, **kw):
+        ev.append({"ts": 1_000_000_000_000 + ts_ms * MS, "node": node, "type": type_, **kw})
+    for k in range(4):  # message k published at k s; receiver i gets it after i * step ms
+        step = 20 * (k + 1)
+        e("n0", 1000 * k, "publish_message", topic="t", msg_id=f"m{k}", size=1000, seq=k + 1)
+        for i in (1, 2, 3):
+            e(f"n{i}", 1000 * k + i * step, "deliver_message", topic="t", msg_id=f"m{k}", origin="n0", peer="n0", size=1000)
+    e("n1", 5, "send_rpc", peer="n2", bytes=1100, data_bytes=1000, msgs=1)
+    e("n1", 6, "send_rpc", peer="n2", bytes=40, data_bytes=0, ihave=3, ihave_bytes=30, graft=1, graft_bytes=5)
+    e("n2", 7, "send_rpc", peer="n1", bytes=25, data_bytes=0, iwant=2, iwant_bytes=20)
+    e("n3", 8, "send_rpc", peer="n1", bytes=12, data_bytes=0, idontwant=1, idontwant_bytes=10)
+    e("n1", 9, "idontwant_skip", peer="n3", msg_id="m0", size=1000)
+    e("n2", 9, "stagger_skip", peer="n3", msg_id="m0", size=1000)
+    e("n2", 9, "stagger_skip", peer="n1", msg_id="m1", size=1000)
+    e("n3", 70, "duplicate_message", topic="t", msg_id="m0", peer="n2", size=1000)
+    e("n3", 75, "reject_message", topic="t", msg_id="x", peer="n2", reason="validation: reject")
+    e("n3", 76, "penalty", peer="n2", reason="broken promise")
+    with gzip.open(run_dir / "events" / "all.jsonl.gz", "wt") as f:
+        f.writelines(json.dumps(x) + "\n" for x in ev)
+
+
+@pytest.mark.parametrize("warmup, l100", [(None, (240 + 180) / 2), (0, (60 + 120 + 180 + 240) / 4)])
+def test_gossipsub_extras_skip_the_warmup_and_count_control_and_saves(tmp_path, spark, warmup, l100):
+    write_gossipsub_run(tmp_path, warmup)
+    m = analyse(tmp_path, spark)
+    g = m["protocol"]
+    assert g["warmup_messages"] == (2 if warmup is None else 0)  # the seed's default is 2
+    assert g["coverage_latency_ms"]["L100"] == pytest.approx(l100)
+    if warmup is None:  # L100 of m2 and m3: 180 and 240 -> sample deviation 42.43
+        assert g["coverage_latency_ms"]["deviation"]["L100"] == pytest.approx(42.426, rel=1e-3)
+    assert m["coverage_latency_ms"]["L100"] == pytest.approx(600 / 4)  # the common figure keeps all
+    assert g["control"] == {"ihave": 3, "iwant": 2, "idontwant": 1, "graft": 1, "prune": 0}
+    assert g["bytes_sent_by_type"] == {"data": 1000, "ihave": 30, "iwant": 20, "idontwant": 10, "graft": 5,
+                                       "prune": 0, "other": 1177 - 1065}
+    assert g["idontwant_saves"] == {"count": 3, "bytes": 3000}
+    assert g["stagger_saves"] == {"count": 2, "bytes": 2000}
+    assert g["duplicates"] == {"count": 1, "bytes": 1000}
+    assert (g["penalties"], g["rejected"]) == (1, 1)
+    assert (tmp_path / "analysis" / "tables" / "gossipsub_messages").is_dir()
+    assert "Protocol: gossipsub" in (tmp_path / "analysis" / "report.html").read_text()

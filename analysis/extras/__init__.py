@@ -1,0 +1,52 @@
+"""Protocol-specific analysis, registered by protocol name.
+
+A protocol that logs more than the common events (control messages, saves, epochs...) registers an
+`Extra` here: a function adding its own section to metrics.json (under "protocol") and tables, plus
+the columns `peerlab compare` shows for it. `analysis.job` looks the run's protocol up in `EXTRAS`;
+no protocol name appears anywhere else in analysis/.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from pyspark.sql import DataFrame
+
+
+@dataclass
+class RunFrames:
+    """What the common analysis has already computed, handed to an extra."""
+
+    events: DataFrame
+    publishes: DataFrame          # msg_id, topic, origin, t_pub, size
+    deliveries: DataFrame         # msg_id, receiver, t_pub, t_recv, latency_ms
+    coverage: DataFrame           # msg_id, expected, L15, L50, L90, L100
+    manifest: dict[str, Any]
+
+
+@dataclass
+class Extra:
+    compute: Callable[[RunFrames], tuple[dict[str, Any], dict[str, DataFrame]]]
+    # (header, getter on the "protocol" section of metrics.json) for `peerlab compare`
+    columns: list[tuple[str, Callable[[dict[str, Any]], Any]]] = field(default_factory=list)
+
+
+EXTRAS: dict[str, Extra] = {}
+
+
+def register(*protocols: str, columns: list[tuple[str, Callable[[dict[str, Any]], Any]]] = ()):
+    def wrap(fn: Callable[[RunFrames], tuple[dict[str, Any], dict[str, DataFrame]]]):
+        for name in protocols:
+            EXTRAS[name] = Extra(fn, list(columns))
+        return fn
+    return wrap
+
+
+def warmup_messages(manifest: dict[str, Any], default: int) -> int:
+    """How many first-published messages the latency figures skip: the scenario's
+    analysis.warmup_messages, else the protocol's default."""
+    value = (manifest["scenario"].get("analysis") or {}).get("warmup_messages")
+    return default if value is None else value
+
+
+from analysis.extras import gossipsub  # noqa: E402,F401  (registers itself)
