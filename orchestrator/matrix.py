@@ -18,7 +18,7 @@ from orchestrator.scenario import (Scenario, ScenarioError, canonical_path, read
 
 @dataclass
 class Combination:
-    label: str               # "variant=v1.2 message_size=1MB"; "" for a plain scenario
+    label: str               # "variant=v1.2 workload.message_size=1MB"; "" for a plain scenario
     overrides: list[str]     # the --set strings it adds
     scenario: Scenario
 
@@ -48,7 +48,8 @@ def expand(path: str | Path, overrides: list[str] = (), matrix_args: list[str] =
     combos = []
     for values in itertools.product(*(matrix[k] for k in keys)) if keys else [()]:
         sets = [f"{k}={_yaml_scalar(v)}" for k, v in zip(keys, values)]
-        label = " ".join(f"{k.rsplit('.', 1)[-1]}={_yaml_scalar(v)}" for k, v in zip(keys, values))
+        label = " ".join(f"{canonical_path(k).removeprefix('protocol.params.')}={_yaml_scalar(v)}"
+                         for k, v in zip(keys, values))
         where = f"{source} [{label}]" if label else source
         scenario = validate_data(copy.deepcopy(data), where, [*overrides, *sets])
         combos.append(Combination(label, sets, scenario))

@@ -121,7 +121,7 @@ def _schedule(sc: Scenario, rng: random.Random, publishers: list[int], subs: lis
             times.append((t, rng.choice(publishers)))
             t += rng.expovariate(wl.rate)
     else:
-        count = max(1, math.floor(wl.rate * wl.duration))
+        count = max(1, math.floor(wl.rate * wl.duration + 1e-9))  # n/rate x rate must give n back
         times = [(k / wl.rate, publishers[k % len(publishers)]) for k in range(count)]
     out: dict[int, list[tuple[float, str, int]]] = {p: [] for p in publishers}
     for t, p in sorted(times):

@@ -129,6 +129,9 @@ class Workload(Strict):
     message_size: Size = Field(1024, gt=0)
     warmup: Duration = Field(2.0, ge=0, description="after T0, before the first publish")
     duration: Duration = Field(10.0, gt=0, description="publishing window")
+    messages_per_publisher: int | None = Field(
+        None, gt=0, description="instead of duration: each publisher publishes this many messages, in "
+                                "turn, at `rate` (the gossipsub seed's scenarios: one each)")
     drain: Duration = Field(3.0, ge=0, description="after the last publish, before stopping")
 
     @model_validator(mode="after")
@@ -137,6 +140,12 @@ class Workload(Strict):
             raise ValueError("give either rate (network-wide) or interval (per publisher), not both")
         if self.rate is None and self.interval is None:
             self.rate = 1.0
+        if self.messages_per_publisher is not None:
+            if "duration" in self.model_fields_set:
+                raise ValueError("give either duration or messages_per_publisher, not both")
+            if self.rate is None or self.arrival != "uniform":
+                raise ValueError("messages_per_publisher needs a network-wide rate and uniform arrivals")
+            self.duration = self.messages_per_publisher * self.publishers / self.rate
         return self
 
 

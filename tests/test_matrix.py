@@ -21,8 +21,8 @@ def test_matrix_block_and_option_give_the_cartesian_product(tmp_path):
     path = tmp_path / "s.yaml"
     path.write_text(SC)
     combos = expand(path, ["nodes.count=8"], ["workload.message_size=200KB,1MB"])
-    assert [c.label for c in combos] == ["variant=v1.1 message_size=200KB", "variant=v1.1 message_size=1MB",
-                                         "variant=all-3 message_size=200KB", "variant=all-3 message_size=1MB"]
+    assert [c.label for c in combos] == ["variant=v1.1 workload.message_size=200KB", "variant=v1.1 workload.message_size=1MB",
+                                         "variant=all-3 workload.message_size=200KB", "variant=all-3 workload.message_size=1MB"]
     assert [(c.scenario.protocol.params.variant, c.scenario.workload.message_size) for c in combos] == [
         ("v1.1", 200_000), ("v1.1", 1_000_000), ("all-3", 200_000), ("all-3", 1_000_000)]
     assert all(c.scenario.nodes.count == 8 and c.scenario.matrix == {} for c in combos)

@@ -94,3 +94,15 @@ def test_publishers_can_keep_to_their_topics():
     plan = make_plan(sc)
     for n in plan.nodes:
         assert all(topic in n.subscriptions for _, topic, _ in n.schedule)
+
+
+def test_messages_per_publisher_gives_each_publisher_its_turn():
+    sc = parse_scenario("name: p\nnodes: {count: 30}\nworkload: {publishers: 22, rate: 10/s, messages_per_publisher: 1}")
+    assert sc.workload.duration == pytest.approx(2.2)
+    plan = make_plan(sc)
+    counts = [len(n.schedule) for n in plan.nodes if n.schedule]
+    assert plan.publishes() == 22 and counts == [1] * 22
+    times = sorted(t for n in plan.nodes for t, _, _ in n.schedule)
+    assert times[1] - times[0] == pytest.approx(0.1)  # the seed's inter-message delay
+    with pytest.raises(Exception, match="either duration or messages_per_publisher"):
+        parse_scenario("name: p\nnodes: {count: 3}\nworkload: {duration: 5s, messages_per_publisher: 1}")
