@@ -1,9 +1,14 @@
-"""`peerlab bench local`: how many nodes the local backend starts and runs, with start-up time and RSS.
+"""Benchmarks that print figures.
 
-Each size runs floodsub over a random topology (8 outgoing connections per node), one topic that
-every node joins, 1 message/s network-wide, for the given duration, without the Spark report. Memory is
-sampled every 2 s from /proc for the orchestrator, the fork server and every node process: RSS per
-process, and PSS (shared pages split between sharers) for the total the run occupies.
+`peerlab bench local`: how many nodes the local backend starts and runs, with start-up time and
+memory. Each size runs floodsub over a random topology (8 outgoing connections per node), one topic
+that every node joins, 1 message/s network-wide, for the given duration.
+`peerlab bench gossipsub`: the same figures for scenarios/gossipsub-large.yaml at each node count
+(any variant or size through --set), plus L100, and the largest count that kept delivery 1.0.
+Both run without the Spark report. Memory is sampled every 2 s from /proc for the orchestrator, the
+fork server and every node process: RSS per process, and PSS (shared pages split between sharers)
+for the total the run occupies.
+`peerlab bench router`: GossipSub router CPU per relayed message, on the in-memory network.
 """
 from __future__ import annotations
 
@@ -79,25 +84,48 @@ class MemorySampler(threading.Thread):
             self.peak_total_pss = max(self.peak_total_pss, total)
 
 
-def _delivery(run_dir: Path) -> float | None:
-    """Delivery ratio from the logs without Spark (one topic that every node joined)."""
-    published, delivered, nodes = set(), 0, 0
+def _delivery(run_dir: Path) -> tuple[float | None, float | None]:
+    """Delivery ratio and mean L100 (ms, over messages that reached everyone) from the logs without
+    Spark; for runs with one topic that every node joined."""
+    published: dict[str, int] = {}
+    last: dict[str, list[int]] = {}
+    delivered, nodes = 0, 0
     for path in (run_dir / "events").glob("*.jsonl.gz"):
         nodes += 1
         with gzip.open(path, "rt") as f:
             for line in f:
                 if '"publish_message"' in line:
-                    published.add(json.loads(line)["msg_id"])
+                    e = json.loads(line)
+                    published[e["msg_id"]] = e["ts"]
                 elif '"deliver_message"' in line:
+                    e = json.loads(line)
                     delivered += 1
+                    last.setdefault(e["msg_id"], []).append(e["ts"])
     expected = len(published) * (nodes - 1)
-    return delivered / expected if expected else None
+    full = [(max(ts) - published[m]) / 1e6 for m, ts in last.items() if m in published and len(ts) == nodes - 1]
+    return (delivered / expected if expected else None), (sum(full) / len(full) if full else None)
 
 
 def bench_local(sizes: list[int], duration: float, store: str, console: Console) -> list[dict[str, Any]]:
+    return bench_scale([parse_scenario(SCENARIO.format(n=n, publishers=min(n, 10), duration=f"{duration}s",
+                                                       store=store)) for n in sizes], console)
+
+
+def bench_gossipsub(sizes: list[int], overrides: list[str], store: str, console: Console) -> list[dict[str, Any]]:
+    from orchestrator.scenario import load_scenario
+
+    path = Path(__file__).resolve().parent.parent / "scenarios" / "gossipsub-large.yaml"
+    scenarios = [load_scenario(path, [*overrides, f"nodes.count={n}", f"output.store={store}"]) for n in sizes]
+    results = bench_scale(scenarios, console)
+    sustained = [r["nodes"] for r in results if r["delivery_ratio"] == 1.0]
+    print(f"largest node count with delivery 1.0: {max(sustained) if sustained else 'none'}", flush=True)
+    return results
+
+
+def bench_scale(scenarios: list[Any], console: Console) -> list[dict[str, Any]]:
     results = []
-    for n in sizes:
-        sc = parse_scenario(SCENARIO.format(n=n, publishers=min(n, 10), duration=f"{duration}s", store=store))
+    for sc in scenarios:
+        n = sc.nodes.count
         runner = Runner(sc, console=console)
         sampler = MemorySampler(runner)
         sampler.start()
@@ -115,8 +143,10 @@ def bench_local(sizes: list[int], duration: float, store: str, console: Console)
             "node_rss_mib_max": round(max(rss) / 1024, 1),
             "node_pss_mib_mean": round(sum(pss) / len(pss) / 1024, 1),
             "total_pss_gib": round(sampler.peak_total_pss / 1024**2, 2),
-            "delivery_ratio": _delivery(run_dir), "run_dir": str(run_dir),
+            "run_dir": str(run_dir),
         }
+        result["delivery_ratio"], l100 = _delivery(run_dir)
+        result["L100_ms"] = None if l100 is None else round(l100, 1)
         results.append(result)
         print(" ".join(f"{k}={v}" for k, v in result.items() if k != "run_dir"), flush=True)
     return results
@@ -150,7 +180,7 @@ def bench_router(sizes: list[int], messages: int, mesh: int = 8) -> list[dict[st
         for frame in frames:
             relay.core.on_frame("n1", frame)
         cpu = time.process_time() - started
-        sent = sum(1 for e in relay.events if e["type"] == "send_rpc" and e["msgs"])
+        sent = sum(1 for e in relay.events if e["type"] == "send_rpc" and e.get("msgs"))
         result = {"size": size, "messages": messages, "mesh": len(relay.core.mesh["t"]),
                   "relayed_copies": sent, "cpu_us_per_message": round(cpu / messages * 1e6, 1)}
         results.append(result)

@@ -226,6 +226,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
         duration = parse_duration(args.duration)
     except ValueError as e:
         raise _UsageError(f"--nodes takes a comma-separated list of counts, --duration a time like 60s ({e})")
+    if args.target == "gossipsub":
+        from orchestrator.bench import bench_gossipsub
+
+        bench_gossipsub(sizes, args.overrides, args.store, err)
+        return 0
     from orchestrator.bench import bench_local
 
     bench_local(sizes, duration, args.store, err)
@@ -317,9 +322,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="also clean runs whose orchestrator is alive")
     p.set_defaults(func=cmd_clean)
 
-    p = sub.add_parser("bench", help="benchmarks that print figures (local scale, GossipSub router CPU)")
-    p.add_argument("target", choices=["local", "router"],
-                   help="local: how many nodes the local backend runs; router: GossipSub CPU per relayed message")
+    p = sub.add_parser("bench", help="benchmarks that print figures (local scale, GossipSub scale and CPU)")
+    p.add_argument("target", choices=["local", "gossipsub", "router"],
+                   help="local: how many nodes the local backend runs (floodsub); gossipsub: "
+                        "scenarios/gossipsub-large.yaml at each --nodes count, and the largest with "
+                        "delivery 1.0; router: GossipSub CPU per relayed message")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="PATH=VALUE",
+                   help="gossipsub: override a field of the scenario, e.g. --set gossipsub.variant=all-3")
     p.add_argument("--sizes", default="1KiB,1MiB", help="router: message sizes (default 1KiB,1MiB)")
     p.add_argument("--messages", type=int, default=2000, help="router: messages relayed per size")
     p.add_argument("--nodes", default="50,100,200", help="comma-separated sizes (default 50,100,200)")
