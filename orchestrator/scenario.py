@@ -142,7 +142,8 @@ class Workload(Strict):
             self.rate = 1.0
         if self.messages_per_publisher is not None:
             if "duration" in self.model_fields_set:
-                raise ValueError("give either duration or messages_per_publisher, not both")
+                raise ValueError("give either duration or messages_per_publisher, not both (to run for a "
+                                 "duration instead: --set workload.messages_per_publisher=null)")
             if self.rate is None or self.arrival != "uniform":
                 raise ValueError("messages_per_publisher needs a network-wide rate and uniform arrivals")
             self.duration = self.messages_per_publisher * self.publishers / self.rate
