@@ -31,7 +31,12 @@ class NodeConfig(BaseModel):
     role: str = "honest"
     seed: int = 0
     listen: Address
-    peers: dict[str, Address] = Field(default_factory=dict, description="data-plane address of every neighbour")
+    peers: dict[str, Address] = Field(default_factory=dict, description="data-plane address of every peer "
+                                      "it may contact (its neighbours, or every node)")
+    directory: dict[str, list[str]] = Field(default_factory=dict, description="every other node's topics, "
+                                            "for cores that choose their own neighbours")
+    behaviour: dict[str, Any] = Field(default_factory=dict, description="attackers: the behaviour and its "
+                                      "settings (node/behaviours.py)")
     dial: list[str] = Field(default_factory=list, description="neighbours this node connects to")
     neighbours: list[str] = Field(default_factory=list)
     subscriptions: list[str] = Field(default_factory=list)

@@ -12,6 +12,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from node.behaviours import wrap
 from node.eventlog import check_event
 from node.protocols.base import ProtocolCore
 
@@ -64,6 +65,11 @@ class _MemIO:
     def backlog(self, peer: str) -> int:
         return 0  # frames leave at once: memory has latency but no bandwidth
 
+    def directory(self) -> dict[str, frozenset[str]]:
+        """Every other node and its current subscriptions (the in-memory world is fully known)."""
+        return {n: frozenset(getattr(node.core, "topics", ())) for n, node in self.net.nodes.items()
+                if n != self.node_id}
+
     def trace(self, type_: str, **fields: Any) -> None:
         event = {"ts": int(self.net.now * 1e9), "node": self.node_id, "type": type_, **fields}
         check_event(event)
@@ -85,11 +91,13 @@ class MemNetwork:
         self.ips: dict[str, str] = {}  # node -> IP, for cores that group peers by address
 
     def add_node(self, node_id: str, core_cls: type[ProtocolCore], params: Any = None,
-                 ip: str | None = None) -> MemNode:
+                 ip: str | None = None, behaviour: dict[str, Any] | None = None) -> MemNode:
+        """Add a node running `core_cls`; `behaviour` makes it an attacker (node/behaviours.py)."""
         self.ips[node_id] = ip or f"10.0.{len(self.nodes) // 256}.{len(self.nodes) % 256}"
         params = params if params is not None else core_cls.Params()
         rng = random.Random(self.rng.getrandbits(64))
-        core = core_cls(node_id, params, _MemIO(self, node_id), lambda: self.now, rng)
+        io = wrap(_MemIO(self, node_id), behaviour or {}, core_cls.frame_topics, self.schedule)
+        core = core_cls(node_id, params, io, lambda: self.now, rng)
         node = self.nodes[node_id] = MemNode(node_id, core)
         core.on_start()
         return node

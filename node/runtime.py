@@ -11,6 +11,7 @@ import time
 import traceback
 from typing import Any
 
+from node.behaviours import wrap
 from node.config import NodeConfig
 from node.eventlog import EventLog
 from node.framing import Frame, Probe
@@ -28,7 +29,10 @@ class NodeRuntime:
         self.rng = random.Random(f"{cfg.seed}:{cfg.node_id}")
         self.events = EventLog.open(cfg.node_id, cfg.event_log)
         core_cls = get_protocol(cfg.protocol)
-        self.core = core_cls(cfg.node_id, core_cls.Params(**cfg.params), self, time.monotonic,
+        self._directory = {p: frozenset(t) for p, t in cfg.directory.items()}
+        io = wrap(self, cfg.behaviour, core_cls.frame_topics,
+                  lambda delay, fn: asyncio.get_running_loop().call_later(delay, self._guard, fn))
+        self.core = core_cls(cfg.node_id, core_cls.Params(**cfg.params), io, time.monotonic,
                              random.Random(self.rng.getrandbits(64)))
         self.transport = Transport(
             cfg.node_id, cfg.run_id, cfg.protocol, delays_ms=cfg.delays_ms, jitter_ms=cfg.jitter_ms,
@@ -79,6 +83,9 @@ class NodeRuntime:
 
     def backlog(self, peer: str) -> int:
         return self.transport.backlog(peer)
+
+    def directory(self) -> dict[str, frozenset[str]]:
+        return self._directory
 
     # transport callbacks -------------------------------------------------------------------------
     def _guard(self, fn, *args: Any) -> None:

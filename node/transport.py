@@ -113,6 +113,7 @@ class Transport:
         self.on_peer_down = on_peer_down
         self.on_frame = on_frame
         self.connections: dict[str, PeerConnection] = {}
+        self._dialers: dict[str, asyncio.Task] = {}  # peers we keep a connection to (redialled if lost)
         self._tasks: set[asyncio.Task] = set()
         self._server: asyncio.AbstractServer | None = None
         self._stopping = False
@@ -121,7 +122,10 @@ class Transport:
         self._server = await asyncio.start_server(self._accepted, host, port, backlog=1024)
 
     def dial(self, peer: str, host: str, port: int) -> None:
-        self._spawn(self._dial_loop(peer, host, port))
+        """Keep a connection to `peer` until `disconnect(peer)`: dial, and dial again if it drops."""
+        dialer = self._dialers.get(peer)
+        if dialer is None or dialer.done():
+            self._dialers[peer] = self._spawn(self._dial_loop(peer, host, port))
 
     def _spawn(self, coro) -> asyncio.Task:
         task = asyncio.get_running_loop().create_task(coro)
@@ -132,6 +136,9 @@ class Transport:
     async def _dial_loop(self, peer: str, host: str, port: int) -> None:
         backoff = 0.1
         while not self._stopping:
+            if peer in self.connections:  # it dialled us first: the link exists, both ways
+                await asyncio.sleep(0.5)
+                continue
             try:
                 reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 5)
             except (OSError, asyncio.TimeoutError):
@@ -221,6 +228,10 @@ class Transport:
         return conn.queued_bytes + conn.writer.transport.get_write_buffer_size()
 
     def disconnect(self, peer: str) -> None:
+        """Close the connection to `peer` and stop redialling it."""
+        dialer = self._dialers.pop(peer, None)
+        if dialer is not None:
+            dialer.cancel()
         conn = self.connections.get(peer)
         if conn:
             conn.close()

@@ -1,18 +1,32 @@
 """Latency models: the registry the scenario's `network.latency.model` names.
 
 A model is a pydantic class with a `model` tag and a `matrix(n, rng)` method giving one-way delays in
-seconds for every ordered pair. New models (regions, WonderProxy cities, matrix files) join by
-decorating their class with `@register`; the scenario schema picks them up from the registry.
+seconds for every ordered pair, where each node was placed, and notes for the manifest (e.g. how
+many pairs a measured data set lacked). Models join by decorating their class with `@register`;
+the scenario schema picks them up from the registry. Measured data sets are read from paths the
+scenario gives (users download them); the project ships none.
 """
 from __future__ import annotations
 
+import csv
+import json
 import math
 import random
-from typing import ClassVar, Literal
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .units import Duration
+
+
+@dataclass
+class Placement:
+    matrix: list[list[float]]                                  # one-way seconds, [from][to]
+    per_node: dict[str, list[Any]] = field(default_factory=dict)  # e.g. {"city": [...]}, one entry per node
+    notes: list[str] = field(default_factory=list)
 
 LATENCY_MODELS: dict[str, type["LatencyModel"]] = {}
 
@@ -26,8 +40,8 @@ class LatencyModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
     tag: ClassVar[str]
 
-    def matrix(self, n: int, rng: random.Random) -> tuple[list[list[float]], dict]:
-        """One-way latency (s) for every ordered pair, plus per-node placement facts for the plan.
+    def matrix(self, n: int, rng: random.Random) -> Placement:
+        """One-way latency (s) for every ordered pair, with per-node placement facts for the plan.
         Every registered model defines it."""
         raise TypeError(f"latency model {self.tag!r} defines no matrix()")
 
@@ -40,8 +54,8 @@ class Constant(LatencyModel):
     model: Literal["constant"]
     one_way: Duration = Field(..., ge=0, description="one-way latency, e.g. 50ms")
 
-    def matrix(self, n: int, rng: random.Random) -> tuple[list[list[float]], dict]:
-        return [[0.0 if i == j else self.one_way for j in range(n)] for i in range(n)], {}
+    def matrix(self, n: int, rng: random.Random) -> Placement:
+        return Placement([[0.0 if i == j else self.one_way for j in range(n)] for i in range(n)])
 
 
 @register
@@ -54,8 +68,148 @@ class UnitSquare(LatencyModel):
     scale: Duration = Field(..., gt=0, description="latency of distance 1, e.g. 100ms")
     base: Duration = Field(0.0, ge=0, description="added to every pair (local processing, last mile)")
 
-    def matrix(self, n: int, rng: random.Random) -> tuple[list[list[float]], dict]:
+    def matrix(self, n: int, rng: random.Random) -> Placement:
         points = [(rng.random(), rng.random()) for _ in range(n)]
         mat = [[0.0 if i == j else self.base + self.scale * math.dist(points[i], points[j])
                 for j in range(n)] for i in range(n)]
-        return mat, {"position": [[round(x, 6), round(y, 6)] for x, y in points]}
+        return Placement(mat, {"position": [[round(x, 6), round(y, 6)] for x, y in points]})
+
+
+# Median round-trip times (ms) between WonderProxy servers grouped in 8 regions, from the 2020-07-19/20
+# data set (the Topiary seed's "246 cities"; README.md "Latency models" says how it was grouped:
+# continent from the server list, Europe/Asia split at 45 E and Asia at 95 E, North America at 100 W).
+# Diagonal: median RTT between two servers of the same region.
+REGIONS = ("na-east", "na-west", "south-america", "europe", "africa", "asia-south", "asia-east", "oceania")
+REGION_RTT_MS = (
+    (34.0, 66.8, 117.9, 119.7, 211.6, 230.1, 228.5, 229.4),
+    (66.8, 38.2, 158.6, 161.2, 253.8, 251.2, 186.3, 199.1),
+    (117.9, 158.6, 134.2, 210.4, 286.2, 313.7, 322.9, 335.5),
+    (119.7, 161.2, 210.4, 40.7, 136.9, 150.5, 253.5, 300.5),
+    (211.6, 253.8, 286.2, 136.9, 177.8, 236.5, 316.6, 382.1),
+    (230.1, 251.2, 313.7, 150.5, 236.5, 166.7, 203.3, 320.0),
+    (228.5, 186.3, 322.9, 253.5, 316.6, 203.3, 82.7, 228.8),
+    (229.4, 199.1, 335.5, 300.5, 382.1, 320.0, 228.8, 36.5),
+)
+
+
+@register
+class Regions(LatencyModel):
+    """Nodes spread over world regions (round robin over `regions`, in order); one-way latency is
+    half the table's median RTT between the two regions."""
+
+    tag: ClassVar[str] = "regions"
+    model: Literal["regions"]
+    regions: list[str] = Field(default_factory=lambda: list(REGIONS), min_length=1,
+                               description="regions to use, of: " + ", ".join(REGIONS))
+
+    @field_validator("regions")
+    @classmethod
+    def _known(cls, names: list[str]) -> list[str]:
+        unknown = [r for r in names if r not in REGIONS]
+        if unknown:
+            raise ValueError(f"unknown regions {unknown}; known: {', '.join(REGIONS)}")
+        return names
+
+    def matrix(self, n: int, rng: random.Random) -> Placement:
+        where = [REGIONS.index(self.regions[i % len(self.regions)]) for i in range(n)]
+        mat = [[0.0 if i == j else REGION_RTT_MS[where[i]][where[j]] / 2000 for j in range(n)] for i in range(n)]
+        return Placement(mat, {"region": [REGIONS[w] for w in where]})
+
+
+def _existing_file(path: str) -> str:
+    if not Path(path).is_file():
+        raise ValueError(f"no such file: {path}")
+    return path
+
+
+@register
+class WonderProxy(LatencyModel):
+    """Nodes at WonderProxy cities (the Topiary seed's real-world model): `servers` and `pings` are
+    the data set's two CSV files. Each node gets a distinct city (sampled; cities are reused only
+    when there are more nodes than cities); one-way latency is the pair's average RTT / 2. A pair
+    measured in one direction only uses that direction; a pair never measured is filled from the
+    great-circle distance with a line fitted to the measured pairs; how many were filled is noted
+    in the plan."""
+
+    tag: ClassVar[str] = "wonderproxy"
+    model: Literal["wonderproxy"]
+    servers: str = Field(..., description="servers CSV (id,...,latitude,longitude)")
+    pings: str = Field(..., description="pings CSV (source,destination,min,avg,max,mdev; RTT in ms)")
+
+    _check_files = field_validator("servers", "pings")(_existing_file)
+
+    def matrix(self, n: int, rng: random.Random) -> Placement:
+        cities = {}
+        with open(self.servers, newline="") as f:
+            for row in csv.DictReader(f):
+                cities[int(row["id"])] = (row["title"] or row["name"], float(row["latitude"]), float(row["longitude"]))
+        rtt: dict[tuple[int, int], float] = {}
+        with open(self.pings, newline="") as f:
+            for row in csv.DictReader(f):
+                a, b = int(row["source"]), int(row["destination"])
+                if a != b and a in cities and b in cities:  # ids without a server row are dropped
+                    rtt[(a, b)] = float(row["avg"])
+        ids = sorted(cities)
+        chosen = rng.sample(ids, n) if n <= len(ids) else [ids[i % len(ids)] for i in range(n)]
+        slope, intercept = _fit([(_km(cities[a], cities[b]), v) for (a, b), v in rtt.items()])
+        mat = [[0.0] * n for _ in range(n)]
+        filled, one_sided = 0, 0
+        for i, a in enumerate(chosen):
+            for j, b in enumerate(chosen):
+                if i == j or a == b:
+                    continue
+                value = rtt.get((a, b))
+                if value is None:
+                    value = rtt.get((b, a))
+                    one_sided += value is not None
+                if value is None:
+                    value = intercept + slope * _km(cities[a], cities[b])
+                    filled += 1
+                mat[i][j] = value / 2000
+        notes = [f"wonderproxy: {n} nodes at {len(set(chosen))} cities of {len(ids)}; of {n * (n - 1)} "
+                 f"ordered pairs {one_sided} took the reverse direction's RTT and {filled} were filled from "
+                 f"distance (RTT = {intercept:.1f} ms + {slope * 1000:.2f} ms per 1000 km)"]
+        return Placement(mat, {"city": [cities[c][0] for c in chosen]}, notes)
+
+
+def _km(a: tuple[str, float, float], b: tuple[str, float, float]) -> float:
+    """Great-circle distance between two (name, lat, lon) places."""
+    la1, lo1, la2, lo2 = map(math.radians, (a[1], a[2], b[1], b[2]))
+    h = math.sin((la2 - la1) / 2) ** 2 + math.cos(la1) * math.cos(la2) * math.sin((lo2 - lo1) / 2) ** 2
+    return 2 * 6371.0 * math.asin(min(1.0, math.sqrt(h)))
+
+
+def _fit(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """Least-squares line y = intercept + slope x."""
+    if len(points) < 2:
+        return 0.0, statistics.fmean(y for _, y in points) if points else 100.0
+    slope, intercept = statistics.linear_regression([x for x, _ in points], [y for _, y in points])
+    return slope, intercept
+
+
+@register
+class MatrixFile(LatencyModel):
+    """One-way latencies (ms) from a file: JSON (a list of rows) or CSV (one row per line, no header).
+    Node i uses row/column i; the matrix must be square and at least nodes.count wide."""
+
+    tag: ClassVar[str] = "matrix"
+    model: Literal["matrix"]
+    path: str = Field(..., description="JSON or CSV square matrix of one-way latencies in ms")
+
+    _check_file = field_validator("path")(_existing_file)
+
+    def matrix(self, n: int, rng: random.Random) -> Placement:
+        text = Path(self.path).read_text()
+        if self.path.endswith(".json"):
+            rows = json.loads(text)
+        else:
+            rows = [[float(x) for x in line.split(",")] for line in text.splitlines() if line.strip()]
+        size = len(rows)
+        if any(len(r) != size for r in rows):
+            raise ValueError(f"network.latency.path: {self.path} is not a square matrix")
+        if size < n:
+            raise ValueError(f"network.latency.path: {self.path} is {size} x {size}, fewer than the "
+                             f"{n} nodes; give a bigger matrix or fewer nodes")
+        if any(float(x) < 0 for r in rows for x in r):
+            raise ValueError(f"network.latency.path: {self.path} has negative latencies")
+        return Placement([[0.0 if i == j else float(rows[i][j]) / 1000 for j in range(n)] for i in range(n)])

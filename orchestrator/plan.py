@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from node.protocols import PROTOCOLS
+
 from . import overlays
 from .scenario import Scenario, Zipf
 
@@ -28,6 +30,9 @@ class NodePlan(BaseModel):
     subscriptions: list[str]
     dial: list[str] = Field(description="peers this node connects to (it is the dialer)")
     neighbours: list[str] = Field(description="all planned peers, dialled or accepted")
+    contacts: list[str] = Field(default_factory=list, description="peers it may connect to during the run: "
+                                "its neighbours, or every node for protocols that choose their own")
+    behaviour: dict[str, Any] = Field(default_factory=dict, description="attackers: the behaviour's settings")
     schedule: list[tuple[float, str, int]] = Field(description="(seconds after T0, topic, size) to publish")
     placement: dict[str, Any] = Field(default_factory=dict)
 
@@ -40,12 +45,14 @@ class FaultEvent(BaseModel):
 
 class RunPlan(BaseModel):
     scenario: str
+    topology: str = ""
     seed: int
     protocol: str
     topics: list[str]
     nodes: list[NodePlan]
     latency_ms: list[list[float]] = Field(description="one-way latency per ordered pair, as the model gives it")
     latency_bucket_ms: float
+    latency_notes: list[str] = Field(default_factory=list, description="what the latency model had to assume")
     jitter_ms: float
     loss: float
     faults: list[FaultEvent]
@@ -85,22 +92,60 @@ def _subscriptions(sc: Scenario, rng: random.Random, topics: list[str]) -> list[
     return [[topics[i] for i in sorted(ts)] for ts in drawn]
 
 
+def topology_algorithm(sc: Scenario) -> str:
+    """The protocol's own topology (topiary, the baselines), else the scenario's, else complete."""
+    return PROTOCOLS[sc.protocol.name].topology or sc.topology.algorithm or "complete"
+
+
 def _topology(sc: Scenario, rng: random.Random, subs: list[list[str]], topics: list[str]) -> list[list[str]]:
-    """Who dials whom: the scenario's overlay algorithm on the planned subscriptions; the lower
-    index of each edge dials."""
+    """Who dials whom: the overlay algorithm on the planned subscriptions; the node that chose an
+    edge dials it (random, degree-split), else the lower index."""
     n = sc.nodes.count
     index = {t: i for i, t in enumerate(topics)}
     interests = [{index[t] for t in s} for s in subs]
     topo = sc.topology
     if topo.edges_of:
-        target = overlays.build(topo.edges_of, interests, len(topics), rng, topo.degree)
+        target = overlays.build(topo.edges_of, interests, len(topics), rng, topo.degree, topo.groups)
         overlay = overlays.baselines.random_edges(n, len(target.edges), rng)
     else:
-        overlay = overlays.build(topo.algorithm, interests, len(topics), rng, topo.degree)
+        overlay = overlays.build(topology_algorithm(sc), interests, len(topics), rng, topo.degree, topo.groups)
     dial: list[list[int]] = [[] for _ in range(n)]
     for a, b in sorted(overlay.edges):
-        dial[a].append(b)
-    return [[f"n{j}" for j in d] for d in dial]
+        who = overlay.dialer.get((a, b), a)
+        dial[who].append(b if who == a else a)
+    return [[f"n{j}" for j in sorted(d)] for d in dial]
+
+
+def _attackers(sc: Scenario, rng: random.Random, n: int) -> list[dict[str, Any] | None]:
+    """Which nodes attack, and with what settings (each block samples from the nodes left)."""
+    out: list[dict[str, Any] | None] = [None] * n
+    free = list(range(n))
+    for attack in sc.attackers:
+        for i in sorted(rng.sample(free, attack.count)):
+            out[i] = attack.model_dump(mode="json", exclude_none=True)
+            free.remove(i)
+    return out
+
+
+def _attack_edges(sc: Scenario, rng: random.Random, attackers: list[dict[str, Any] | None],
+                  dial: list[list[str]]) -> None:
+    """Eclipse attackers: fully connected among themselves, and each dials `court` honest nodes."""
+    eclipse = [i for i, a in enumerate(attackers) if a and a["behaviour"] == "eclipse"]
+    honest = [i for i, a in enumerate(attackers) if a is None]
+    for a in eclipse:
+        attackers[a]["colluders"] = [f"n{b}" for b in eclipse if b != a]
+    linked = {(int(p[1:]), i) for i, d in enumerate(dial) for p in d}
+    linked |= {(b, a) for a, b in linked}
+    for x, a in enumerate(eclipse):
+        for b in eclipse[x + 1:]:
+            if (a, b) not in linked:
+                dial[a].append(f"n{b}")
+                linked |= {(a, b), (b, a)}
+        court = attackers[a]["court"]
+        for h in sorted(rng.sample(honest, min(court, len(honest)))):
+            if (a, h) not in linked:
+                dial[a].append(f"n{h}")
+                linked |= {(a, h), (h, a)}
 
 
 def _schedule(sc: Scenario, rng: random.Random, publishers: list[int], subs: list[list[str]],
@@ -134,15 +179,23 @@ def make_plan(sc: Scenario, seed: int | None = None) -> RunPlan:
     seed = sc.seed if seed is None else seed
     n = sc.nodes.count
     topics = [f"t{i}" for i in range(sc.topics.count)]
-    matrix, placement = sc.network.latency.matrix(n, _stream(seed, "placement"))
+    placed = sc.network.latency.matrix(n, _stream(seed, "placement"))
+    matrix, placement = placed.matrix, placed.per_node
     subs = _subscriptions(sc, _stream(seed, "subscriptions"), topics)
+    attackers = _attackers(sc, _stream(seed, "attackers"), n)
+    for i, attack in enumerate(attackers):
+        if attack and attack.get("topic") and attack["topic"] not in subs[i]:
+            subs[i] = sorted(subs[i] + [attack["topic"]], key=lambda t: int(t[1:]))
     dial = _topology(sc, _stream(seed, "topology"), subs, topics)
+    _attack_edges(sc, _stream(seed, "attack-edges"), attackers, dial)
     neighbours: list[set[str]] = [set(d) for d in dial]
     for i, peers in enumerate(dial):
         for p in peers:
             neighbours[int(p[1:])].add(f"n{i}")
+    core = PROTOCOLS[sc.protocol.name]
     rng = _stream(seed, "workload")
-    publishers = sorted(rng.sample(range(n), sc.workload.publishers))
+    honest = [i for i in range(n) if attackers[i] is None]
+    publishers = sorted(rng.sample(honest, sc.workload.publishers))
     schedule = _schedule(sc, rng, publishers, subs, topics)
 
     groups: list[Any] = []
@@ -150,15 +203,22 @@ def make_plan(sc: Scenario, seed: int | None = None) -> RunPlan:
         groups += [g] * g.count
     groups += [None] * (n - len(groups))
     base_params = sc.protocol.params.model_dump()
+    if "degree" in core.Params.model_fields:
+        base_params["degree"] = sc.topology.degree
+    everyone = [f"n{i}" for i in range(n)]
     nodes = []
     for i in range(n):
         g = groups[i]
         nodes.append(NodePlan(
-            id=f"n{i}", index=i, group=g.name if g else "default", role=g.role if g else "honest",
+            id=f"n{i}", index=i, group=g.name if g else "default",
+            role=attackers[i]["behaviour"] if attackers[i] else (g.role if g else "honest"),
+            behaviour=attackers[i] or {},
             protocol=sc.protocol.name, params={**base_params, **(g.params if g else {})},
             bandwidth_up=(g and g.bandwidth_up) or sc.network.bandwidth_up,
             bandwidth_down=(g and g.bandwidth_down) or sc.network.bandwidth_down,
             subscriptions=subs[i], dial=dial[i], neighbours=sorted(neighbours[i], key=lambda x: int(x[1:])),
+            contacts=[p for p in everyone if p != f"n{i}"] if core.uses_directory
+            else sorted(neighbours[i], key=lambda x: int(x[1:])),
             schedule=schedule.get(i, []),
             placement={k: v[i] for k, v in placement.items()},
         ))
@@ -174,9 +234,10 @@ def make_plan(sc: Scenario, seed: int | None = None) -> RunPlan:
     faults.sort(key=lambda e: (e.at, int(e.node[1:])))
 
     return RunPlan(
-        scenario=sc.name, seed=seed, protocol=sc.protocol.name, topics=topics, nodes=nodes,
+        scenario=sc.name, seed=seed, protocol=sc.protocol.name, topology=topology_algorithm(sc), topics=topics,
+        nodes=nodes,
         latency_ms=[[round(x * 1000, 3) for x in row] for row in matrix],
-        latency_bucket_ms=sc.network.latency_bucket * 1000, jitter_ms=sc.network.jitter * 1000,
+        latency_bucket_ms=sc.network.latency_bucket * 1000, latency_notes=placed.notes, jitter_ms=sc.network.jitter * 1000,
         loss=sc.network.loss, faults=faults, warmup=sc.workload.warmup, duration=sc.workload.duration,
         drain=sc.workload.drain,
     )

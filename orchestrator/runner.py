@@ -22,6 +22,7 @@ from typing import Any
 from rich.console import Console
 
 from node.config import Address, ControlConfig, NodeConfig
+from node.protocols import get_protocol
 from orchestrator import shaping
 from orchestrator.backends import Backend, RunContext, get_backend
 from orchestrator.calibrate import calibrate
@@ -107,7 +108,10 @@ class Runner:
         return NodeConfig(
             run_id=self.run_id, node_id=node.id, protocol=node.protocol, params=node.params, role=node.role,
             seed=self.plan.seed, listen=Address(host=b.address(node.id), port=b.data_port(node.id)),
-            peers={p: Address(host=b.address(p), port=b.data_port(p)) for p in node.neighbours},
+            peers={p: Address(host=b.address(p), port=b.data_port(p)) for p in node.contacts or node.neighbours},
+            directory={p: self.plan.node(p).subscriptions for p in node.contacts}
+            if get_protocol(node.protocol).uses_directory else {},
+            behaviour=node.behaviour,
             dial=node.dial, neighbours=node.neighbours, subscriptions=node.subscriptions,
             schedule=node.schedule, control=ControlConfig(token=self.ctx.token, **b.control_endpoint(node.id)),
             event_log=b.event_log_path(node.id),

@@ -32,6 +32,7 @@ ProtocolSpec = Annotated[Union[tuple(_protocol_spec(n, c.Params) for n, c in PRO
                          Field(discriminator="name")]
 LatencySpec = Annotated[Union[tuple(LATENCY_MODELS.values())], Field(discriminator="model")]
 ROLES = ("honest",)
+BEHAVIOURS = ("topic-drop", "eclipse", "slow", "censor")
 
 
 class Group(Strict):
@@ -68,8 +69,11 @@ class Nodes(Strict):
 
 
 class Topology(Strict):
-    algorithm: str = Field("complete", description="an overlay algorithm: " + ", ".join(OVERLAYS))
-    degree: int = Field(8, gt=0, description="random, degree-split: outgoing connections per node")
+    algorithm: str | None = Field(None, description="an overlay algorithm: " + ", ".join(OVERLAYS) +
+                                  "; unset: the protocol's own (topiary and the baselines), else complete")
+    degree: int = Field(8, gt=0, description="random, degree-split, topiary: outgoing connections per node (d)")
+    groups: int | Literal["topic"] = Field("topic", description="scribe: `topic` (a tree per topic) or a "
+                                                              "number of random groups (a tree in each)")
     edges_of: str | None = Field(None, description="random only: as many edges as this algorithm gives "
                                                    "on the same subscriptions (for like-for-like comparisons)")
 
@@ -166,6 +170,23 @@ class Fault(Strict):
         return self
 
 
+class Attackers(Strict):
+    """Nodes that run the scenario's protocol wrapped in an attack behaviour (node/behaviours.py)."""
+
+    behaviour: Literal[BEHAVIOURS]  # type: ignore[valid-type]
+    count: int = Field(..., gt=0, description="how many nodes (sampled by the planner, never publishers)")
+    topic: str | None = Field(None, description="topic-drop: the victim topic (e.g. t3); the attackers "
+                                                "subscribe to it and never forward it")
+    delay: Duration = Field(0.2, gt=0, description="slow: processing delay added before every forward")
+    court: int = Field(4, ge=0, description="eclipse: honest nodes each attacker connects to")
+
+    @model_validator(mode="after")
+    def _topic_for_topic_drop(self) -> "Attackers":
+        if (self.behaviour == "topic-drop") != (self.topic is not None):
+            raise ValueError("topic is required for topic-drop and only used there")
+        return self
+
+
 class Calibration(Strict):
     enabled: bool = True
     pairs: int = Field(8, ge=0, description="node pairs whose RTT is measured")
@@ -203,6 +224,7 @@ class Scenario(Strict):
     topics: Topics = Field(default_factory=Topics)
     workload: Workload = Field(default_factory=Workload)
     faults: list[Fault] = Field(default_factory=list)
+    attackers: list[Attackers] = Field(default_factory=list)
     calibration: Calibration = Field(default_factory=Calibration)
     analysis: Analysis = Field(default_factory=Analysis)
     output: Output = Field(default_factory=Output)
@@ -227,7 +249,23 @@ class Scenario(Strict):
                 raise ValueError(f"faults[{i}].nodes: unknown node ids {unknown} (ids are n0..n{n - 1})")
             if fault.sample and fault.sample > n:
                 raise ValueError(f"faults[{i}].sample ({fault.sample}) exceeds nodes.count ({n})")
-        params_cls = PROTOCOLS[self.protocol.name].Params
+        honest = n - sum(a.count for a in self.attackers)
+        if self.workload.publishers > honest:
+            raise ValueError(f"attackers: {n - honest} attackers leave {honest} honest nodes, fewer than "
+                             f"workload.publishers ({self.workload.publishers})")
+        for i, attack in enumerate(self.attackers):
+            if attack.topic is not None and not (attack.topic.startswith("t") and attack.topic[1:].isdigit()
+                                                 and int(attack.topic[1:]) < self.topics.count):
+                raise ValueError(f"attackers[{i}].topic: {attack.topic!r} is not a topic (t0..t{self.topics.count - 1})")
+        core = PROTOCOLS[self.protocol.name]
+        if core.topology and self.topology.algorithm not in (None, core.topology):
+            raise ValueError(f"topology.algorithm: {self.protocol.name} always starts from {core.topology}; "
+                             f"leave topology.algorithm out (or use static-overlay to try "
+                             f"{self.topology.algorithm})")
+        if "degree" in self.protocol.params.model_fields_set:
+            raise ValueError("protocol.params.degree: set topology.degree instead (the d of topiary and of "
+                             "every baseline, so a --set protocol=... comparison keeps it)")
+        params_cls = core.Params
         for i, group in enumerate(self.nodes.groups):
             try:
                 params_cls(**{**self.protocol.params.model_dump(), **group.params})

@@ -54,10 +54,11 @@ class NodeShape:
 
 
 def node_shape(plan: Any, node_id: str, address_of: dict[str, str]) -> NodeShape:
-    """Group the node's neighbours by the one-way latency the plan gives towards them."""
+    """Group the node's contacts (the peers it may talk to) by the one-way latency the plan gives
+    towards them."""
     node = plan.node(node_id)
     by_delay: dict[float, list[str]] = {}
-    for peer in node.neighbours:
+    for peer in node.contacts or node.neighbours:
         by_delay.setdefault(plan.one_way_ms(node_id, peer), []).append(address_of[peer])
     buckets = [Bucket(d, plan.jitter_ms, plan.loss, tuple(sorted(a))) for d, a in sorted(by_delay.items())]
     return NodeShape(node_id, node.bandwidth_up, node.bandwidth_down, buckets)
@@ -65,7 +66,8 @@ def node_shape(plan: Any, node_id: str, address_of: dict[str, str]) -> NodeShape
 
 def transport_delays(plan: Any, node_id: str) -> dict[str, float]:
     """Transport mode: the same buckets as per-destination delays (ms) for the node's transport."""
-    return {peer: plan.one_way_ms(node_id, peer) for peer in plan.node(node_id).neighbours}
+    node = plan.node(node_id)
+    return {peer: plan.one_way_ms(node_id, peer) for peer in node.contacts or node.neighbours}
 
 
 def htb_quantum(rate_bps: int) -> int:

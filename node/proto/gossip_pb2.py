@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0cgossip.proto\x12\x0epeerlab.gossip\"X\n\rGossipMessage\x12\x0e\n\x06origin\x18\x01 \x01(\t\x12\r\n\x05seqno\x18\x02 \x01(\x04\x12\r\n\x05topic\x18\x03 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\x12\x0b\n\x03ttl\x18\x05 \x01(\r\"d\n\tGossipRPC\x12\x11\n\tsubscribe\x18\x01 \x03(\t\x12\x13\n\x0bunsubscribe\x18\x02 \x03(\t\x12/\n\x08messages\x18\x03 \x03(\x0b\x32\x1d.peerlab.gossip.GossipMessageb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0cgossip.proto\x12\x0epeerlab.gossip\"k\n\rGossipMessage\x12\x0e\n\x06origin\x18\x01 \x01(\t\x12\r\n\x05seqno\x18\x02 \x01(\x04\x12\r\n\x05topic\x18\x03 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\x12\x0b\n\x03ttl\x18\x05 \x01(\r\x12\x11\n\ttopic_seq\x18\x06 \x01(\x04\"d\n\tGossipRPC\x12\x11\n\tsubscribe\x18\x01 \x03(\t\x12\x13\n\x0bunsubscribe\x18\x02 \x03(\t\x12/\n\x08messages\x18\x03 \x03(\x0b\x32\x1d.peerlab.gossip.GossipMessageb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,7 +32,7 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'gossip_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_GOSSIPMESSAGE']._serialized_start=32
-  _globals['_GOSSIPMESSAGE']._serialized_end=120
-  _globals['_GOSSIPRPC']._serialized_start=122
-  _globals['_GOSSIPRPC']._serialized_end=222
+  _globals['_GOSSIPMESSAGE']._serialized_end=139
+  _globals['_GOSSIPRPC']._serialized_start=141
+  _globals['_GOSSIPRPC']._serialized_end=241
 # @@protoc_insertion_point(module_scope)

@@ -4,9 +4,12 @@ from __future__ import annotations
 from .base import Params, ProtocolCore, ProtocolIO, Unsupported
 from .floodsub import FloodSub
 from .gossipsub import GossipSub
+from .overlay_baselines import BASELINES
 from .static_overlay import StaticOverlay
+from .topiary import Topiary
 
-PROTOCOLS: dict[str, type[ProtocolCore]] = {core.name: core for core in (FloodSub, GossipSub, StaticOverlay)}
+PROTOCOLS: dict[str, type[ProtocolCore]] = {
+    core.name: core for core in (FloodSub, GossipSub, StaticOverlay, Topiary, *BASELINES)}
 
 
 def get_protocol(name: str) -> type[ProtocolCore]:

@@ -44,6 +44,10 @@ class ProtocolIO(Protocol):
     def backlog(self, peer: str) -> int:
         """Bytes queued to `peer` and not yet handed to the kernel (0 when nothing waits)."""
 
+    def directory(self) -> dict[str, frozenset[str]]:
+        """Every other node this one may connect to, with the topics it subscribes to (Topiary's
+        model: addresses and subscriptions are known; planned, for cores with `uses_directory`)."""
+
 
 class Unsupported(Exception):
     """The protocol has no such operation (e.g. topics in a pure overlay); the control API answers 400."""
@@ -60,6 +64,12 @@ class ProtocolCore:
 
     name: ClassVar[str]
     Params: ClassVar[type[Params]] = Params
+    # The overlay algorithm this protocol always starts from (scenario topology.algorithm must agree
+    # or be left out); None: the scenario's topology decides.
+    topology: ClassVar[str | None] = None
+    # True: the core picks its own neighbours among all nodes, so it is given every node's address
+    # and subscriptions (ProtocolIO.directory), not only its planned neighbours.
+    uses_directory: ClassVar[bool] = False
 
     def __init__(self, node_id: str, params: Params, io: ProtocolIO,
                  clock: Callable[[], float], rng: random.Random):
@@ -94,6 +104,12 @@ class ProtocolCore:
     def publish(self, topic: str, data: bytes) -> str:
         """Publish `data` on `topic`; returns the message id."""
         raise Unsupported(f"{self.name} cannot publish")
+
+    @staticmethod
+    def frame_topics(payload: bytes) -> set[str]:
+        """Topics of the messages an encoded frame carries (empty for control-only frames); attack
+        behaviours use it to pick what to drop or delay. Malformed frames carry none."""
+        return set()
 
     # for the runtime's /status -------------------------------------------------------------------
     def status(self) -> dict[str, Any]:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .pubsub_wire import (RPC, DecodeError, decode_rpc, default_msg_id, encode_rpc, make_message, rpc_sizes,
-                          subscriptions_rpc)
+from .pubsub_wire import (RPC, DecodeError, decode_rpc, default_msg_id, encode_rpc, make_message, message_topics,
+                          rpc_sizes, subscriptions_rpc)
 from .topic_core import TopicCore, TopicParams
 
 
@@ -16,6 +16,7 @@ class FloodSubParams(TopicParams):
 
 
 class FloodSub(TopicCore):
+    frame_topics = staticmethod(message_topics)
     name = "floodsub"
     Params = FloodSubParams
 

@@ -45,7 +45,7 @@ from node.proto.pubsub_pb2 import (RPC, ControlGraft, ControlIDontWant, ControlI
                                    ControlMessage, ControlPrune, Message)
 
 from .gossipsub_score import PeerScore, ScoreParams
-from .pubsub_wire import decode_rpc, default_msg_id, make_message, subscriptions_rpc
+from .pubsub_wire import decode_rpc, default_msg_id, make_message, message_topics, subscriptions_rpc
 from .topic_core import TopicCore, TopicParams
 from .validators import ValidationParams, Verdict, make_validator
 
@@ -145,6 +145,7 @@ class _Stagger:
 
 
 class GossipSub(TopicCore):
+    frame_topics = staticmethod(message_topics)
     name = "gossipsub"
     Params = GossipSubParams
 

@@ -30,6 +30,14 @@ def decode_rpc(payload: bytes) -> RPC:
     return rpc
 
 
+def message_topics(payload: bytes) -> set[str]:
+    """Topics of the messages an RPC carries (none if it does not parse)."""
+    try:
+        return {m.topic for m in decode_rpc(payload).publish}
+    except DecodeError:
+        return set()
+
+
 def make_message(origin: str, seqno: int, topic: str, data: bytes) -> Message:
     return Message(**{"from": origin.encode(), "seqno": seqno.to_bytes(8, "big"), "topic": topic, "data": data})
 

@@ -32,6 +32,19 @@ class StaticOverlay(TopicCore):
     name = "static-overlay"
     Params = StaticOverlayParams
 
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.topic_seq: dict[str, int] = {}  # our messages per topic, carried so receivers see gaps
+
+    @staticmethod
+    def frame_topics(payload: bytes) -> set[str]:
+        rpc = GossipRPC()
+        try:
+            rpc.ParseFromString(payload)
+        except DecodeError:
+            return set()
+        return {m.topic for m in rpc.messages}
+
     def _announcement(self, topics: list[str], subscribe: bool) -> tuple[bytes, dict[str, int]]:
         rpc = GossipRPC(subscribe=topics) if subscribe else GossipRPC(unsubscribe=topics)
         payload = rpc.SerializeToString()
@@ -39,7 +52,9 @@ class StaticOverlay(TopicCore):
 
     def publish(self, topic: str, data: bytes) -> str:
         seqno = self.next_seqno()
-        msg = GossipMessage(origin=self.node_id, seqno=seqno, topic=topic, data=data, ttl=self.params.ttl)
+        self.topic_seq[topic] = self.topic_seq.get(topic, 0) + 1
+        msg = GossipMessage(origin=self.node_id, seqno=seqno, topic=topic, data=data, ttl=self.params.ttl,
+                            topic_seq=self.topic_seq[topic])
         msg_id = f"{self.node_id}-{seqno}"
         self.seen.add(msg_id)
         self.io.trace("publish_message", topic=topic, msg_id=msg_id, size=len(data), seq=seqno)

@@ -86,10 +86,10 @@ class LocalBackend(Backend):
                     eth0 = ns.link_lookup(ifname="eth0")[0]
                     ns.addr("add", index=eth0, address=self.address(node.id), prefixlen=16)
                     ns.link("set", index=eth0, state="up")
-                    # Permanent neighbour entries for the planned peers: no ARP at start-up, and
+                    # Permanent neighbour entries for the peers it may contact: no ARP at start-up, and
                     # (since Linux 4.19) they do not count against the ARP table's gc_thresh3,
                     # which is shared by all namespaces and overflows at a few hundred nodes.
-                    for peer in node.neighbours:
+                    for peer in node.contacts or node.neighbours:
                         ns.neigh("add", dst=self.address(peer), lladdr=self.mac(peer), ifindex=eth0,
                                  state=NUD_PERMANENT)
 

@@ -1,6 +1,6 @@
 """Overlay construction: topic-connected overlays (GM, the CD family) and baselines, by name.
 
-`build(name, subs, topics, rng, degree)` returns an `Overlay`; the planner uses the same registry
+`build(name, subs, topics, rng, degree, groups)` returns an `Overlay`; the planner uses the same registry
 for scenario topologies, `peerlab overlay` for the seed's experiments.
 """
 from __future__ import annotations
@@ -9,34 +9,37 @@ import random
 from typing import Callable
 
 from orchestrator.overlays import baselines, stars
+from orchestrator.overlays.scribe import scribe
 from orchestrator.overlays.graph import Overlay, overlay_metrics
 from orchestrator.overlays.greedy_merge import greedy_merge
 from orchestrator.overlays.interests import members_of, uniform_interest, zipf_interest
 
-Builder = Callable[[list[set[int]], list[set[int]], random.Random, int], Overlay]
+Builder = Callable[..., Overlay]  # (subs, members, rng, degree, groups) -> Overlay
 
 ALGORITHMS: dict[str, Builder] = {
-    "gm": lambda subs, members, rng, d: greedy_merge(subs, members),
-    "cd-oda": lambda subs, members, rng, d: stars.cd_oda(subs, members).overlay(),
-    "cd-oda-ii": lambda subs, members, rng, d: stars.cd_oda_ii(subs, members).overlay(),
-    "2d-oda": lambda subs, members, rng, d: stars.two_d_oda(subs, members).overlay(),
-    "cd-max": lambda subs, members, rng, d: stars.cd_max(subs, members).overlay(),
-    "cd-max-ref": lambda subs, members, rng, d: stars.refine(stars.cd_max(subs, members)).overlay(),
-    "random": lambda subs, members, rng, d: baselines.random_outgoing(len(subs), d, rng),
-    "complete": lambda subs, members, rng, d: baselines.complete(len(subs)),
-    "degree-split": lambda subs, members, rng, d: baselines.degree_split(subs, members, d, rng),
+    "gm": lambda subs, members, rng, d, g: greedy_merge(subs, members),
+    "cd-oda": lambda subs, members, rng, d, g: stars.cd_oda(subs, members).overlay(),
+    "cd-oda-ii": lambda subs, members, rng, d, g: stars.cd_oda_ii(subs, members).overlay(),
+    "2d-oda": lambda subs, members, rng, d, g: stars.two_d_oda(subs, members).overlay(),
+    "cd-max": lambda subs, members, rng, d, g: stars.cd_max(subs, members).overlay(),
+    "cd-max-ref": lambda subs, members, rng, d, g: stars.refine(stars.cd_max(subs, members)).overlay(),
+    "random": lambda subs, members, rng, d, g: baselines.random_outgoing(len(subs), d, rng),
+    "complete": lambda subs, members, rng, d, g: baselines.complete(len(subs)),
+    "degree-split": lambda subs, members, rng, d, g: baselines.degree_split(subs, members, d, rng),
+    "scribe": lambda subs, members, rng, d, g: scribe(subs, members, rng, g),
 }
 # algorithms whose output connects every topic's subscribers by construction
 TOPIC_CONNECTED = ("gm", "cd-oda", "cd-oda-ii", "2d-oda", "cd-max", "cd-max-ref", "complete")
 DIAMETER_TWO = ("cd-oda", "cd-oda-ii", "2d-oda", "cd-max", "cd-max-ref")
 
 
-def build(name: str, subs: list[set[int]], topics: int, rng: random.Random, degree: int = 8) -> Overlay:
+def build(name: str, subs: list[set[int]], topics: int, rng: random.Random, degree: int = 8,
+          groups: int | str = "topic") -> Overlay:
     try:
         builder = ALGORITHMS[name]
     except KeyError:
         raise ValueError(f"unknown overlay algorithm {name!r}; known: {', '.join(ALGORITHMS)}") from None
-    return builder(subs, members_of(subs, topics), rng, degree)
+    return builder(subs, members_of(subs, topics), rng, degree, groups)
 
 
 __all__ = ["ALGORITHMS", "TOPIC_CONNECTED", "DIAMETER_TWO", "build", "Overlay", "overlay_metrics",

@@ -17,7 +17,7 @@ def random_outgoing(n: int, degree: int, rng: random.Random) -> Overlay:
     for u in range(n):
         others = [v for v in range(n) if v != u and v not in linked[u]]
         for v in rng.sample(others, min(degree, len(others))):
-            ov.add(u, v)
+            ov.add_outgoing(u, v)
             linked[u].add(v)
             linked[v].add(u)
     return ov
@@ -50,5 +50,5 @@ def degree_split(subs: list[set[int]], members: list[set[int]], degree: int, rng
         for t in sorted(ts):
             others = sorted(members[t] - {u})
             for v in rng.sample(others, min(per_topic, len(others))):
-                ov.add(u, v)
+                ov.add_outgoing(u, v)
     return ov

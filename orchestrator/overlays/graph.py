@@ -11,6 +11,13 @@ class Overlay:
     nodes: int
     edges: set[tuple[int, int]] = field(default_factory=set)  # (a, b) with a < b
     centres: dict[int, int] | None = None  # star-based algorithms: topic -> its centre
+    dialer: dict[tuple[int, int], int] = field(default_factory=dict)  # edge -> the node that chose it
+
+    def add_outgoing(self, u: int, v: int) -> None:
+        """u chose v (it opens the connection): random and degree-split keep who dials."""
+        if u != v:
+            self.add(u, v)
+            self.dialer.setdefault((u, v) if u < v else (v, u), u)
 
     def add(self, a: int, b: int) -> None:
         if a != b:
