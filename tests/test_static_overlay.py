@@ -1,13 +1,19 @@
-"""The static-overlay core's TTL gossip on the in-memory network."""
+"""The static-overlay core's TTL gossip on the in-memory network (Topiary's dissemination: the
+TTL rules are checked on both cores)."""
+import pytest
+
 from node.memnet import MemNetwork
 from node.protocols.static_overlay import StaticOverlay, StaticOverlayParams
+from node.protocols.topiary import Topiary
+
+CORES = pytest.mark.parametrize("core", [StaticOverlay, Topiary])
 
 
-def line(n, subscribed, ttl=1):
+def line(n, subscribed, ttl=1, core=StaticOverlay):
     """n0 - n1 - ... - n(n-1); `subscribed` nodes join topic t."""
     net = MemNetwork(seed=1, latency=0.01)
     for i in range(n):
-        node = net.add_node(f"n{i}", StaticOverlay, StaticOverlayParams(ttl=ttl))
+        node = net.add_node(f"n{i}", core, core.Params(ttl=ttl))
         if i in subscribed:
             node.core.subscribe("t")
     for i in range(n - 1):
@@ -21,20 +27,22 @@ def delivered(net):
     return sorted({e["node"] for e in net.events("deliver_message")})
 
 
-def test_subscribers_pass_the_ttl_on_unchanged():
-    net = line(5, subscribed={0, 1, 2, 3, 4}, ttl=0)
+@CORES
+def test_subscribers_pass_the_ttl_on_unchanged(core):
+    net = line(5, subscribed={0, 1, 2, 3, 4}, ttl=0, core=core)
     net.nodes["n0"].core.publish("t", b"x")
     net.run(until=2)
     assert delivered(net) == ["n1", "n2", "n3", "n4"]
 
 
-def test_ttl_is_spent_at_non_subscribers():
+@CORES
+def test_ttl_is_spent_at_non_subscribers(core):
     # n1 and n2 are not subscribed: TTL 1 crosses one of them, not two
-    net = line(4, subscribed={0, 2, 3}, ttl=1)
+    net = line(4, subscribed={0, 2, 3}, ttl=1, core=core)
     net.nodes["n0"].core.publish("t", b"x")
     net.run(until=2)
     assert delivered(net) == ["n2", "n3"]
-    net = line(4, subscribed={0, 3}, ttl=1)
+    net = line(4, subscribed={0, 3}, ttl=1, core=core)
     net.nodes["n0"].core.publish("t", b"x")
     net.run(until=2)
     assert delivered(net) == []
@@ -42,8 +50,9 @@ def test_ttl_is_spent_at_non_subscribers():
     assert not [e for e in net.nodes["n1"].events if e["type"] == "send_rpc" and e["msgs"]]
 
 
-def test_a_non_subscriber_drops_a_message_that_reaches_it_at_ttl_zero():
-    net = line(3, subscribed={0, 2}, ttl=0)
+@CORES
+def test_a_non_subscriber_drops_a_message_that_reaches_it_at_ttl_zero(core):
+    net = line(3, subscribed={0, 2}, ttl=0, core=core)
     core = net.nodes["n1"].core
     from node.proto.gossip_pb2 import GossipMessage, GossipRPC
     core.on_frame("n0", GossipRPC(messages=[GossipMessage(origin="n0", seqno=5, topic="t", ttl=0)]).SerializeToString())
