@@ -36,7 +36,8 @@ COLUMNS = [  # (header, how to get it from (metrics, manifest))
 
 def _topology(manifest: dict[str, Any]) -> str:
     topo = manifest["scenario"]["topology"]
-    return topo["algorithm"] + (f" (edges of {topo['edges_of']})" if topo.get("edges_of") else "")
+    name = manifest["plan"].get("topology") or topo.get("algorithm") or "complete"
+    return name + (f" (edges of {topo['edges_of']})" if topo.get("edges_of") else "")
 
 
 def load_rows(run_dirs: list[str | Path]) -> list[dict[str, Any]]:
@@ -91,3 +92,45 @@ def render_csv(rows: list[dict[str, Any]]) -> str:
     writer.writeheader()
     writer.writerows(rows)
     return out.getvalue()
+
+
+CURVES = (("receive_rate", "interested-message receive rate"), ("delay_ms", "average propagation delay (ms)"),
+          ("victim_receive_rate", "victim-topic receive rate"), ("attacker_slot_share",
+                                                                 "attackers' share of honest outgoing slots"))
+
+
+def epoch_plots(run_dirs: list[str | Path]) -> dict[str, str]:
+    """The runs' per-epoch curves overlaid, one plot per measure (the Topiary seed's Figures 3-5);
+    runs without per-epoch data are left out."""
+    from analysis.report import series_plot
+
+    runs = []
+    for run_dir in map(Path, run_dirs):
+        metrics = json.loads((run_dir / "analysis" / "metrics.json").read_text())
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+        per_epoch = (metrics.get("protocol") or {}).get("per_epoch")
+        if per_epoch:
+            runs.append((manifest.get("label") or manifest["plan"]["protocol"], per_epoch))
+    plots = {}
+    for key, label in CURVES:
+        series = {name: pe[key] for name, pe in runs if key in pe}
+        if series:
+            xs = list(range(max(len(v) for v in series.values())))
+            plots[label] = series_plot(xs, series, "epoch", label, label[0].upper() + label[1:])
+    return plots
+
+
+def render_html(rows: list[dict[str, Any]], plots: dict[str, str]) -> str:
+    """A self-contained page: the comparison table and the overlaid plots (no network needed)."""
+    import html as H
+
+    names = list(rows[0]) if rows else []
+    head = "".join(f"<th>{H.escape(str(r['label'] or r['protocol']))}</th>" for r in rows)
+    body = "".join(f"<tr><td>{H.escape(n)}</td>" + "".join(f"<td>{H.escape(_cell(r[n]))}</td>" for r in rows)
+                   + "</tr>" for n in names)
+    images = "".join(f"<h2>{H.escape(t)}</h2><img alt='{H.escape(t)}' src='data:image/png;base64,{png}'>"
+                     for t, png in plots.items())
+    return ("<!doctype html><html><head><meta charset='utf-8'><title>peerlab compare</title><style>"
+            "body{font-family:sans-serif;margin:2em}td,th{padding:2px 8px;text-align:right}"
+            "td:first-child{text-align:left}</style></head><body><h1>peerlab compare</h1>"
+            f"<table><tr><th></th>{head}</tr>{body}</table>{images}</body></html>\n")

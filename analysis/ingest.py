@@ -39,7 +39,9 @@ def read_events(spark: SparkSession, run_dir: Path) -> DataFrame:
 
 
 def subscriptions_frame(spark: SparkSession, manifest: dict[str, Any]) -> DataFrame:
-    """(node, topic) for every planned subscription."""
-    rows = [(n["id"], t) for n in manifest["plan"]["nodes"] for t in n["subscriptions"]]
+    """(node, topic) for every planned subscription of an honest node (attackers are not expected
+    to receive anything: delivery is measured among honest subscribers)."""
+    rows = [(n["id"], t) for n in manifest["plan"]["nodes"] for t in n["subscriptions"]
+            if n.get("role", "honest") == "honest"]
     schema = T.StructType([T.StructField("node", T.StringType()), T.StructField("topic", T.StringType())])
     return spark.createDataFrame(rows, schema)

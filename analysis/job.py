@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from analysis import metrics as M
 from analysis.extras import EXTRAS, RunFrames
@@ -21,9 +22,12 @@ def compute(spark: SparkSession, run_dir: Path, write_tables: bool = True) -> tu
     manifest = load_manifest(run_dir)
     events = read_events(spark, run_dir).cache()
     nodes = len(manifest["plan"]["nodes"])
-    pubs = M.publishes(events).cache()
-    expected = M.expected_receivers(pubs, subscriptions_frame(spark, manifest))
-    dl = M.deliveries(events, expected).cache()
+    all_pubs = M.publishes(events).cache()
+    subs = subscriptions_frame(spark, manifest)
+    all_dl = M.deliveries(events, M.expected_receivers(all_pubs, subs)).cache()
+    window = measure_window(manifest)
+    pubs = all_pubs.where(F.col("t_pub") >= window["from_ns"]).cache() if window["from_ns"] else all_pubs
+    dl = all_dl.where(F.col("t_pub") >= window["from_ns"]).cache() if window["from_ns"] else all_dl
     msgs = M.per_message(dl)
     cov = M.coverage(dl).cache()
     cal = manifest.get("calibration") or {}
@@ -31,6 +35,7 @@ def compute(spark: SparkSession, run_dir: Path, write_tables: bool = True) -> tu
         "run_id": manifest["run_id"],
         "nodes": nodes,
         "messages": pubs.count(),
+        "window": {"from_s": window["from_s"], "messages_before": all_pubs.count() - pubs.count()},
         "delivery_ratio": M.delivery_ratio(msgs),
         "latency_ms": M.latency_stats(dl),
         "coverage_latency_ms": M.coverage_summary(cov),
@@ -42,9 +47,10 @@ def compute(spark: SparkSession, run_dir: Path, write_tables: bool = True) -> tu
         "events": events.count(),
     }
     extra = EXTRAS.get(manifest["plan"]["protocol"])
-    extra_tables = {}
+    extra_tables, extra_plots = {}, {}
     if extra:
-        result["protocol"], extra_tables = extra.compute(RunFrames(events, pubs, dl, cov, manifest))
+        result["protocol"], extra_tables, extra_plots = extra.compute(
+            RunFrames(events, pubs, dl, cov, manifest, all_pubs, all_dl))
     if write_tables:
         tables = run_dir / "analysis" / "tables"
         events.write.mode("overwrite").partitionBy("node").parquet(str(tables / "events"))
@@ -59,9 +65,16 @@ def compute(spark: SparkSession, run_dir: Path, write_tables: bool = True) -> tu
     got = sample.dropna()
     by_msg = {m: (len(g), g["latency_ms"].dropna().to_numpy()) for m, g in sample.groupby("msg_id")}
     plots = {"latency CDF": latency_cdf_plot(got["latency_ms"].to_numpy()),
-             "coverage over time": coverage_plot(by_msg)}
+             "coverage over time": coverage_plot(by_msg), **extra_plots}
     events.unpersist()
     return result, plots
+
+
+def measure_window(manifest: dict[str, Any]) -> dict[str, Any]:
+    """Where the measured messages start: analysis.measure_from after T0 (0: every message)."""
+    start = float((manifest["scenario"].get("analysis") or {}).get("measure_from") or 0.0)
+    t0 = manifest.get("t0_ns")
+    return {"from_s": start, "from_ns": int(t0 + start * 1e9) if start and t0 else 0}
 
 
 def analyse(run_dir: str | Path, spark: SparkSession | None = None) -> dict[str, Any]:

@@ -32,6 +32,23 @@ def latency_cdf_plot(latencies_ms: np.ndarray) -> str:
     return _png(fig)
 
 
+def series_plot(xs: list[float], series: dict[str, list[float | None]], xlabel: str, ylabel: str,
+                title: str) -> str:
+    """Several curves over the same x (missing points left out): per-epoch curves, run comparisons."""
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    for label, ys in series.items():
+        pts = [(x, y) for x, y in zip(xs, ys) if y is not None]
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", label=label)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    if len(series) > 1:
+        ax.legend()
+    return _png(fig)
+
+
 def coverage_plot(latencies_by_msg: dict[str, tuple[int, np.ndarray]]) -> str:
     """Mean fraction of expected receivers reached, against time since publication."""
     fig, ax = plt.subplots(figsize=(6.4, 3.6))

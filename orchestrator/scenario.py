@@ -196,6 +196,12 @@ class Calibration(Strict):
 
 
 class Analysis(Strict):
+    measure_from: Duration = Field(
+        0.0, ge=0, description="messages published earlier than this after T0 are left out of delivery, "
+                               "latency and coverage (e.g. a learning phase; bandwidth counts them)")
+    epoch_window: Duration | None = Field(
+        None, gt=0, description="width of the per-epoch curves of overlay protocols; unset: topiary's "
+                                "epoch length, else 10s")
     warmup_messages: int | None = Field(
         None, ge=0, description="first published messages left out of the protocol's latency figures "
                                 "(bandwidth counts them); unset: the protocol's default (gossipsub: 2, as its seed)")

@@ -22,11 +22,17 @@ class RunFrames:
     deliveries: DataFrame         # msg_id, receiver, t_pub, t_recv, latency_ms
     coverage: DataFrame           # msg_id, expected, L15, L50, L90, L100
     manifest: dict[str, Any]
+    all_publishes: DataFrame      # the same two before the measurement window (analysis.measure_from)
+    all_deliveries: DataFrame
+
+
+# an extra returns (its metrics.json section, tables to write as Parquet, report plots as base64 PNG)
+ExtraResult = tuple[dict[str, Any], dict[str, DataFrame], dict[str, str]]
 
 
 @dataclass
 class Extra:
-    compute: Callable[[RunFrames], tuple[dict[str, Any], dict[str, DataFrame]]]
+    compute: Callable[[RunFrames], ExtraResult]
     # (header, getter on the "protocol" section of metrics.json) for `peerlab compare`
     columns: list[tuple[str, Callable[[dict[str, Any]], Any]]] = field(default_factory=list)
 
@@ -35,7 +41,7 @@ EXTRAS: dict[str, Extra] = {}
 
 
 def register(*protocols: str, columns: list[tuple[str, Callable[[dict[str, Any]], Any]]] = ()):
-    def wrap(fn: Callable[[RunFrames], tuple[dict[str, Any], dict[str, DataFrame]]]):
+    def wrap(fn: Callable[[RunFrames], ExtraResult]):
         for name in protocols:
             EXTRAS[name] = Extra(fn, list(columns))
         return fn
@@ -49,4 +55,4 @@ def warmup_messages(manifest: dict[str, Any], default: int) -> int:
     return default if value is None else value
 
 
-from analysis.extras import gossipsub  # noqa: E402,F401  (registers itself)
+from analysis.extras import gossipsub, overlay_epochs  # noqa: E402,F401  (they register themselves)

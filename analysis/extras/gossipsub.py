@@ -10,7 +10,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from analysis import metrics as M
-from analysis.extras import RunFrames, register, warmup_messages
+from analysis.extras import ExtraResult, RunFrames, register, warmup_messages
 
 CONTROL = ("ihave", "iwant", "idontwant", "graft", "prune")
 SEED_WARMUP = 2
@@ -43,7 +43,7 @@ def measured_messages(pubs: DataFrame, warmup: int) -> DataFrame:
     ("stagger_saves", lambda p: p["stagger_saves"]["count"]),
     ("duplicates", lambda p: p["duplicates"]["count"]),
 ])
-def gossipsub_extra(run: RunFrames) -> tuple[dict[str, Any], dict[str, DataFrame]]:
+def gossipsub_extra(run: RunFrames) -> ExtraResult:
     events = run.events
     warmup = warmup_messages(run.manifest, SEED_WARMUP)
     kept = measured_messages(run.publishes, warmup)
@@ -67,4 +67,4 @@ def gossipsub_extra(run: RunFrames) -> tuple[dict[str, Any], dict[str, DataFrame
     per_message = (run.coverage.join(run.publishes.select("msg_id", "t_pub", "origin", "size"), "msg_id")
                    .join(kept.withColumn("measured", F.lit(True)), "msg_id", "left")
                    .fillna(False, ["measured"]))
-    return out, {"gossipsub_messages": per_message}
+    return out, {"gossipsub_messages": per_message}, {}
