@@ -180,10 +180,14 @@ def _km(a: tuple[str, float, float], b: tuple[str, float, float]) -> float:
 
 
 def _fit(points: list[tuple[float, float]]) -> tuple[float, float]:
-    """Least-squares line y = intercept + slope x."""
-    if len(points) < 2:
-        return 0.0, statistics.fmean(y for _, y in points) if points else 100.0
-    slope, intercept = statistics.linear_regression([x for x, _ in points], [y for _, y in points])
+    """Least-squares line y = intercept + slope x (through the origin when the distances do not vary)."""
+    if not points:
+        return 0.0, 100.0
+    xs, ys = [x for x, _ in points], [y for _, y in points]
+    if max(xs) == min(xs):
+        mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
+        return (mean_y / mean_x, 0.0) if mean_x else (0.0, mean_y)
+    slope, intercept = statistics.linear_regression(xs, ys)
     return slope, intercept
 
 

@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 from node.protocols import PROTOCOLS
 
 from . import overlays
-from .scenario import Scenario, Zipf
+from .scenario import Scenario, ScenarioError, Zipf
 
 
 class NodePlan(BaseModel):
@@ -179,7 +179,10 @@ def make_plan(sc: Scenario, seed: int | None = None) -> RunPlan:
     seed = sc.seed if seed is None else seed
     n = sc.nodes.count
     topics = [f"t{i}" for i in range(sc.topics.count)]
-    placed = sc.network.latency.matrix(n, _stream(seed, "placement"))
+    try:
+        placed = sc.network.latency.matrix(n, _stream(seed, "placement"))
+    except (ValueError, OSError) as err:  # a data file that does not fit the scenario
+        raise ScenarioError(f"scenario {sc.name!r}", [str(err)]) from None
     matrix, placement = placed.matrix, placed.per_node
     subs = _subscriptions(sc, _stream(seed, "subscriptions"), topics)
     attackers = _attackers(sc, _stream(seed, "attackers"), n)
