@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import os
 import threading
 import time
@@ -186,3 +187,34 @@ def bench_router(sizes: list[int], messages: int, mesh: int = 8) -> list[dict[st
         results.append(result)
         print(" ".join(f"{k}={v}" for k, v in result.items()), flush=True)
     return results
+
+
+def bench_topiary_sweep(path: str, overrides: list[str], matrix_args: list[str], console: Any) -> list[dict[str, Any]]:
+    """Topiary's parameters swept on the in-memory network (virtual time), each combination on the
+    same plan as the scenario, against the same plan run as random-overlay. Prints one line per
+    combination: converged receive rate and delay (mean of the last 5 windows of epoch length)."""
+    from orchestrator.matrix import expand
+    from orchestrator.memrun import converged, per_window, run_in_memory
+    from orchestrator.plan import make_plan
+
+    def measure(sc) -> tuple[float, float, float]:
+        plan = make_plan(sc)
+        width = float(plan.nodes[0].params.get("epoch") or 10.0)
+        windows = max(1, math.ceil(plan.duration / width - 1e-9))
+        started = time.perf_counter()
+        rate, delay = per_window(run_in_memory(plan), plan.warmup, width, windows)
+        console.print(f"  ran {len(plan.nodes)} nodes, {plan.publishes()} messages in "
+                      f"{time.perf_counter() - started:.0f}s (virtual time)")
+        return converged(rate), converged(delay), delay[0] or math.nan
+
+    base = expand(path, [*overrides, "protocol=random-overlay"])[0]
+    b_rate, b_delay, _ = measure(base.scenario)
+    print(f"random-overlay: receive_rate={b_rate:.4f} delay_ms={b_delay:.1f}", flush=True)
+    rows = []
+    for combo in expand(path, overrides, matrix_args):
+        rate, delay, first = measure(combo.scenario)
+        rows.append({"label": combo.label or "defaults", "receive_rate": rate, "delay_ms": delay,
+                     "first_epoch_delay_ms": first, "vs_random": delay / b_delay - 1})
+        print(f"{rows[-1]['label']}: receive_rate={rate:.4f} delay_ms={delay:.1f} "
+              f"vs_random={rows[-1]['vs_random']:+.1%}", flush=True)
+    return rows

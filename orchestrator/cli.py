@@ -221,6 +221,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
             raise _UsageError(f"--sizes: {e}")
         bench_router(sizes, args.messages)
         return 0
+    if args.target == "topiary-sweep":
+        from orchestrator.bench import bench_topiary_sweep
+
+        bench_topiary_sweep(args.scenario, args.overrides, args.matrix, err)
+        return 0
 
     if os.geteuid() != 0:
         err.print("[bold red]error:[/] the local benchmark needs root")
@@ -330,10 +335,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_clean)
 
     p = sub.add_parser("bench", help="benchmarks that print figures (local scale, GossipSub scale and CPU)")
-    p.add_argument("target", choices=["local", "gossipsub", "router"],
+    p.add_argument("target", choices=["local", "gossipsub", "router", "topiary-sweep"],
                    help="local: how many nodes the local backend runs (floodsub); gossipsub: "
                         "scenarios/gossipsub-large.yaml at each --nodes count, and the largest with "
-                        "delivery 1.0; router: GossipSub CPU per relayed message")
+                        "delivery 1.0; router: GossipSub CPU per relayed message; topiary-sweep: "
+                        "Topiary parameters (--matrix) on the in-memory network against random-overlay")
+    p.add_argument("--scenario", default="scenarios/topiary-vs-random.yaml", help="topiary-sweep: the scenario")
+    p.add_argument("--matrix", action="append", default=[], metavar="PATH=V1,V2",
+                   help="topiary-sweep: values to sweep, e.g. --matrix protocol.params.w_d=1,10,100")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="PATH=VALUE",
                    help="gossipsub: override a field of the scenario, e.g. --set gossipsub.variant=all-3")
     p.add_argument("--sizes", default="1KiB,1MiB", help="router: message sizes (default 1KiB,1MiB)")

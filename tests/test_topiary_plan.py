@@ -156,3 +156,18 @@ def test_attackers_share_of_outgoing_slots_follows_connects_and_disconnects():
     events = [(1, "h1", "connect", "a1", True), (1, "h1", "connect", "h2", True), (1, "h2", "connect", "h1", False),
               (2, "h2", "connect", "a1", True), (5, "h1", "disconnect", "a1", False)]
     assert outgoing_share(events, {"a1"}, {"h1", "h2"}, [3, 6]) == [pytest.approx(2 / 3), pytest.approx(1 / 2)]
+
+
+def test_a_plan_runs_unchanged_on_the_in_memory_network():
+    from orchestrator.memrun import per_window, run_in_memory
+
+    text = (SC.replace("duration: 10s", "duration: 30s, publish_topics: subscribed")
+            + "attackers: [{behaviour: censor, count: 4}]\n")
+    plan = plan_of(text, ["protocol.params.epoch=5", "network.latency={model: unit-square, scale: 100ms}"])
+    outcomes = run_in_memory(plan)
+    assert len(outcomes) == plan.publishes() == 150
+    censors = {n.id for n in plan.nodes if n.role == "censor"}
+    assert all(m.expected == len({n.id for n in plan.nodes if m.topic in n.subscriptions} - censors) - 1
+               for m in outcomes)  # publishers are honest subscribers; attackers are not expected receivers
+    rate, delay = per_window(outcomes, plan.warmup, 5.0, 6)
+    assert len(rate) == 6 and min(rate) > 0.8 and all(d > 0 for d in delay)

@@ -1,0 +1,67 @@
+"""The node transport's connection intent: a dialled peer is redialled until the core lets it go,
+and a peer that dialled us first is not dialled again (Topiary rewires links at run time)."""
+import asyncio
+import random
+
+from node.transport import Transport
+
+
+def transport(name, ups, downs):
+    return Transport(name, "run", "p", delays_ms={}, jitter_ms=0, max_frame=1 << 20, queue_limit=1 << 20,
+                     rng=random.Random(1), on_peer_up=lambda p, o: ups.append((name, p, o)),
+                     on_peer_down=lambda p, r: downs.append((name, p, r)), on_frame=lambda p, f: None)
+
+
+async def pair():
+    ups, downs = [], []
+    a, b = transport("a", ups, downs), transport("b", ups, downs)
+    await a.listen("127.0.0.1", 0)
+    await b.listen("127.0.0.1", 0)
+    port = {t.node_id: t._server.sockets[0].getsockname()[1] for t in (a, b)}
+    return a, b, port, ups, downs
+
+
+async def settle(cond, timeout=5.0):
+    for _ in range(int(timeout / 0.05)):
+        if cond():
+            return True
+        await asyncio.sleep(0.05)
+    return False
+
+
+def test_disconnect_stops_redialling_and_a_lost_link_is_redialled():
+    async def main():
+        a, b, port, ups, downs = await pair()
+        a.dial("b", "127.0.0.1", port["b"])
+        assert await settle(lambda: "b" in a.connections and "a" in b.connections)
+        b.disconnect("a")                       # the far end drops it: a still wants it, so it redials
+        assert await settle(lambda: ("a", "b", True) in ups[1:])
+        a.disconnect("b")                       # a lets it go: nobody dials again
+        assert await settle(lambda: "b" not in a.connections and "a" not in b.connections)
+        await asyncio.sleep(1.0)
+        assert "b" not in a.connections and len([u for u in ups if u[0] == "a"]) == 2
+        await a.close()
+        await b.close()
+    asyncio.run(main())
+
+
+def test_a_peer_connected_inbound_is_not_dialled_again(monkeypatch):
+    attempts = []
+    real = asyncio.open_connection
+
+    async def counting(host, port, **kw):
+        attempts.append(port)
+        return await real(host, port, **kw)
+    monkeypatch.setattr(asyncio, "open_connection", counting)
+
+    async def main():
+        a, b, port, ups, downs = await pair()
+        b.dial("a", "127.0.0.1", port["a"])
+        assert await settle(lambda: "b" in a.connections)
+        a.dial("b", "127.0.0.1", port["b"])     # the link exists both ways already
+        await asyncio.sleep(1.0)
+        assert attempts == [port["a"]]          # only b's dial: a never tries (and is never refused)
+        assert len(ups) == 2 and not downs
+        await a.close()
+        await b.close()
+    asyncio.run(main())
