@@ -197,24 +197,32 @@ def bench_topiary_sweep(path: str, overrides: list[str], matrix_args: list[str],
     from orchestrator.memrun import converged, per_window, run_in_memory
     from orchestrator.plan import make_plan
 
-    def measure(sc) -> tuple[float, float, float]:
+    def measure(sc) -> dict[str, float]:
         plan = make_plan(sc)
         width = float(plan.nodes[0].params.get("epoch") or 10.0)
         windows = max(1, math.ceil(plan.duration / width - 1e-9))
         started = time.perf_counter()
-        rate, delay = per_window(run_in_memory(plan), plan.warmup, width, windows)
+        outcomes = run_in_memory(plan)
+        rate, delay = per_window(outcomes, plan.warmup, width, windows)
+        out = {"receive_rate": converged(rate), "delay_ms": converged(delay)}
+        victims = {n.behaviour["topic"] for n in plan.nodes if n.behaviour.get("topic")}
+        if victims:  # the attacked topic's own rate, over the last 5 windows
+            v_rate, _ = per_window([m for m in outcomes if m.topic in victims], plan.warmup, width, windows)
+            out["victim_receive_rate"] = converged(v_rate)
         console.print(f"  ran {len(plan.nodes)} nodes, {plan.publishes()} messages in "
                       f"{time.perf_counter() - started:.0f}s (virtual time)")
-        return converged(rate), converged(delay), delay[0] or math.nan
+        return out
 
-    base = expand(path, [*overrides, "protocol=random-overlay"])[0]
-    b_rate, b_delay, _ = measure(base.scenario)
-    print(f"random-overlay: receive_rate={b_rate:.4f} delay_ms={b_delay:.1f}", flush=True)
+    def line(label: str, m: dict[str, float]) -> str:
+        return f"{label}: " + " ".join(f"{k}={v:.4f}" if "rate" in k or k == "vs_random" else f"{k}={v:.1f}"
+                                       for k, v in m.items())
+
+    base = measure(expand(path, [*overrides, "protocol=random-overlay"])[0].scenario)
+    print(line("random-overlay", base), flush=True)
     rows = []
     for combo in expand(path, overrides, matrix_args):
-        rate, delay, first = measure(combo.scenario)
-        rows.append({"label": combo.label or "defaults", "receive_rate": rate, "delay_ms": delay,
-                     "first_epoch_delay_ms": first, "vs_random": delay / b_delay - 1})
-        print(f"{rows[-1]['label']}: receive_rate={rate:.4f} delay_ms={delay:.1f} "
-              f"vs_random={rows[-1]['vs_random']:+.1%}", flush=True)
+        m = measure(combo.scenario)
+        m["vs_random"] = m["delay_ms"] / base["delay_ms"] - 1
+        rows.append({"label": combo.label or "defaults", **m})
+        print(line(rows[-1]["label"], m), flush=True)
     return rows

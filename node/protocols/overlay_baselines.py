@@ -10,24 +10,19 @@ from __future__ import annotations
 from .static_overlay import StaticOverlay
 
 
-class RandomOverlay(StaticOverlay):
-    name = "random-overlay"
-    topology = "random"
+# protocol name -> the overlay algorithm it always runs on (orchestrator/overlays)
+TOPOLOGIES = {
+    "random-overlay": "random",
+    "complete-overlay": "complete",
+    "degree-split": "degree-split",
+    "scribe": "scribe",
+}
 
 
-class CompleteOverlay(StaticOverlay):
-    name = "complete-overlay"
-    topology = "complete"
+def _baseline(name: str, topology: str) -> type[StaticOverlay]:
+    cls_name = "".join(part.capitalize() for part in name.split("-"))
+    return type(cls_name, (StaticOverlay,), {"name": name, "topology": topology, "__module__": __name__,
+                                             "__doc__": f"TTL gossip over the {topology} topology."})
 
 
-class DegreeSplit(StaticOverlay):
-    name = "degree-split"
-    topology = "degree-split"
-
-
-class Scribe(StaticOverlay):
-    name = "scribe"
-    topology = "scribe"
-
-
-BASELINES = (RandomOverlay, CompleteOverlay, DegreeSplit, Scribe)
+BASELINES = tuple(_baseline(name, topology) for name, topology in TOPOLOGIES.items())
