@@ -2,6 +2,7 @@
 shaped data plane, a topic-drop attacker's drops are logged, and the analysis draws per-epoch
 curves. Short on purpose (the headline comparison is scenarios/topiary-vs-random.yaml, measured in
 the README)."""
+import gzip
 import json
 from pathlib import Path
 
@@ -35,7 +36,8 @@ def test_topiary_rewires_real_connections_and_reports_per_epoch(tmp_path: Path):
     assert result.returncode == 0, result.stderr[-3000:]
     run = Path(result.stdout.strip().splitlines()[-1])
     manifest = json.loads((run / "manifest.json").read_text())
-    events = [json.loads(line) for f in sorted((run / "logs").glob("*.jsonl")) for line in f.read_text().splitlines()]
+    events = [json.loads(line) for f in sorted((run / "events").glob("*.jsonl.gz"))
+              for line in gzip.open(f, "rt").read().splitlines()]
     t0 = manifest["t0_ns"]
     epochs = [e for e in events if e["type"] == "topiary_epoch"]
     attackers = {n["id"] for n in manifest["plan"]["nodes"] if n["role"] == "topic-drop"}
