@@ -1,20 +1,46 @@
-"""A deterministic in-memory network driving sans-IO protocol cores in virtual time.
+"""The discrete-event network that drives sans-IO protocol cores in virtual time.
 
-Every core's tests use it: frames arrive after the configured one-way latency (per ordered pair),
-timers fire in virtual time, all randomness comes from one seed, and each node's trace events are
-kept in a list in the shape of the event log. Same seed and inputs => the same events, bit for bit.
+It is both the cores' test network and the engine of the `sim` backend (orchestrator/sim.py):
+- latency: one-way delay per ordered pair (`latency(a, b)`, seconds), plus uniform jitter that never
+  reorders a connection (TCP keeps order), and frame loss (as the node transport emulates it);
+- bandwidth (optional, per node): an uplink that serialises frames in FIFO order at the node's upload
+  rate, with a priority lane that overtakes queued normal frames (the transport's), and a downlink
+  FIFO at the download rate that can start as soon as the first bit arrives (cut-through), so an
+  unloaded path costs one serialisation, as through the emulation's HTB and bridge. Frame sizes on
+  the wire include the framing and per-segment TCP/IP/Ethernet headers (`wire_bytes`);
+- connections: a dial keeps the connection (redialled with the transport's backoff if it drops,
+  until the dialer disconnects), crashes, restarts with the same identity.
+Frames arrive after the model's delay, timers fire in virtual time, all randomness comes from one
+seed: same seed and inputs => the same events, bit for bit. Without bandwidth a frame leaves at once.
 """
 from __future__ import annotations
 
 import heapq
 import itertools
 import random
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from node.behaviours import wrap
 from node.eventlog import check_event
 from node.protocols.base import ProtocolCore
+
+MSS = 1448            # TCP payload per segment (1500 MTU, timestamps option)
+SEGMENT_HEADERS = 66  # Ethernet 14 + IPv4 20 + TCP 32: what HTB counts beside the payload
+REDIAL_FIRST, REDIAL_MAX = 0.2, 2.0  # node/transport.py's dial loop
+
+
+def _varint_len(n: int) -> int:
+    return max(1, (n.bit_length() + 6) // 7)
+
+
+def wire_bytes(payload_len: int) -> int:
+    """Bytes a protocol frame of `payload_len` occupies on the link: varint length + Frame wrapper
+    (node/framing.py) + the TCP/IP/Ethernet headers of its segments."""
+    body = 1 + _varint_len(payload_len) + payload_len
+    stream = _varint_len(body) + body
+    return stream + -(-stream // MSS) * SEGMENT_HEADERS
 
 
 @dataclass
@@ -33,6 +59,22 @@ class MemNode:
     events: list[dict[str, Any]] = field(default_factory=list)
     delivered: list[Delivered] = field(default_factory=list)
     up: bool = True
+    delivered_count: int = 0
+    spec: tuple[Any, ...] = ()  # (core class, params, behaviour): what a restart rebuilds
+
+
+class _Link:
+    """The sending side of a node's access link: queues, rate, bytes waiting per peer."""
+    __slots__ = ("up_rate", "down_rate", "normal", "priority", "busy", "backlog", "down_free")
+
+    def __init__(self, up_bps: float, down_bps: float):
+        self.up_rate = up_bps / 8   # bytes per second
+        self.down_rate = down_bps / 8
+        self.normal: deque[tuple[str, bytes, int]] = deque()
+        self.priority: deque[tuple[str, bytes, int]] = deque()
+        self.busy = False
+        self.backlog: dict[str, int] = {}
+        self.down_free = 0.0         # when the downlink has finished what it was given
 
 
 class _MemIO:
@@ -41,7 +83,7 @@ class _MemIO:
         self.node_id = node_id
 
     def send(self, peer: str, payload: bytes, priority: bool = False) -> None:
-        self.net._send(self.node_id, peer, payload)  # no queues in memory: everything is immediate
+        self.net._send(self.node_id, peer, payload, priority)
 
     def connect(self, peer: str) -> None:
         self.net.connect(self.node_id, peer)
@@ -51,19 +93,24 @@ class _MemIO:
 
     def set_timer(self, delay: float, name: str, data: Any = None) -> Any:
         node = self.net.nodes[self.node_id]
-        return self.net.schedule(delay, lambda: node.up and node.core.on_timer(name, data))
+        core = node.core
+        return self.net.schedule(delay, lambda: node.core is core and node.up and core.on_timer(name, data))
 
     def cancel_timer(self, handle: Any) -> None:
         self.net.cancel(handle)
 
     def deliver(self, topic: str, msg_id: str, data: bytes, origin: str) -> None:
-        self.net.nodes[self.node_id].delivered.append(Delivered(self.net.now, topic, msg_id, data, origin))
+        node = self.net.nodes[self.node_id]
+        node.delivered_count += 1
+        if self.net.keep_deliveries:
+            node.delivered.append(Delivered(self.net.now, topic, msg_id, data, origin))
 
     def peer_ip(self, peer: str) -> str | None:
         return self.net.ips.get(peer)
 
     def backlog(self, peer: str) -> int:
-        return 0  # frames leave at once: memory has latency but no bandwidth
+        link = self.net.access.get(self.node_id)
+        return link.backlog.get(peer, 0) if link else 0
 
     def directory(self) -> dict[str, frozenset[str]]:
         """Every other node and its current subscriptions (the in-memory world is fully known)."""
@@ -71,36 +118,72 @@ class _MemIO:
                 if n != self.node_id}
 
     def trace(self, type_: str, **fields: Any) -> None:
-        event = {"ts": int(self.net.now * 1e9), "node": self.node_id, "type": type_, **fields}
-        check_event(event)
-        self.net.nodes[self.node_id].events.append(event)
+        self.net.emit(self.node_id, {"ts": int(self.net.now * 1e9), "node": self.node_id, "type": type_, **fields})
+
+
+EventSink = Callable[[str, dict[str, Any]], None]
 
 
 class MemNetwork:
-    """Virtual-time network: `latency(a, b)` gives the one-way delay in seconds from a to b."""
+    """Virtual-time network: `latency(a, b)` gives the one-way delay in seconds from a to b.
 
-    def __init__(self, seed: int = 0, latency: Callable[[str, str], float] | float = 0.01):
+    `sink(node_id, event)` receives every event (default: kept in `nodes[id].events`, schema-checked);
+    `keep_deliveries=False` keeps only counts, not the delivered payloads (large runs)."""
+
+    def __init__(self, seed: int = 0, latency: Callable[[str, str], float] | float = 0.01, *,
+                 jitter: float = 0.0, loss: float = 0.0, sink: EventSink | None = None,
+                 keep_deliveries: bool = True):
         self.now = 0.0
         self.rng = random.Random(seed)
         self._latency = latency if callable(latency) else (lambda a, b, d=latency: d)
+        self.jitter = jitter
+        self.loss = loss
+        self._sink = sink
+        self.keep_deliveries = keep_deliveries
         self._queue: list[tuple[float, int, Callable[[], Any]]] = []
         self._seq = itertools.count()
         self._cancelled: set[int] = set()
         self.nodes: dict[str, MemNode] = {}
-        self.links: set[frozenset[str]] = set()
+        self.links: dict[frozenset[str], int] = {}   # open connection -> its id (stale frames die)
+        self._conn_ids = itertools.count(1)
+        self.dials: dict[str, set[str]] = {}          # node -> peers it keeps a connection to
+        self.access: dict[str, _Link] = {}            # node -> its access link, when bandwidth is modelled
+        self._last_arrival: dict[tuple[str, str], float] = {}  # per direction: jitter never reorders
         self.ips: dict[str, str] = {}  # node -> IP, for cores that group peers by address
+        self.before_boot: Callable[[str], None] | None = None  # called as a node's process starts
+        self.processed = 0             # events executed, for speed figures
+        self.in_flight = 0             # frames sent and not yet arrived or dropped
+        self.peak_in_flight = 0
 
     def add_node(self, node_id: str, core_cls: type[ProtocolCore], params: Any = None,
-                 ip: str | None = None, behaviour: dict[str, Any] | None = None) -> MemNode:
-        """Add a node running `core_cls`; `behaviour` makes it an attacker (node/behaviours.py)."""
+                 ip: str | None = None, behaviour: dict[str, Any] | None = None,
+                 bandwidth: tuple[float, float] | None = None) -> MemNode:
+        """Add a node running `core_cls`; `behaviour` makes it an attacker (node/behaviours.py);
+        `bandwidth` = (up, down) in bit/s serialises its frames (None: no bandwidth limit)."""
         self.ips[node_id] = ip or f"10.0.{len(self.nodes) // 256}.{len(self.nodes) % 256}"
         params = params if params is not None else core_cls.Params()
-        rng = random.Random(self.rng.getrandbits(64))
-        io = wrap(_MemIO(self, node_id), behaviour or {}, core_cls.frame_topics, self.schedule)
-        core = core_cls(node_id, params, io, lambda: self.now, rng)
-        node = self.nodes[node_id] = MemNode(node_id, core)
-        core.on_start()
+        if bandwidth:
+            self.access[node_id] = _Link(*bandwidth)
+        node = self.nodes[node_id] = MemNode(node_id, None, spec=(core_cls, params, behaviour or {}))  # type: ignore[arg-type]
+        self._boot(node)
         return node
+
+    def _boot(self, node: MemNode) -> None:
+        core_cls, params, behaviour = node.spec
+        if self.before_boot:
+            self.before_boot(node.node_id)
+        rng = random.Random(self.rng.getrandbits(64))
+        io = wrap(_MemIO(self, node.node_id), behaviour, core_cls.frame_topics, self.schedule)
+        node.core = core_cls(node.node_id, params, io, lambda: self.now, rng)
+        node.up = True
+        node.core.on_start()
+
+    def emit(self, node_id: str, event: dict[str, Any]) -> None:
+        if self._sink is not None:
+            self._sink(node_id, event)
+        else:
+            check_event(event)
+            self.nodes[node_id].events.append(event)
 
     # scheduling ----------------------------------------------------------------------------------
     def schedule(self, delay: float, action: Callable[[], Any]) -> int:
@@ -113,64 +196,169 @@ class MemNetwork:
 
     def run(self, until: float | None = None, max_events: int = 10_000_000) -> None:
         """Process events in time order until the queue is empty or virtual time reaches `until`."""
-        for _ in range(max_events):
-            if not self._queue or (until is not None and self._queue[0][0] > until):
+        queue, cancelled, pop = self._queue, self._cancelled, heapq.heappop
+        done = 0
+        for done in range(1, max_events + 1):
+            if not queue or (until is not None and queue[0][0] > until):
                 break
-            when, seq, action = heapq.heappop(self._queue)
-            if seq in self._cancelled:
-                self._cancelled.discard(seq)
+            when, seq, action = pop(queue)
+            if seq in cancelled:
+                cancelled.discard(seq)
                 continue
             self.now = when
             action()
         else:
             raise RuntimeError("memnet: event budget exhausted (a protocol loop that never settles?)")
+        self.processed += done - 1
         if until is not None:
             self.now = max(self.now, until)
 
-    # topology ------------------------------------------------------------------------------------
+    # connections ---------------------------------------------------------------------------------
     def connect(self, a: str, b: str) -> None:
-        """Open a link a->b; both cores see the peer come up one latency later (a is the dialer)."""
-        link = frozenset((a, b))
-        if link in self.links or a == b:
+        """a dials b and keeps the connection: both cores see the peer come up one latency later."""
+        if a == b:
             return
-        self.links.add(link)
+        self.dials.setdefault(a, set()).add(b)
+        self._open(a, b)
+
+    def _open(self, a: str, b: str) -> None:
+        link = frozenset((a, b))
+        if link in self.links or not (self.nodes[a].up and self.nodes[b].up):
+            return
+        conn = self.links[link] = next(self._conn_ids)
 
         def up() -> None:
-            if link not in self.links:
+            if self.links.get(link) != conn:
                 return
             for me, other, outbound in ((a, b, True), (b, a, False)):
-                self.nodes[me].events.append({"ts": int(self.now * 1e9), "node": me, "type": "connect",
-                                              "peer": other, "outbound": outbound})
+                self.emit(me, {"ts": int(self.now * 1e9), "node": me, "type": "connect", "peer": other,
+                               "outbound": outbound})
                 self.nodes[me].core.on_peer_up(other, outbound)
         self.schedule(self._latency(a, b), up)
 
-    def disconnect(self, a: str, b: str) -> None:
-        link = frozenset((a, b))
-        if link not in self.links:
-            return
-        self.links.discard(link)
-        for me, other in ((a, b), (b, a)):
-            if self.nodes[me].up:
-                self.nodes[me].core.on_peer_down(other)
+    def disconnect(self, a: str, b: str, reason: str = "closed") -> None:
+        """a closes its connection to b and stops redialling it (b redials if b had dialled a)."""
+        self.dials.get(a, set()).discard(b)
+        self._close(a, b, reason)
 
-    def crash(self, node_id: str) -> None:
-        """The node vanishes: its links drop and its pending timers are ignored."""
+    def _close(self, a: str, b: str, reason: str) -> None:
+        link = frozenset((a, b))
+        if self.links.pop(link, None) is None:
+            return
+        for me, other in ((a, b), (b, a)):
+            node = self.nodes[me]
+            if node.up:
+                self.emit(me, {"ts": int(self.now * 1e9), "node": me, "type": "disconnect", "peer": other,
+                               "reason": reason})
+                node.core.on_peer_down(other)
+                if other in self.dials.get(me, ()):
+                    self.schedule(REDIAL_FIRST, lambda me=me, other=other: self._redial(me, other, 0.1))
+
+    def _redial(self, a: str, b: str, backoff: float) -> None:
+        if not self.nodes[a].up or b not in self.dials.get(a, ()) or frozenset((a, b)) in self.links:
+            return
+        if self.nodes[b].up:
+            self._open(a, b)
+        else:
+            self.schedule(backoff, lambda: self._redial(a, b, min(backoff * 2, REDIAL_MAX)))
+
+    def crash(self, node_id: str, reason: str = "peer crashed") -> None:
+        """The node vanishes: its links drop, its queued frames and pending timers are forgotten."""
         node = self.nodes[node_id]
+        node.up = False   # first: a dead process notices nothing and logs nothing
         for link in [l for l in self.links if node_id in l]:
             (other,) = link - {node_id}
-            self.disconnect(node_id, other)
-        node.up = False
+            self._close(node_id, other, reason)
+        self.dials.pop(node_id, None)
+        access = self.access.get(node_id)
+        if access:
+            self.in_flight -= len(access.normal) + len(access.priority)
+            access.normal.clear()
+            access.priority.clear()
+            access.backlog.clear()
+
+    def restart(self, node_id: str) -> MemNode:
+        """Bring a crashed node back with the same identity and a fresh core (on_start runs)."""
+        node = self.nodes[node_id]
+        if node.up:
+            raise RuntimeError(f"memnet: {node_id} is running; crash it before restarting it")
+        self._boot(node)
+        return node
 
     # frames --------------------------------------------------------------------------------------
-    def _send(self, src: str, dst: str, payload: bytes) -> None:
+    def _send(self, src: str, dst: str, payload: bytes, priority: bool = False) -> None:
         link = frozenset((src, dst))
-        if link not in self.links:
+        conn = self.links.get(link)
+        if conn is None:
             return
+        if self.loss and self.rng.random() < self.loss:
+            self.emit(src, {"ts": int(self.now * 1e9), "node": src, "type": "drop_rpc", "peer": dst,
+                            "bytes": len(payload), "reason": "emulated loss"})
+            return
+        self.in_flight += 1
+        if self.in_flight > self.peak_in_flight:
+            self.peak_in_flight = self.in_flight
+        access = self.access.get(src)
+        if access is None:
+            self._propagate(src, dst, conn, payload, 0.0, 0)
+            return
+        size = wire_bytes(len(payload))
+        (access.priority if priority else access.normal).append((dst, payload, size))
+        access.backlog[dst] = access.backlog.get(dst, 0) + len(payload)
+        if not access.busy:
+            self._next_frame(src, access)
+
+    def _next_frame(self, src: str, access: _Link) -> None:
+        queue = access.priority or access.normal
+        if not queue:
+            access.busy = False
+            return
+        dst, payload, size = queue.popleft()
+        access.busy = True
+        tx = size / access.up_rate
+
+        def sent() -> None:
+            left = access.backlog.get(dst, 0) - len(payload)
+            if left > 0:
+                access.backlog[dst] = left
+            else:
+                access.backlog.pop(dst, None)
+            conn = self.links.get(frozenset((src, dst)))
+            if conn is None or not self.nodes[src].up:
+                self.in_flight -= 1
+            else:
+                self._propagate(src, dst, conn, payload, tx, size)
+            self._next_frame(src, access)
+        self.schedule(tx, sent)
+
+    def _propagate(self, src: str, dst: str, conn: int, payload: bytes, tx: float, size: int) -> None:
+        """The last bit left `src` now (its first `tx` ago); deliver after latency and the downlink."""
+        delay = self._latency(src, dst)
+        if self.jitter:
+            delay = max(0.0, delay + self.rng.uniform(-self.jitter, self.jitter))
+        arrival = self.now + delay
+        if self.jitter:
+            key = (src, dst)
+            arrival = max(arrival, self._last_arrival.get(key, 0.0))
+            self._last_arrival[key] = arrival
+        link = frozenset((src, dst))
 
         def arrive() -> None:
-            if link in self.links and self.nodes[dst].up:
+            # the last bit is at dst's downlink; it drains at the download rate behind what came first
+            down = self.access.get(dst)
+            if down is not None and size:
+                done = max(self.now - tx, down.down_free) + size / down.down_rate
+                down.down_free = max(done, self.now)
+                if done > self.now:
+                    self.schedule(done - self.now, hand_over)
+                    return
+            hand_over()
+
+        def hand_over() -> None:
+            self.in_flight -= 1
+            if self.links.get(link) == conn and self.nodes[dst].up:
                 self.nodes[dst].core.on_frame(src, payload)
-        self.schedule(self._latency(src, dst), arrive)
+        self.schedule(arrival - self.now, arrive)
 
     # helpers for tests ---------------------------------------------------------------------------
     def events(self, type_: str | None = None) -> list[dict[str, Any]]:

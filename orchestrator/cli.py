@@ -21,6 +21,7 @@ examples:
   peerlab validate my-scenario.yaml
   peerlab plan scenarios/quickstart.yaml --seed 7
   peerlab report runs/20261121-120000-quickstart-1a2b3c
+  peerlab run scenarios/sim-gossipsub-1000.yaml --backend sim   # 1000 nodes in virtual time
   peerlab run scenarios/gossipsub-large.yaml --matrix gossipsub.variant=v1.1,v1.2,all-3
                            # one run per variant, then one comparison table
   peerlab compare runs/A runs/B      # metrics side by side
@@ -117,27 +118,33 @@ def cmd_run(args: argparse.Namespace) -> int:
     combos = _load(args)  # invalid input (in any combination) stops here, before anything is created
     from orchestrator.backends import BACKENDS
 
-    if args.backend not in BACKENDS:
-        raise _UsageError(f"--backend {args.backend!r}: available backends are {', '.join(BACKENDS)}")
-    if os.geteuid() != 0:
+    known = [*BACKENDS, "sim"]
+    if args.backend not in known:
+        raise _UsageError(f"--backend {args.backend!r}: available backends are {', '.join(known)}")
+    if args.backend != "sim" and os.geteuid() != 0:
         err.print("[bold red]error:[/] the local backend creates network namespaces and tc qdiscs: "
-                  "run peerlab as root (or with CAP_NET_ADMIN and CAP_SYS_ADMIN)")
+                  "run peerlab as root (or with CAP_NET_ADMIN and CAP_SYS_ADMIN), or simulate with --backend sim")
         return 1
     from orchestrator.runner import RunError, RunInterrupted, Runner
+    from orchestrator.simrunner import SimInterrupted, SimRunner
 
     done: list[Path] = []
     for i, combo in enumerate(combos, 1):
         if combo.label:
             err.print(f"[bold magenta]matrix {i}/{len(combos)}:[/] {combo.label}")
-        runner = Runner(combo.scenario, backend=args.backend, seed=args.seed, console=err,
-                        shaping_mode=args.shaping, label=combo.label)
+        runner: Runner | SimRunner
+        if args.backend == "sim":
+            runner = SimRunner(combo.scenario, seed=args.seed, console=err, label=combo.label)
+        else:
+            runner = Runner(combo.scenario, backend=args.backend, seed=args.seed, console=err,
+                            shaping_mode=args.shaping, label=combo.label)
         try:
             run_dir = runner.run()
         except RunError as e:
             err.print(f"[bold red]run failed:[/] {e}")
             print(runner.run_dir)
             return 1
-        except RunInterrupted as e:
+        except (RunInterrupted, SimInterrupted) as e:
             err.print(f"[bold yellow]interrupted:[/] {e}")
             print(runner.run_dir)
             return 130
@@ -297,7 +304,9 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Run a scenario end to end. Progress goes to stderr; the last line "
                                    "on stdout is the run directory.")
     _scenario_args(p)
-    p.add_argument("--backend", default="local", help="where nodes run (default: local = network namespaces)")
+    p.add_argument("--backend", default="local",
+                   help="where nodes run: local (default; processes in network namespaces, real tc) or sim "
+                        "(the same protocol cores in virtual time, one process, no root; for paper-scale runs)")
     p.add_argument("--seed", type=int, help="override the scenario's seed (same seed => same plan)")
     p.add_argument("--shaping", choices=["auto", "netem", "transport"], default="auto",
                    help="latency in the kernel (netem) or in the node transport; auto probes the kernel")

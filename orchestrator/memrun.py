@@ -1,17 +1,16 @@
-"""A run plan executed on the in-memory network (node/memnet.py) in virtual time: the same plan a
-backend would deploy (latency matrix, subscriptions, dial lists, attackers, publish schedule), the
-same unchanged protocol cores, no processes, no kernel. Bandwidth and processing time are not
-modelled (memnet has latency only), so it answers "how does the algorithm behave", in seconds, for
-parameter sweeps (`peerlab bench topiary-sweep`); emulation answers "how does it run".
+"""Message outcomes of a run plan simulated in memory, for parameter sweeps (`peerlab bench
+topiary-sweep`): the sim backend's engine (orchestrator/sim.py) without event files, and by default
+without the bandwidth model (latency only), which is what the algorithm's quality depends on for
+small messages. It answers "how does the algorithm behave" in seconds; `--backend sim` and
+emulation write full runs.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
-from node.memnet import MemNetwork
-from node.protocols import get_protocol
 from orchestrator.plan import RunPlan
+from orchestrator.sim import Simulation
 
 
 @dataclass
@@ -22,32 +21,17 @@ class MessageOutcome:
     latencies: list[float]   # seconds, one per honest subscriber reached
 
 
-def run_in_memory(plan: RunPlan) -> list[MessageOutcome]:
-    lat = plan.latency_ms
-    net = MemNetwork(plan.seed, lambda a, b: lat[int(a[1:])][int(b[1:])] / 1000)
-    for node in plan.nodes:
-        cls = get_protocol(node.protocol)
-        net.add_node(node.id, cls, cls.Params(**node.params), behaviour=node.behaviour or None)
-    for node in plan.nodes:
-        for topic in node.subscriptions:
-            net.nodes[node.id].core.subscribe(topic)
-    for node in plan.nodes:
-        for peer in node.dial:
-            net.connect(node.id, peer)
-    publishes = sorted((t, n.id, topic, size) for n in plan.nodes for t, topic, size in n.schedule)
-    sent = []
-    for t, node_id, topic, size in publishes:
-        net.run(until=t)
-        sent.append((t, topic, node_id, net.nodes[node_id].core.publish(topic, bytes(size))))
-    net.run(until=plan.end)
+def run_in_memory(plan: RunPlan, bandwidth: bool = False) -> list[MessageOutcome]:
+    sim = Simulation(plan, sink=lambda node, event: None, bandwidth=bandwidth, keep_deliveries=True)
+    sim.run()
     got: dict[str, dict[str, float]] = {}
-    for node_id, node in net.nodes.items():
+    for node_id, node in sim.net.nodes.items():
         for d in node.delivered:
-            got.setdefault(d.msg_id, {})[node_id] = d.time
+            got.setdefault(d.msg_id, {})[node_id] = d.time - sim.t0
     honest = {n.id for n in plan.nodes if n.role == "honest"}
     subscribers = {t: {n.id for n in plan.nodes if t in n.subscriptions} & honest for t in plan.topics}
     out = []
-    for t, topic, origin, msg_id in sent:
+    for t, topic, origin, msg_id in sim.sent:
         want = subscribers[topic] - {origin}
         reached = got.get(msg_id, {})
         out.append(MessageOutcome(t, topic, len(want), [reached[n] - t for n in want if n in reached]))

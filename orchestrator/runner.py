@@ -8,14 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import os
-import platform
 import secrets
 import shutil
 import signal
 import tempfile
 import time
-from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +23,11 @@ from node.protocols import get_protocol
 from orchestrator import shaping
 from orchestrator.backends import Backend, RunContext, get_backend
 from orchestrator.calibrate import calibrate
-from orchestrator.cleanup import RunState, forget_run, mark_status, record_run
+from orchestrator.cleanup import RunState, forget_run, record_run
 from orchestrator.control import ControlClient, NodeError
-from orchestrator.plan import FaultEvent, RunPlan, make_plan
+from orchestrator.plan import FaultEvent
+from orchestrator.runrecord import RunRecord
 from orchestrator.scenario import Scenario
-from orchestrator.store import Store, open_store
 
 
 class RunError(RuntimeError):
@@ -41,33 +38,13 @@ class RunInterrupted(RuntimeError):
     """SIGINT or SIGTERM stopped the run; everything was torn down."""
 
 
-def new_run_id(name: str) -> tuple[str, str]:
-    short = secrets.token_hex(3)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    return f"{stamp}-{name}-{short}", short
+class Runner(RunRecord):
+    """A run on a real backend (nodes as processes, containers or pods)."""
 
-
-def _versions() -> dict[str, str]:
-    out = {"python": platform.python_version(), "kernel": platform.release()}
-    for dist in ("peerlab", "pyroute2", "aiohttp", "protobuf", "pyspark"):
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            pass
-    return out
-
-
-class Runner:
     def __init__(self, scenario: Scenario, *, backend: str = "local", seed: int | None = None,
                  console: Console | None = None, shaping_mode: str = "auto", label: str = ""):
-        self.scenario = scenario
-        self.label = label
-        self.plan: RunPlan = make_plan(scenario, seed)
-        self.console = console or Console(stderr=True, soft_wrap=True)
+        super().__init__(scenario, backend=backend, seed=seed, console=console, label=label)
         self.backend_cls = get_backend(backend)
-        self.store: Store = open_store(scenario.output.store)
-        self.run_id, self.short = new_run_id(scenario.name)
-        self.run_dir = self.store.run_dir(self.run_id)
         self.scratch = Path(tempfile.gettempdir()) / "peerlab" / self.short
         self.ctx = RunContext(self.run_id, self.short, self.run_dir, self.scratch, self.plan, secrets.token_hex(16))
         self.backend: Backend = self.backend_cls(self.ctx)
@@ -75,20 +52,8 @@ class Runner:
         self.clients: dict[str, ControlClient] = {}
         self.configs: dict[str, NodeConfig] = {}
         self.t0_ns: int | None = None
-        self.manifest: dict[str, Any] = {
-            "run_id": self.run_id, "label": label, "backend": backend, "status": "running",
-            "started_at": datetime.now(timezone.utc).isoformat(), "versions": _versions(),
-            "scenario": scenario.model_dump(mode="json"), "plan": self.plan.model_dump(mode="json"),
-            "faults_executed": [], "clock": {"method": "shared host clock (all nodes on this machine)",
-                                             "offsets_ns": {n.id: 0 for n in self.plan.nodes}},
-        }
-
-    # output ------------------------------------------------------------------------------------
-    def step(self, text: str) -> None:
-        self.console.print(f"[bold cyan]{time.strftime('%H:%M:%S')}[/] {text}")
-
-    def warn(self, text: str) -> None:
-        self.console.print(f"[bold yellow]warning:[/] {text}")
+        self.manifest["clock"] = {"method": "shared host clock (all nodes on this machine)",
+                                  "offsets_ns": {n.id: 0 for n in self.plan.nodes}}
 
     @staticmethod
     async def _blocking(fn: Any, *args: Any) -> Any:
@@ -237,15 +202,6 @@ class Runner:
                 self.warn(f"{node_id} did not stop within 10s; killed")
                 self.backend.kill_node(node_id)
 
-    def _collect(self) -> int:
-        count = 0
-        for node in self.plan.nodes:
-            path = self.backend.event_log(node.id)
-            if path.exists():
-                self.store.put_log(self.run_id, node.id, path)
-                count += 1
-        return count
-
     # the run -----------------------------------------------------------------------------------
     async def _execute(self) -> None:
         plan = self.plan
@@ -302,8 +258,7 @@ class Runner:
 
     async def run_async(self) -> Path:
         record_run(RunState(self.short, self.run_id, os.getpid(), str(self.run_dir), str(self.scratch)))
-        self.store.write_json(self.run_id, "manifest.json", self.manifest)
-        mark_status(str(self.run_dir), "running")
+        self.begin()
         status, detail = "failed", ""
         previous = self._cancel_on_signals(asyncio.current_task())
         try:
@@ -322,14 +277,10 @@ class Runner:
                 await client.close()
             self.step("teardown: stopping processes, removing namespaces")
             await self._blocking(self.backend.teardown)
-            collected = self._collect()
+            collected = self.collect({n.id: self.backend.event_log(n.id) for n in self.plan.nodes})
             shutil.rmtree(self.scratch, ignore_errors=True)
             forget_run(self.short)
-            self.manifest.update(status=status, detail=detail, logs_collected=collected,
-                                 finished_at=datetime.now(timezone.utc).isoformat())
-            self.store.write_json(self.run_id, "manifest.json", self.manifest)
-            mark_status(str(self.run_dir), status, detail)
-            self.step(f"collected {collected} event logs into {self.run_dir}")
+            self.finish(status, detail, collected)
         return self.run_dir
 
     def run(self) -> Path:

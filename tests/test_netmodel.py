@@ -1,0 +1,179 @@
+"""The discrete-event network model (node/memnet.py) that the sim backend runs on: serialisation at
+the upload rate in FIFO order with a priority lane, the download FIFO, header overhead, jitter that
+never reorders, loss, crash/restart with redial."""
+from __future__ import annotations
+
+import pytest
+
+from node.memnet import MSS, SEGMENT_HEADERS, MemNetwork, wire_bytes
+from node.protocols.base import ProtocolCore
+
+MBIT = 1_000_000
+
+
+class Probe(ProtocolCore):
+    """Records what arrives and which peers come and go; sends only when told to."""
+    name = "probe"
+
+    def on_start(self) -> None:
+        self.got: list[tuple[float, str, bytes]] = []
+        self.ups: list[tuple[float, str]] = []
+        self.downs: list[tuple[float, str]] = []
+
+    def on_frame(self, peer: str, payload: bytes) -> None:
+        self.got.append((self.clock(), peer, payload))
+
+    def on_peer_up(self, peer: str, outbound: bool) -> None:
+        self.ups.append((self.clock(), peer))
+
+    def on_peer_down(self, peer: str) -> None:
+        self.downs.append((self.clock(), peer))
+
+
+def pair(up: float = 8 * MBIT, down: float = 8 * MBIT, latency: float = 0.05, **kw) -> MemNetwork:
+    net = MemNetwork(seed=3, latency=latency, **kw)
+    for name in ("a", "b", "c"):
+        net.add_node(name, Probe, bandwidth=(up, down))
+    net.connect("a", "b")
+    net.connect("c", "b")
+    net.run(until=1.0)
+    return net
+
+
+def arrivals(net: MemNetwork, node: str = "b") -> list[float]:
+    return [t for t, _, _ in net.nodes[node].core.got]
+
+
+def test_wire_size_counts_framing_and_segment_headers():
+    assert wire_bytes(100) == 100 + 1 + 1 + 1 + SEGMENT_HEADERS            # one segment
+    big = wire_bytes(1_000_000)
+    assert big - 1_000_000 == pytest.approx(-(-1_000_000 // MSS) * SEGMENT_HEADERS, abs=10)
+
+
+def test_frames_leave_one_after_another_at_the_upload_rate():
+    net = pair()
+    size = 100_000
+    tx = wire_bytes(size) * 8 / (8 * MBIT)   # 0.1 s a frame
+    for k in range(3):
+        net.nodes["a"].core.io.send("b", bytes([k]) * size)
+    net.run(until=3)
+    # FIFO: the k-th frame's last bit leaves after (k+1) serialisations, then 50 ms of latency
+    assert arrivals(net) == pytest.approx([1.0 + (k + 1) * tx + 0.05 for k in range(3)])
+    assert [p[0] for _, _, p in net.nodes["b"].core.got] == [0, 1, 2]
+
+
+def test_priority_frames_overtake_queued_frames_not_the_one_on_the_wire():
+    net = pair()
+    io = net.nodes["a"].core.io
+    for k in range(3):
+        io.send("b", bytes([k]) * 100_000)
+    io.send("b", b"urgent", priority=True)
+    net.run(until=3)
+    order = [p[:1] if p != b"urgent" else b"U" for _, _, p in net.nodes["b"].core.got]
+    assert order == [b"\x00", b"U", b"\x01", b"\x02"]
+
+
+def test_backlog_counts_bytes_waiting_and_empties():
+    net = pair()
+    io = net.nodes["a"].core.io
+    for _ in range(3):
+        io.send("b", bytes(10_000))
+    assert io.backlog("b") == 30_000 and io.backlog("c") == 0
+    net.run(until=1.011)   # the first frame (10.1 ms on the wire) has left
+    assert io.backlog("b") == 20_000
+    net.run(until=2)
+    assert io.backlog("b") == 0
+
+
+def test_two_senders_share_the_receivers_download():
+    net = pair(up=8 * MBIT, down=8 * MBIT)
+    size = 100_000
+    tx = wire_bytes(size) * 8 / (8 * MBIT)
+    net.nodes["a"].core.io.send("b", bytes(size))
+    net.nodes["c"].core.io.send("b", bytes(size))
+    net.run(until=3)
+    # both uploads finish together; b's download takes them one after the other
+    assert arrivals(net) == pytest.approx([1.0 + tx + 0.05, 1.0 + 2 * tx + 0.05])
+
+
+def test_a_fast_download_adds_nothing_and_a_slow_one_sets_the_pace():
+    fast = pair(up=8 * MBIT, down=80 * MBIT)
+    slow = pair(up=8 * MBIT, down=2 * MBIT)
+    size = 100_000
+    for net in (fast, slow):
+        net.nodes["a"].core.io.send("b", bytes(size))
+        net.run(until=3)
+    wire = wire_bytes(size) * 8
+    assert arrivals(fast) == pytest.approx([1.0 + wire / (8 * MBIT) + 0.05])
+    # cut-through: the download starts when the first bit arrives and runs at 2 Mbit/s
+    assert arrivals(slow) == pytest.approx([1.0 + 0.05 + wire / (2 * MBIT)])
+
+
+def test_without_bandwidth_frames_take_the_latency_only():
+    net = MemNetwork(seed=1, latency=0.02)
+    for name in ("a", "b"):
+        net.add_node(name, Probe)
+    net.connect("a", "b")
+    net.run(until=1)
+    net.nodes["a"].core.io.send("b", bytes(1_000_000))
+    net.run(until=2)
+    assert arrivals(net) == pytest.approx([1.02])
+
+
+def test_jitter_varies_delay_but_never_reorders_a_connection():
+    net = MemNetwork(seed=5, latency=0.05, jitter=0.04)
+    for name in ("a", "b"):
+        net.add_node(name, Probe)
+    net.connect("a", "b")
+    net.run(until=1)
+    send = [1 + k * 0.1 for k in range(50)] + [6 + k * 0.002 for k in range(200)]  # spaced, then a burst
+    for k, t in enumerate(send):
+        net.schedule(t - 1, lambda k=k: net.nodes["a"].core.io.send("b", k.to_bytes(2, "big")))
+    net.run(until=10)
+    got = net.nodes["b"].core.got
+    assert [int.from_bytes(p, "big") for _, _, p in got] == list(range(250))
+    delays = [t - send[k] for k, (t, _, _) in enumerate(got[:50])]
+    assert min(delays) >= 0.01 - 1e-9 and max(delays) <= 0.09 + 1e-9 and max(delays) - min(delays) > 0.05
+
+
+def test_loss_drops_frames_and_logs_them():
+    net = pair(loss=0.2)
+    for _ in range(2000):
+        net.nodes["a"].core.io.send("b", b"x")
+    net.run(until=5)
+    lost = [e for e in net.nodes["a"].events if e["type"] == "drop_rpc"]
+    assert len(lost) + len(net.nodes["b"].core.got) == 2000
+    assert 0.17 < len(lost) / 2000 < 0.23 and lost[0]["reason"] == "emulated loss"
+
+
+def test_crash_loses_queued_frames_and_the_dialer_redials_after_restart():
+    net = pair()
+    for _ in range(5):
+        net.nodes["b"].core.io.send("a", bytes(100_000))   # b's queue: 0.5 s of frames
+    net.run(until=1.15)
+    net.crash("b")
+    assert net.in_flight == 2                 # one propagating, one on the wire; the queued ones are gone
+    net.run(until=4)
+    assert len(net.nodes["a"].core.got) == 0  # both belonged to a connection that is gone
+    assert net.in_flight == 0
+    assert [p for _, p in net.nodes["a"].core.downs] == ["b"]
+    disconnects = [e for e in net.nodes["a"].events if e["type"] == "disconnect"]
+    assert disconnects[0]["reason"] == "peer crashed"
+    net.restart("b")
+    restarted = net.now
+    net.run(until=restarted + 5)
+    # a dialled b: it keeps redialling (backoff up to 2 s) and the link is back, new core on b's side
+    (t_up, peer), = [u for u in net.nodes["a"].core.ups if u[0] > restarted]
+    assert peer == "b" and t_up <= restarted + 2.0 + 0.05 + 1e-9
+    assert sorted(p for _, p in net.nodes["b"].core.ups) == ["a", "c"]   # a fresh core: both redialled it
+    net.nodes["b"].core.io.send("a", b"hi")
+    net.run(until=net.now + 1)
+    assert net.nodes["a"].core.got[-1][2] == b"hi"
+
+
+def test_a_disconnect_stops_the_redial():
+    net = pair()
+    net.disconnect("a", "b")
+    net.run(until=5)
+    assert frozenset(("a", "b")) not in net.links
+    assert [p for _, p in net.nodes["b"].core.downs] == ["a"]
