@@ -64,17 +64,33 @@ class MemNode:
 
 
 class _Link:
-    """The sending side of a node's access link: queues, rate, bytes waiting per peer."""
-    __slots__ = ("up_rate", "down_rate", "normal", "priority", "busy", "backlog", "down_free")
+    """A node's access link: the upload queues and the frame on the wire, the download's horizon.
+
+    A frame is committed to the wire when the uplink is free: its arrival is scheduled at once and
+    the next frame is taken when it has left (`wake`), so an idle link costs one event per frame."""
+    __slots__ = ("up_rate", "down_rate", "normal", "priority", "free_at", "waking", "queued", "wire", "down_free")
 
     def __init__(self, up_bps: float, down_bps: float):
         self.up_rate = up_bps / 8   # bytes per second
         self.down_rate = down_bps / 8
         self.normal: deque[tuple[str, bytes, int]] = deque()
         self.priority: deque[tuple[str, bytes, int]] = deque()
-        self.busy = False
-        self.backlog: dict[str, int] = {}
+        self.free_at = 0.0           # when the frame on the wire has left
+        self.waking = False          # a wake-up is scheduled at free_at
+        self.queued: dict[str, int] = {}            # payload bytes waiting, per peer
+        self.wire: tuple[str, int] = ("", 0)        # (peer, payload bytes) of the frame on the wire
         self.down_free = 0.0         # when the downlink has finished what it was given
+
+    def backlog(self, peer: str, now: float) -> int:
+        on_wire = self.wire[1] if self.wire[0] == peer and self.free_at > now else 0
+        return self.queued.get(peer, 0) + on_wire
+
+    def drop_queued(self) -> int:
+        count = len(self.normal) + len(self.priority)
+        self.normal.clear()
+        self.priority.clear()
+        self.queued.clear()
+        return count
 
 
 class _MemIO:
@@ -110,7 +126,7 @@ class _MemIO:
 
     def backlog(self, peer: str) -> int:
         link = self.net.access.get(self.node_id)
-        return link.backlog.get(peer, 0) if link else 0
+        return link.backlog(peer, self.net.now) if link else 0
 
     def directory(self) -> dict[str, frozenset[str]]:
         """Every other node and its current subscriptions (the in-memory world is fully known)."""
@@ -140,7 +156,7 @@ class MemNetwork:
         self.loss = loss
         self._sink = sink
         self.keep_deliveries = keep_deliveries
-        self._queue: list[tuple[float, int, Callable[[], Any]]] = []
+        self._queue: list[tuple[float, int, Callable[..., Any], tuple[Any, ...]]] = []
         self._seq = itertools.count()
         self._cancelled: set[int] = set()
         self.nodes: dict[str, MemNode] = {}
@@ -186,9 +202,10 @@ class MemNetwork:
             self.nodes[node_id].events.append(event)
 
     # scheduling ----------------------------------------------------------------------------------
-    def schedule(self, delay: float, action: Callable[[], Any]) -> int:
+    def schedule(self, delay: float, action: Callable[..., Any], *args: Any) -> int:
+        """Call `action(*args)` after `delay` virtual seconds; returns a handle for `cancel`."""
         seq = next(self._seq)
-        heapq.heappush(self._queue, (self.now + max(0.0, delay), seq, action))
+        heapq.heappush(self._queue, (self.now + max(0.0, delay), seq, action, args))
         return seq
 
     def cancel(self, handle: int) -> None:
@@ -201,12 +218,12 @@ class MemNetwork:
         for done in range(1, max_events + 1):
             if not queue or (until is not None and queue[0][0] > until):
                 break
-            when, seq, action = pop(queue)
+            when, seq, action, args = pop(queue)
             if seq in cancelled:
                 cancelled.discard(seq)
                 continue
             self.now = when
-            action()
+            action(*args)
         else:
             raise RuntimeError("memnet: event budget exhausted (a protocol loop that never settles?)")
         self.processed += done - 1
@@ -272,10 +289,7 @@ class MemNetwork:
         self.dials.pop(node_id, None)
         access = self.access.get(node_id)
         if access:
-            self.in_flight -= len(access.normal) + len(access.priority)
-            access.normal.clear()
-            access.priority.clear()
-            access.backlog.clear()
+            self.in_flight -= access.drop_queued()
 
     def restart(self, node_id: str) -> MemNode:
         """Bring a crashed node back with the same identity and a fresh core (on_start runs)."""
@@ -303,62 +317,72 @@ class MemNetwork:
             self._propagate(src, dst, conn, payload, 0.0, 0)
             return
         size = wire_bytes(len(payload))
-        (access.priority if priority else access.normal).append((dst, payload, size))
-        access.backlog[dst] = access.backlog.get(dst, 0) + len(payload)
-        if not access.busy:
-            self._next_frame(src, access)
-
-    def _next_frame(self, src: str, access: _Link) -> None:
-        queue = access.priority or access.normal
-        if not queue:
-            access.busy = False
+        if access.free_at <= self.now and not access.waking:
+            self._transmit(src, access, dst, payload, size, conn)
             return
-        dst, payload, size = queue.popleft()
-        access.busy = True
+        (access.priority if priority else access.normal).append((dst, payload, size))
+        access.queued[dst] = access.queued.get(dst, 0) + len(payload)
+        if not access.waking:
+            access.waking = True
+            self.schedule(access.free_at - self.now, self._wake, src, access)
+
+    def _transmit(self, src: str, access: _Link, dst: str, payload: bytes, size: int, conn: int) -> None:
+        """Put the frame on the wire now: its last bit leaves after `tx`, then it propagates."""
         tx = size / access.up_rate
+        access.free_at = self.now + tx
+        access.wire = (dst, len(payload))
+        self._propagate(src, dst, conn, payload, tx, size, depart=access.free_at)
 
-        def sent() -> None:
-            left = access.backlog.get(dst, 0) - len(payload)
+    def _wake(self, src: str, access: _Link) -> None:
+        """The wire is free: the next frame goes (priority lane first)."""
+        access.waking = False
+        while access.priority or access.normal:
+            dst, payload, size = (access.priority or access.normal).popleft()
+            left = access.queued.get(dst, 0) - len(payload)
             if left > 0:
-                access.backlog[dst] = left
+                access.queued[dst] = left
             else:
-                access.backlog.pop(dst, None)
+                access.queued.pop(dst, None)
             conn = self.links.get(frozenset((src, dst)))
-            if conn is None or not self.nodes[src].up:
+            if conn is None:       # the connection closed while the frame waited
                 self.in_flight -= 1
-            else:
-                self._propagate(src, dst, conn, payload, tx, size)
-            self._next_frame(src, access)
-        self.schedule(tx, sent)
+                continue
+            self._transmit(src, access, dst, payload, size, conn)
+            if access.priority or access.normal:
+                access.waking = True
+                self.schedule(access.free_at - self.now, self._wake, src, access)
+            return
 
-    def _propagate(self, src: str, dst: str, conn: int, payload: bytes, tx: float, size: int) -> None:
-        """The last bit left `src` now (its first `tx` ago); deliver after latency and the downlink."""
+    def _propagate(self, src: str, dst: str, conn: int, payload: bytes, tx: float, size: int,
+                   depart: float | None = None) -> None:
+        """The last bit leaves `src` at `depart` (its first `tx` before); deliver after latency and the
+        downlink."""
         delay = self._latency(src, dst)
         if self.jitter:
             delay = max(0.0, delay + self.rng.uniform(-self.jitter, self.jitter))
-        arrival = self.now + delay
+        arrival = (self.now if depart is None else depart) + delay
         if self.jitter:
             key = (src, dst)
             arrival = max(arrival, self._last_arrival.get(key, 0.0))
             self._last_arrival[key] = arrival
-        link = frozenset((src, dst))
+        # a frame in flight is one heap entry and its argument tuple, no closures (thousands at once)
+        self.schedule(arrival - self.now, self._arrive, src, dst, conn, payload, tx, size)
 
-        def arrive() -> None:
-            # the last bit is at dst's downlink; it drains at the download rate behind what came first
-            down = self.access.get(dst)
-            if down is not None and size:
-                done = max(self.now - tx, down.down_free) + size / down.down_rate
-                down.down_free = max(done, self.now)
-                if done > self.now:
-                    self.schedule(done - self.now, hand_over)
-                    return
-            hand_over()
+    def _arrive(self, src: str, dst: str, conn: int, payload: bytes, tx: float, size: int) -> None:
+        """The last bit is at dst's downlink; it drains at the download rate behind what came first."""
+        down = self.access.get(dst)
+        if down is not None and size:
+            done = max(self.now - tx, down.down_free) + size / down.down_rate
+            down.down_free = max(done, self.now)
+            if done > self.now:
+                self.schedule(done - self.now, self._hand_over, src, dst, conn, payload)
+                return
+        self._hand_over(src, dst, conn, payload)
 
-        def hand_over() -> None:
-            self.in_flight -= 1
-            if self.links.get(link) == conn and self.nodes[dst].up:
-                self.nodes[dst].core.on_frame(src, payload)
-        self.schedule(arrival - self.now, arrive)
+    def _hand_over(self, src: str, dst: str, conn: int, payload: bytes) -> None:
+        self.in_flight -= 1
+        if self.links.get(frozenset((src, dst))) == conn and self.nodes[dst].up:
+            self.nodes[dst].core.on_frame(src, payload)
 
     # helpers for tests ---------------------------------------------------------------------------
     def events(self, type_: str | None = None) -> list[dict[str, Any]]:

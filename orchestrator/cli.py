@@ -228,6 +228,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
             raise _UsageError(f"--sizes: {e}")
         bench_router(sizes, args.messages)
         return 0
+    if args.target == "sim":
+        from orchestrator.bench_sim import bench_sim
+
+        bench_sim(args.scenarios or ["scenarios/sim-gossipsub-1000.yaml"], args.overrides, err)
+        return 0
     if args.target == "topiary-sweep":
         from orchestrator.bench import bench_topiary_sweep
 
@@ -343,17 +348,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="also clean runs whose orchestrator is alive")
     p.set_defaults(func=cmd_clean)
 
-    p = sub.add_parser("bench", help="benchmarks that print figures (local scale, GossipSub scale and CPU)")
-    p.add_argument("target", choices=["local", "gossipsub", "router", "topiary-sweep"],
+    p = sub.add_parser("bench", help="benchmarks that print figures (local scale, GossipSub scale and CPU, "
+                                     "simulation speed and memory)")
+    p.add_argument("target", choices=["local", "gossipsub", "router", "topiary-sweep", "sim"],
                    help="local: how many nodes the local backend runs (floodsub); gossipsub: "
                         "scenarios/gossipsub-large.yaml at each --nodes count, and the largest with "
                         "delivery 1.0; router: GossipSub CPU per relayed message; topiary-sweep: "
-                        "Topiary parameters (--matrix) on the in-memory network against random-overlay")
+                        "Topiary parameters (--matrix) on the in-memory network against random-overlay; sim: "
+                        "the simulation's memory per node and per frame in flight, and its speed on each "
+                        "--sim-scenario (default scenarios/sim-gossipsub-1000.yaml)")
+    p.add_argument("--sim-scenario", dest="scenarios", action="append", default=[], metavar="FILE",
+                   help="sim: a scenario to simulate (repeat for several)")
     p.add_argument("--scenario", default="scenarios/topiary-vs-random.yaml", help="topiary-sweep: the scenario")
     p.add_argument("--matrix", action="append", default=[], metavar="PATH=V1,V2",
                    help="topiary-sweep: values to sweep, e.g. --matrix protocol.params.w_d=1,10,100")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="PATH=VALUE",
-                   help="gossipsub: override a field of the scenario, e.g. --set gossipsub.variant=all-3")
+                   help="gossipsub, sim: override a field of the scenario, e.g. --set gossipsub.variant=all-3")
     p.add_argument("--sizes", default="1KiB,1MiB", help="router: message sizes (default 1KiB,1MiB)")
     p.add_argument("--messages", type=int, default=2000, help="router: messages relayed per size")
     p.add_argument("--nodes", default="50,100,200", help="comma-separated sizes (default 50,100,200)")

@@ -50,5 +50,6 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
         lines.append(f"backend local: can run; shaping mode {mode}")
     else:
         lines.append("backend local: cannot run here (needs root, network namespaces and HTB)")
+    lines.append("backend sim: can run (virtual time in one process; needs nothing else)")
     lines.append("reports: " + ("can run" if ok.get("java (for PySpark reports)") else "need Java (use --no-report meanwhile)"))
     return lines
