@@ -48,12 +48,7 @@ def node_state_bytes(path: str, overrides: list[str]) -> tuple[int, float]:
     plan = make_plan(load_scenario(path, overrides))
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
-    sim = Simulation(plan, lambda node, event: None)
-    for node in plan.nodes:
-        sim._add(node.id)
-    for node in plan.nodes:
-        sim._join(node.id)
-    sim.net.run(until=sim.t0)
+    Simulation(plan, lambda node, event: None).start_up()
     used = tracemalloc.get_traced_memory()[0] - before
     tracemalloc.stop()
     return len(plan.nodes), used / len(plan.nodes)

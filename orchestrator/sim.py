@@ -158,14 +158,18 @@ class Simulation:
         self.stats.faults_executed.append({**fault.model_dump(), "t_ns": int(self.net.now * 1e9),
                                            "offset_s": round(self.net.now - self.t0, 6)})
 
+    def start_up(self) -> None:
+        """Every node starts, subscribes and dials; virtual time runs to T0 (connections are up)."""
+        for node in self.plan.nodes:
+            self._add(node.id)
+        for node in self.plan.nodes:
+            self._join(node.id)
+        self.net.run(until=self.t0)
+
     def run(self, progress: Callable[[str], None] | None = None, every: float = 10.0) -> SimStats:
         started = time.perf_counter()
         net, plan = self.net, self.plan
-        for node in plan.nodes:
-            self._add(node.id)
-        for node in plan.nodes:
-            self._join(node.id)
-        net.run(until=self.t0)
+        self.start_up()
         for node in plan.nodes:
             self._emit(node.id, "t0", t0=int(self.t0 * 1e9))
         for node in plan.nodes:
