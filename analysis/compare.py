@@ -22,6 +22,7 @@ COLUMNS = [  # (header, how to get it from (metrics, manifest))
     ("edges", lambda m, man: sum(len(n["dial"]) for n in man["plan"]["nodes"])),
     ("messages", lambda m, man: m["messages"]),
     ("delivery", lambda m, man: m["delivery_ratio"]),
+    ("delivery_up", lambda m, man: m.get("delivery_ratio_up")),
     ("p50_ms", lambda m, man: m["latency_ms"]["p50"]),
     ("p90_ms", lambda m, man: m["latency_ms"]["p90"]),
     ("p99_ms", lambda m, man: m["latency_ms"]["p99"]),

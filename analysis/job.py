@@ -9,6 +9,7 @@ import numpy as np
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from analysis import faults
 from analysis import metrics as M
 from analysis.extras import EXTRAS, RunFrames
 from analysis.ingest import load_manifest, read_events, subscriptions_frame
@@ -46,6 +47,13 @@ def compute(spark: SparkSession, run_dir: Path, write_tables: bool = True) -> tu
                     "bandwidth_error_pct": cal.get("bandwidth_error_pct")},
         "events": events.count(),
     }
+    intervals = faults.up_intervals(events, manifest)
+    dl_up = faults.deliveries_up(dl, faults.intervals_frame(spark, intervals), faults.window_ns(manifest)).cache()
+    result["delivery_ratio_up"] = faults.ratio(dl_up)
+    result["accounting"] = faults.accounting(manifest["plan"], manifest.get("t0_ns"), intervals, events)
+    cuts = faults.partitions(manifest, pubs, dl_up)
+    if cuts:
+        result["partitions"] = cuts
     extra = EXTRAS.get(manifest["plan"]["protocol"])
     extra_tables, extra_plots = {}, {}
     if extra:

@@ -85,6 +85,22 @@ def _flatten(section: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]
     return rows
 
 
+def _faults_section(metrics: dict[str, Any], manifest: dict[str, Any]) -> str:
+    """Accounting of planned publishes, the fault timeline as executed, and each partition."""
+    executed = manifest.get("faults_executed") or []
+    acc = metrics.get("accounting") or {}
+    if not executed and not acc.get("publisher_down"):
+        return ""
+    counts: dict[str, int] = {}
+    for f in executed:
+        counts[f["action"]] = counts.get(f["action"], 0) + 1
+    rows = [(f"publishes: {k.replace('_', ' ')}", v) for k, v in acc.items()]
+    rows += [("faults executed", ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "none")]
+    parts = "".join(f"<h3>Partition at T0+{_fmt(p['at_s'])}s</h3>" + _table(list(p.items()))
+                    for p in metrics.get("partitions") or [])
+    return f"<h2>Faults</h2>{_table(rows)}{parts}"
+
+
 def render(metrics: dict[str, Any], manifest: dict[str, Any], plots: dict[str, str]) -> str:
     lat = metrics["latency_ms"]
     cov = metrics["coverage_latency_ms"]
@@ -93,6 +109,7 @@ def render(metrics: dict[str, Any], manifest: dict[str, Any], plots: dict[str, s
                ("backend", manifest.get("backend")), ("status", manifest.get("status")),
                ("protocol", manifest["plan"]["protocol"]), ("nodes", metrics["nodes"]),
                ("messages", metrics["messages"]), ("delivery ratio", metrics["delivery_ratio"]),
+               ("delivery ratio among nodes up", metrics.get("delivery_ratio_up")),
                ("latency p50 / p90 / p99 (ms)", f"{_fmt(lat['p50'])} / {_fmt(lat['p90'])} / {_fmt(lat['p99'])}"),
                ("latency mean / max (ms)", f"{_fmt(lat['mean'])} / {_fmt(lat['max'])}"),
                ("coverage L15 / L50 / L90 / L100 (ms)",
@@ -111,6 +128,7 @@ def render(metrics: dict[str, Any], manifest: dict[str, Any], plots: dict[str, s
         f"<tr><td>{r['from']} &rarr; {r['to']}</td><td>{_fmt(r['configured_mbit'])} Mbit/s</td>"
         f"<td>{_fmt(r['measured_mbit'])} Mbit/s</td><td>{_fmt(r['error_pct'])}%</td></tr>"
         for r in cal.get("throughput", []))
+    faults_html = _faults_section(metrics, manifest)
     protocol = _flatten(metrics.get("protocol") or {})
     protocol_html = f"<h2>Protocol: {html.escape(manifest['plan']['protocol'])}</h2>{_table(protocol)}" if protocol else ""
     images = "".join(f'<figure><img alt="{html.escape(name)}" src="data:image/png;base64,{data}"></figure>'
@@ -125,6 +143,7 @@ figure {{ display: inline-block; margin: 0.5em; }}
 </style></head><body>
 <h1>peerlab run {html.escape(manifest['run_id'])}</h1>
 <h2>Summary</h2>{_table(summary)}
+{faults_html}
 {protocol_html}
 <h2>Plots</h2>{images}
 <h2>Shaping and calibration</h2>{_table(shaping_rows)}

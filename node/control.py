@@ -1,7 +1,8 @@
 """The node's control API (aiohttp): never shaped, never counted as protocol traffic, bearer token.
 
 Locally it listens on a Unix socket, in containers on TCP. Endpoints: GET /healthz, /status, /metrics;
-POST /start, /publish, /subscribe, /unsubscribe, /stop, /calibrate/ping, /calibrate/throughput.
+POST /start, /publish, /subscribe, /unsubscribe, /stop, /links (degrade or restore links),
+/calibrate/ping, /calibrate/throughput.
 """
 from __future__ import annotations
 
@@ -111,6 +112,21 @@ def build_app(rt: "NodeRuntime") -> web.Application:
         body = await _body(request) if request.can_read_body else {}
         # answer first, then stop, so the caller sees the acknowledgement
         asyncio.get_running_loop().call_later(0.05, rt.stop, str(body.get("reason", "requested")))
+        return web.json_response({"ok": True})
+
+    @routes.post("/links")
+    async def links(request: web.Request):
+        body = await _body(request, "node")
+        node = str(body["node"])
+        if node != rt.node_id and node not in rt.cfg.peers:
+            raise web.HTTPBadRequest(text=f"node {node!r} is neither this node nor one of its peers")
+        try:
+            delay_ms, loss = float(body.get("delay_ms", 0.0)), float(body.get("loss", 0.0))
+        except (TypeError, ValueError):
+            raise web.HTTPBadRequest(text="delay_ms and loss must be numbers")
+        if not (0 <= delay_ms <= 60_000 and 0 <= loss < 1):
+            raise web.HTTPBadRequest(text="delay_ms must be in [0, 60000] and loss in [0, 1)")
+        rt.degrade(node, delay_ms, loss)
         return web.json_response({"ok": True})
 
     @routes.post("/calibrate/ping")

@@ -8,8 +8,11 @@ It is both the cores' test network and the engine of the `sim` backend (orchestr
   FIFO at the download rate that can start as soon as the first bit arrives (cut-through), so an
   unloaded path costs one serialisation, as through the emulation's HTB and bridge. Frame sizes on
   the wire include the framing and per-segment TCP/IP/Ethernet headers (`wire_bytes`);
-- connections: a dial keeps the connection (redialled with the transport's backoff if it drops,
-  until the dialer disconnects), crashes, restarts with the same identity.
+- connections: a dial keeps the connection (redialled with the transport's backoff if it drops or
+  the peer is not there, until the dialer disconnects), crashes, restarts with the same identity;
+- network faults: a partition holds the frames sent across it (TCP keeps them and retransmits: they
+  arrive at the first retransmission after the heal, its timeout doubling from 200 ms + RTT) and
+  dials across it time out; a degraded node's links get added latency, loss and new rates.
 Frames arrive after the model's delay, timers fire in virtual time, all randomness comes from one
 seed: same seed and inputs => the same events, bit for bit. Without bandwidth a frame leaves at once.
 """
@@ -29,6 +32,8 @@ from node.protocols.base import ProtocolCore
 MSS = 1448            # TCP payload per segment (1500 MTU, timestamps option)
 SEGMENT_HEADERS = 66  # Ethernet 14 + IPv4 20 + TCP 32: what HTB counts beside the payload
 REDIAL_FIRST, REDIAL_MAX = 0.2, 2.0  # node/transport.py's dial loop
+DIAL_TIMEOUT = 5.0                   # ...and its connect timeout (a dial into a partition)
+RTO_MIN = 0.2                        # Linux TCP's minimum retransmission timeout
 
 
 def _varint_len(n: int) -> int:
@@ -167,6 +172,9 @@ class MemNetwork:
         self._last_arrival: dict[tuple[str, str], float] = {}  # per direction: jitter never reorders
         self.ips: dict[str, str] = {}  # node -> IP, for cores that group peers by address
         self.before_boot: Callable[[str], None] | None = None  # called as a node's process starts
+        self.side: dict[str, int] = {}                # partition: node -> its side (empty: no partition)
+        self._held: dict[tuple[str, str], tuple[float, list[tuple[bytes, bool]]]] = {}  # frames across the cut
+        self.degraded: dict[str, tuple[float, float]] = {}  # node -> (added latency s, loss) of its links
         self.processed = 0             # events executed, for speed figures
         self.in_flight = 0             # frames sent and not yet arrived or dropped
         self.peak_in_flight = 0
@@ -232,11 +240,15 @@ class MemNetwork:
 
     # connections ---------------------------------------------------------------------------------
     def connect(self, a: str, b: str) -> None:
-        """a dials b and keeps the connection: both cores see the peer come up one latency later."""
+        """a dials b and keeps the connection: both cores see the peer come up one latency later; a
+        peer that is down (or not there yet) is redialled with backoff."""
         if a == b:
             return
         self.dials.setdefault(a, set()).add(b)
-        self._open(a, b)
+        self._redial(a, b, 0.1)
+
+    def _reachable(self, a: str, b: str) -> bool:
+        return not self.side or self.side.get(a) == self.side.get(b)
 
     def _open(self, a: str, b: str) -> None:
         link = frozenset((a, b))
@@ -251,7 +263,7 @@ class MemNetwork:
                 self.emit(me, {"ts": int(self.now * 1e9), "node": me, "type": "connect", "peer": other,
                                "outbound": outbound})
                 self.nodes[me].core.on_peer_up(other, outbound)
-        self.schedule(self._latency(a, b), up)
+        self.schedule(self._delay(a, b), up)
 
     def disconnect(self, a: str, b: str, reason: str = "closed") -> None:
         """a closes its connection to b and stops redialling it (b redials if b had dialled a)."""
@@ -274,10 +286,12 @@ class MemNetwork:
     def _redial(self, a: str, b: str, backoff: float) -> None:
         if not self.nodes[a].up or b not in self.dials.get(a, ()) or frozenset((a, b)) in self.links:
             return
-        if self.nodes[b].up:
+        target = self.nodes.get(b)
+        if target is not None and target.up and self._reachable(a, b):
             self._open(a, b)
-        else:
-            self.schedule(backoff, lambda: self._redial(a, b, min(backoff * 2, REDIAL_MAX)))
+            return
+        wait = backoff if target is None or not target.up or self._reachable(a, b) else DIAL_TIMEOUT + backoff
+        self.schedule(wait, self._redial, a, b, min(backoff * 2, REDIAL_MAX))
 
     def crash(self, node_id: str, reason: str = "peer crashed") -> None:
         """The node vanishes: its links drop, its queued frames and pending timers are forgotten."""
@@ -290,6 +304,8 @@ class MemNetwork:
         access = self.access.get(node_id)
         if access:
             self.in_flight -= access.drop_queued()
+        for key in [k for k in self._held if node_id in k]:
+            self.in_flight -= len(self._held.pop(key)[1])
 
     def restart(self, node_id: str) -> MemNode:
         """Bring a crashed node back with the same identity and a fresh core (on_start runs)."""
@@ -299,13 +315,66 @@ class MemNetwork:
         self._boot(node)
         return node
 
+    # network faults ------------------------------------------------------------------------------
+    def partition(self, groups: list[list[str]]) -> None:
+        """Split the network into `groups` (every node in one); frames across are held (see above)."""
+        self.side = {n: i for i, g in enumerate(groups) for n in g}
+
+    def heal(self) -> None:
+        """Lift the partition; each held direction resumes at its next retransmission, in order."""
+        self.side = {}
+        held, self._held = self._held, {}
+        for (src, dst), (first, frames) in sorted(held.items()):
+            rto = RTO_MIN + self._latency(src, dst) + self._latency(dst, src)
+            wait = rto
+            while first + wait < self.now:  # the timeout doubles after each lost retransmission
+                rto *= 2
+                wait += rto
+            for payload, priority in frames:
+                self.schedule(first + wait - self.now, self._resend, src, dst, payload, priority)
+
+    def _resend(self, src: str, dst: str, payload: bytes, priority: bool) -> None:
+        self.in_flight -= 1  # counted again by _send
+        if self.nodes[src].up:
+            self._send(src, dst, payload, priority)
+
+    def degrade(self, node_id: str, delay: float = 0.0, loss: float = 0.0,
+                bandwidth: tuple[float, float] | None = None) -> None:
+        """Add `delay` seconds and `loss` to every link of the node, both ways (zeros restore);
+        `bandwidth` = (up, down) bit/s sets its link rates (frames on the wire keep theirs)."""
+        if delay or loss:
+            self.degraded[node_id] = (delay, loss)
+        else:
+            self.degraded.pop(node_id, None)
+        access = self.access.get(node_id)
+        if bandwidth and access:
+            access.up_rate, access.down_rate = bandwidth[0] / 8, bandwidth[1] / 8
+
+    def _delay(self, a: str, b: str) -> float:
+        base = self._latency(a, b)
+        if self.degraded:
+            base += self.degraded.get(a, (0.0, 0.0))[0] + self.degraded.get(b, (0.0, 0.0))[0]
+        return base
+
+    def _lost(self, a: str, b: str) -> bool:
+        loss = self.loss
+        if self.degraded and (a in self.degraded or b in self.degraded):
+            kept = (1 - loss) * (1 - self.degraded.get(a, (0.0, 0.0))[1]) * (1 - self.degraded.get(b, (0.0, 0.0))[1])
+            loss = 1 - kept
+        return bool(loss) and self.rng.random() < loss
+
     # frames --------------------------------------------------------------------------------------
     def _send(self, src: str, dst: str, payload: bytes, priority: bool = False) -> None:
         link = frozenset((src, dst))
         conn = self.links.get(link)
         if conn is None:
             return
-        if self.loss and self.rng.random() < self.loss:
+        if self.side and self.side.get(src) != self.side.get(dst):
+            first, frames = self._held.setdefault((src, dst), (self.now, []))
+            frames.append((payload, priority))
+            self.in_flight += 1
+            return
+        if (self.loss or self.degraded) and self._lost(src, dst):
             self.emit(src, {"ts": int(self.now * 1e9), "node": src, "type": "drop_rpc", "peer": dst,
                             "bytes": len(payload), "reason": "emulated loss"})
             return
@@ -357,7 +426,7 @@ class MemNetwork:
                    depart: float | None = None) -> None:
         """The last bit leaves `src` at `depart` (its first `tx` before); deliver after latency and the
         downlink."""
-        delay = self._latency(src, dst)
+        delay = self._delay(src, dst)
         if self.jitter:
             delay = max(0.0, delay + self.rng.uniform(-self.jitter, self.jitter))
         arrival = (self.now if depart is None else depart) + delay

@@ -48,10 +48,13 @@ class NodeRuntime:
         self._bulk_reports: dict[int, asyncio.Future] = {}
         self._bulk_rx: dict[tuple[str, int], dict[str, int]] = {}
         self._schedule_handles: list[asyncio.TimerHandle] = []
+        self.link_loss: dict[str, float] = {}  # degraded links (fault timeline): loss towards the peer
+        self._degraded: dict[str, tuple[float, float]] = {}  # node -> (added s, loss) of its access link
 
     # ProtocolIO ----------------------------------------------------------------------------------
     def send(self, peer: str, payload: bytes, priority: bool = False) -> None:
-        if self.cfg.loss and self.rng.random() < self.cfg.loss:
+        loss = self.link_loss.get(peer, self.cfg.loss)
+        if loss and self.rng.random() < loss:
             self.trace("drop_rpc", peer=peer, bytes=len(payload), reason="emulated loss")
             return
         why = self.transport.send(peer, Frame(rpc=payload), priority)
@@ -160,6 +163,25 @@ class NodeRuntime:
         msg_id = self.core.publish(topic, self.rng.randbytes(size))
         self.published += 1
         return msg_id
+
+    def degrade(self, node: str, delay_ms: float, loss: float) -> None:
+        """The fault timeline degrades (zeros: restores) `node`'s access link: this node itself (all its
+        links) or one peer (the link to it). A link's added latency is the sum of its two ends', its
+        loss their combination; both on top of the plan's, applied in this node's transport."""
+        if delay_ms or loss:
+            self._degraded[node] = (delay_ms / 1000, loss)
+        else:
+            self._degraded.pop(node, None)
+        mine = self._degraded.get(self.node_id, (0.0, 0.0))
+        for peer in self.cfg.peers if node == self.node_id else [node]:
+            theirs = self._degraded.get(peer, (0.0, 0.0))
+            self.transport.degrade(peer, mine[0] + theirs[0])
+            kept = (1 - self.cfg.loss) * (1 - mine[1]) * (1 - theirs[1])
+            if kept < 1 - self.cfg.loss:
+                self.link_loss[peer] = 1 - kept
+            else:
+                self.link_loss.pop(peer, None)
+        self.trace("degrade", peer=node, delay_ms=float(delay_ms), loss=float(loss))
 
     def status(self) -> dict[str, Any]:
         return {"node": self.node_id, "state": self.state, "protocol": self.cfg.protocol,

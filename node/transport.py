@@ -27,7 +27,6 @@ class PeerConnection:
         self.reader = reader
         self.writer = writer
         self.outbound = outbound
-        self.delay = transport.delays.get(peer, 0.0)
         self._queue: deque[tuple[float, bytes]] = deque()
         self._priority: deque[tuple[float, bytes]] = deque()  # small control frames that must not wait
         self._queued_bytes = 0
@@ -43,9 +42,10 @@ class PeerConnection:
             return False
         loop = asyncio.get_running_loop()
         release = loop.time()
-        if self.delay or self.transport.jitter:
+        delay = self.transport.delay_to(self.peer)
+        if delay or self.transport.jitter:
             jitter = self.transport.rng.uniform(-self.transport.jitter, self.transport.jitter)
-            release = max(self._last_release, release + max(0.0, self.delay + jitter))
+            release = max(self._last_release, release + max(0.0, delay + jitter))
         self._last_release = release
         (self._priority if priority else self._queue).append((release, data))
         self._queued_bytes += len(data)
@@ -105,6 +105,7 @@ class Transport:
         self.hello = Frame(hello=Hello(node_id=node_id, protocol=protocol, run_id=run_id))
         self.run_id = run_id
         self.delays = {p: d / 1000 for p, d in delays_ms.items()}
+        self.extra_delays: dict[str, float] = {}  # a degraded link's added latency (fault timeline)
         self.jitter = jitter_ms / 1000
         self.max_frame = max_frame
         self.queue_limit = queue_limit
@@ -206,6 +207,17 @@ class Transport:
             if self.connections.get(peer) is conn:
                 del self.connections[peer]
                 self.on_peer_down(peer, reason)
+
+    def delay_to(self, peer: str) -> float:
+        """Seconds a frame to `peer` is held: the planned latency plus any degradation."""
+        return self.delays.get(peer, 0.0) + self.extra_delays.get(peer, 0.0)
+
+    def degrade(self, peer: str, extra_s: float) -> None:
+        """Add `extra_s` to the latency towards `peer` (0 restores it); frames queued keep their time."""
+        if extra_s:
+            self.extra_delays[peer] = extra_s
+        else:
+            self.extra_delays.pop(peer, None)
 
     def send(self, peer: str, frame: Frame, priority: bool = False) -> str | None:
         """Queue a frame to `peer`; returns None, or why it was not queued."""

@@ -20,7 +20,8 @@ RTT_SLACK_MS = 1.0  # scheduler and kernel time on a loaded 2-core machine
 
 
 def _edges(plan: RunPlan) -> list[tuple[str, str]]:
-    return [(n.id, peer) for n in plan.nodes for peer in n.dial]
+    """Planned links between nodes present at T0 (nodes that join later are not up yet)."""
+    return [(n.id, peer) for n in plan.nodes if not n.absent for peer in n.dial if not plan.node(peer).absent]
 
 
 def _error_pct(measured: float, configured: float) -> float:

@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 
 from node.protocols import PROTOCOLS
 
+from . import churn as churn_model
 from . import overlays
 from .scenario import Scenario, ScenarioError, Zipf
 
@@ -34,13 +35,23 @@ class NodePlan(BaseModel):
                                 "its neighbours, or every node for protocols that choose their own")
     behaviour: dict[str, Any] = Field(default_factory=dict, description="attackers: the behaviour's settings")
     schedule: list[tuple[float, str, int]] = Field(description="(seconds after T0, topic, size) to publish")
+    absent: bool = Field(False, description="not started with the others: it joins (a new identity) at "
+                                            "joins_at, or never (an unused churn reserve node)")
+    joins_at: float | None = Field(None, description="seconds after T0 at which an absent node joins")
     placement: dict[str, Any] = Field(default_factory=dict)
 
 
 class FaultEvent(BaseModel):
+    """One executed step of the fault timeline: a node action, or a network-wide partition/heal."""
+
     at: float
-    action: Literal["kill", "stop", "restart"]
-    node: str
+    action: Literal["kill", "stop", "restart", "join", "degrade", "restore", "partition", "heal"]
+    node: str = Field("", description="the node acted on; empty for partition and heal")
+    groups: list[list[str]] = Field(default_factory=list, description="partition: every side, all nodes")
+    delay_ms: float = Field(0.0, description="degrade: latency added to the node's links")
+    loss: float = Field(0.0, description="degrade: frame loss on the node's links")
+    bandwidth: int = Field(0, description="degrade: the node's upload and download rate (0: unchanged)")
+    source: Literal["faults", "churn"] = "faults"
 
 
 class RunPlan(BaseModel):
@@ -175,6 +186,81 @@ def _schedule(sc: Scenario, rng: random.Random, publishers: list[int], subs: lis
     return out
 
 
+def _order(e: FaultEvent) -> tuple[int, int]:
+    """Same-time events: network-wide first, then by node index."""
+    return (0, 0) if not e.node else (1, int(e.node[1:]))
+
+
+def _faults(sc: Scenario, seed: int, n: int) -> tuple[list[FaultEvent], dict[str, float]]:
+    """The scenario's `faults:` (and a churn trace) as timeline events; the nodes that join later."""
+    frng = _stream(seed, "faults")
+    everyone = [f"n{i}" for i in range(n)]
+    out: list[FaultEvent] = []
+    for f in sc.faults:
+        targets = f.nodes or ([f"n{i}" for i in sorted(frng.sample(range(n), f.sample))] if f.sample else [])
+        if f.action == "partition":
+            if f.groups:
+                listed = {x for g in f.groups for x in g}
+                sides = [sorted(g, key=_node_index) for g in f.groups if g]
+                rest = [x for x in everyone if x not in listed]
+                sides += [rest] if rest else []
+            else:
+                cut = sorted(frng.sample(range(n), max(1, round(f.split * n))))
+                sides = [[f"n{i}" for i in cut], [x for x in everyone if int(x[1:]) not in cut]]
+            if len(sides) < 2:
+                raise ScenarioError(f"scenario {sc.name!r}", ["faults: a partition needs at least two sides"])
+            out.append(FaultEvent(at=f.at, action="partition", groups=sides))
+            if f.duration:
+                out.append(FaultEvent(at=f.at + f.duration, action="heal"))
+        elif f.action == "heal":
+            out.append(FaultEvent(at=f.at, action="heal"))
+        for node in targets:
+            impair = {"delay_ms": (f.delay or 0) * 1000, "loss": f.loss or 0.0, "bandwidth": f.bandwidth or 0}
+            out.append(FaultEvent(at=f.at, action=f.action, node=node,
+                                  **(impair if f.action == "degrade" else {})))
+            if f.restart_after:
+                out.append(FaultEvent(at=f.at + f.restart_after, action="restart", node=node))
+            if f.duration and f.action == "degrade":
+                out.append(FaultEvent(at=f.at + f.duration, action="restore", node=node))
+    if sc.churn and sc.churn.trace:
+        try:
+            trace = churn_model.read_trace(sc.churn.trace, set(everyone), sc.workload.warmup
+                                           + sc.workload.duration + sc.workload.drain)
+        except churn_model.ChurnError as err:
+            raise ScenarioError(f"scenario {sc.name!r}", [str(err)]) from None
+        seen: set[str] = set()
+        for t in trace:
+            action = ("restart" if t.node in seen else "join") if t.up else sc.churn.departure
+            seen.add(t.node)
+            out.append(FaultEvent(at=t.at, action=action, node=t.node, source="churn"))
+    out.sort(key=lambda e: (e.at, _order(e)))
+    joins: dict[str, float] = {}
+    for e in out:
+        if e.action == "join":
+            if e.node in joins:
+                raise ScenarioError(f"scenario {sc.name!r}", [f"faults: {e.node} joins twice (a join is a new "
+                                                              "identity; use restart to bring it back)"])
+            joins[e.node] = e.at
+    return out, joins
+
+
+def _churn_faults(sc: Scenario, rng: random.Random, present: list[str], reserve: list[str]) -> list[FaultEvent]:
+    """The session model's departures and returns (reserve nodes join as new identities)."""
+    churn, wl = sc.churn, sc.workload
+    until = churn.until if churn.until is not None else wl.warmup + wl.duration
+    try:
+        moves = churn_model.session_model(churn, rng, present, reserve, until, wl.warmup + wl.duration + wl.drain)
+    except churn_model.ChurnError as err:
+        raise ScenarioError(f"scenario {sc.name!r}", [str(err)]) from None
+    return [FaultEvent(at=t.at, node=t.node, source="churn",
+                       action=("join" if t.node in reserve else "restart") if t.up else churn.departure)
+            for t in moves]
+
+
+def _node_index(node: str) -> int:
+    return int(node[1:])
+
+
 def make_plan(sc: Scenario, seed: int | None = None) -> RunPlan:
     seed = sc.seed if seed is None else seed
     n = sc.nodes.count
@@ -196,10 +282,25 @@ def make_plan(sc: Scenario, seed: int | None = None) -> RunPlan:
         for p in peers:
             neighbours[int(p[1:])].add(f"n{i}")
     core = PROTOCOLS[sc.protocol.name]
+    faults, joins_at = _faults(sc, seed, n)
+    churn_rng = _stream(seed, "churn")
+    reserve: list[str] = []
+    if sc.churn and sc.churn.reserve:
+        candidates = [i for i in range(n) if f"n{i}" not in joins_at]
+        reserve = [f"n{i}" for i in sorted(churn_rng.sample(candidates, sc.churn.reserve))]
+    absent = set(joins_at) | set(reserve)
     rng = _stream(seed, "workload")
-    honest = [i for i in range(n) if attackers[i] is None]
+    honest = [i for i in range(n) if attackers[i] is None and f"n{i}" not in absent]
+    if len(honest) < sc.workload.publishers:
+        raise ScenarioError(f"scenario {sc.name!r}", [
+            f"workload.publishers: {sc.workload.publishers} publishers, but only {len(honest)} honest nodes "
+            "are present at T0 (the others attack, join later or are churn reserve)"])
     publishers = sorted(rng.sample(honest, sc.workload.publishers))
     schedule = _schedule(sc, rng, publishers, subs, topics)
+    if sc.churn and sc.churn.fraction is not None:
+        present = [f"n{i}" for i in range(n) if f"n{i}" not in absent]
+        faults = sorted(faults + _churn_faults(sc, churn_rng, present, reserve), key=lambda e: (e.at, _order(e)))
+        joins_at.update({e.node: e.at for e in faults if e.action == "join" and e.node not in joins_at})
 
     groups: list[Any] = []
     for g in sc.nodes.groups:
@@ -222,19 +323,9 @@ def make_plan(sc: Scenario, seed: int | None = None) -> RunPlan:
             subscriptions=subs[i], dial=dial[i], neighbours=sorted(neighbours[i], key=lambda x: int(x[1:])),
             contacts=[p for p in everyone if p != f"n{i}"] if core.uses_directory
             else sorted(neighbours[i], key=lambda x: int(x[1:])),
-            schedule=schedule.get(i, []),
+            schedule=schedule.get(i, []), joins_at=joins_at.get(f"n{i}"), absent=f"n{i}" in absent,
             placement={k: v[i] for k, v in placement.items()},
         ))
-
-    frng = _stream(seed, "faults")
-    faults: list[FaultEvent] = []
-    for f in sc.faults:
-        targets = f.nodes or [f"n{i}" for i in sorted(frng.sample(range(n), f.sample))]
-        for node in targets:
-            faults.append(FaultEvent(at=f.at, action=f.action, node=node))
-            if f.restart_after:
-                faults.append(FaultEvent(at=f.at + f.restart_after, action="restart", node=node))
-    faults.sort(key=lambda e: (e.at, int(e.node[1:])))
 
     return RunPlan(
         scenario=sc.name, seed=seed, protocol=sc.protocol.name, topology=topology_algorithm(sc), topics=topics,

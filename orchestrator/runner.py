@@ -52,8 +52,18 @@ class Runner(RunRecord):
         self.clients: dict[str, ControlClient] = {}
         self.configs: dict[str, NodeConfig] = {}
         self.t0_ns: int | None = None
+        self.degraded: dict[str, dict[str, float]] = {}  # node -> its links' degradation, until restored
         self.manifest["clock"] = {"method": "shared host clock (all nodes on this machine)",
                                   "offsets_ns": {n.id: 0 for n in self.plan.nodes}}
+
+    @property
+    def present(self) -> list[str]:
+        """Nodes started at deploy time (the others join during the run, or never)."""
+        return [n.id for n in self.plan.nodes if not n.absent]
+
+    @property
+    def absent(self) -> set[str]:
+        return {n.id for n in self.plan.nodes if n.absent}
 
     @staticmethod
     async def _blocking(fn: Any, *args: Any) -> Any:
@@ -138,8 +148,9 @@ class Runner(RunRecord):
         deadline = time.monotonic() + timeout
         report_at = time.monotonic() + 5
         while True:
-            statuses = await asyncio.gather(*(c.get("/status") for c in self.clients.values()))
-            missing = {s["node"]: sorted(set(s["neighbours"]) - set(s["connected"])) for s in statuses}
+            statuses = await asyncio.gather(*(self.clients[n].get("/status") for n in self.present))
+            missing = {s["node"]: sorted(set(s["neighbours"]) - set(s["connected"]) - self.absent)
+                       for s in statuses}
             missing = {k: v for k, v in missing.items() if v}
             if not missing:
                 return
@@ -155,38 +166,118 @@ class Runner(RunRecord):
     async def _start_all(self) -> None:
         lead = 1.0 + 0.01 * len(self.plan.nodes)  # time for every node to hear /start before T0
         self.t0_ns = time.time_ns() + int(lead * 1e9)
-        await asyncio.gather(*(c.post("/start", {"t0": self.t0_ns}) for c in self.clients.values()))
+        await asyncio.gather(*(self.clients[n].post("/start", {"t0": self.t0_ns}) for n in self.present))
         self.manifest["t0_ns"] = self.t0_ns
 
     async def _restart(self, node_id: str) -> None:
         self.backend.start_node(node_id, self.configs[node_id])
         await self._wait_healthy([node_id], 30)
         await self.clients[node_id].post("/start", {"t0": self.t0_ns})
+        # degradations outlive processes: tell the new one about its own and its peers'
+        node = self.plan.node(node_id)
+        known = {node_id, *(node.contacts or node.neighbours)}
+        for degraded, spec in self.degraded.items():
+            if degraded in known:
+                await self.clients[node_id].post("/links", {"node": degraded, **spec})
 
-    async def _apply_fault(self, fault: FaultEvent) -> None:
+    async def _apply_fault(self, fault: FaultEvent) -> bool:
+        """Execute one fault; False if it did not apply (said as a warning)."""
+        node = fault.node
         if fault.action == "kill":
-            self.backend.kill_node(fault.node)
+            self.backend.kill_node(node)
         elif fault.action == "stop":
-            await self.clients[fault.node].post("/stop", {"reason": "fault timeline"})
-            if self.backend.wait_node(fault.node, 10) is None:
-                self.backend.kill_node(fault.node)
-        elif fault.action == "restart":
-            if self.backend.alive(fault.node):
-                self.warn(f"restart of {fault.node} at {fault.at:g}s: it is still running; skipped")
-                return
-            await self._restart(fault.node)
+            if self.backend.alive(node):
+                await self.clients[node].post("/stop", {"reason": "fault timeline"})
+                if self.backend.wait_node(node, 10) is None:
+                    self.backend.kill_node(node)
+        elif fault.action in ("restart", "join"):
+            if self.backend.alive(node):
+                self.warn(f"{fault.action} of {node} at {fault.at:g}s: it is still running; skipped")
+                return False
+            await self._restart(node)
+        elif fault.action == "partition":
+            await self._blocking(self._partition, fault.groups)
+        elif fault.action == "heal":
+            await self._blocking(self._heal)
+        elif fault.action == "degrade":
+            self.degraded[node] = {"delay_ms": fault.delay_ms, "loss": fault.loss}
+            if fault.bandwidth:
+                await self._blocking(self._set_rate, node, fault.bandwidth, fault.bandwidth)
+            await self._degrade_links(node, fault.delay_ms, fault.loss)
+        elif fault.action == "restore":
+            planned = self.plan.node(node)
+            if self.degraded.pop(node, None) is not None:
+                await self._blocking(self._set_rate, node, planned.bandwidth_up, planned.bandwidth_down)
+                await self._degrade_links(node, 0.0, 0.0)
+        return True
+
+    # network faults, on the live tc trees (orchestrator/shaping.py) and the node transports
+    def _partition(self, groups: list[list[str]]) -> None:
+        side = {x: i for i, g in enumerate(groups) for x in g}
+        address_of = {n.id: self.backend.address(n.id) for n in self.plan.nodes}
+        for node in self.plan.nodes:
+            others = [address_of[p] for p in node.contacts or node.neighbours if side[p] != side[node.id]]
+            ends = self.backend.link_ends(node.id)
+            with self.backend.netns(ends.node_netns) as ns:
+                shaping.cut_off(ns, ends.node_ifname, others)
+
+    def _heal(self) -> None:
+        for node in self.plan.nodes:
+            ends = self.backend.link_ends(node.id)
+            with self.backend.netns(ends.node_netns) as ns:
+                shaping.reconnect(ns, ends.node_ifname)
+
+    def _set_rate(self, node_id: str, up_bps: int, down_bps: int) -> None:
+        ends = self.backend.link_ends(node_id)
+        with self.backend.netns(ends.node_netns) as ns:
+            shaping.set_rate(ns, ends.node_ifname, up_bps)
+        with self.backend.netns(ends.far_netns) as ns:
+            shaping.set_rate(ns, ends.far_ifname, down_bps)
+
+    async def _degrade_links(self, node_id: str, delay_ms: float, loss: float) -> None:
+        """Latency and loss on every link of the node, both ways: its own transport (towards all its
+        peers) and each running peer's transport (towards it) are told; zeros restore."""
+        node = self.plan.node(node_id)
+        body = {"node": node_id, "delay_ms": delay_ms, "loss": loss}
+        targets = [p for p in [node_id, *(node.contacts or node.neighbours)] if self.backend.alive(p)]
+        results = await asyncio.gather(*(self.clients[p].post("/links", body) for p in targets),
+                                       return_exceptions=True)
+        for result in results:
+            if isinstance(result, Exception):  # a peer that died meanwhile has no links to degrade
+                self.warn(f"degrade of {node_id}: {result}")
+
+    def _record_fault(self, fault: FaultEvent) -> None:
+        took_effect = time.time_ns()
+        self.manifest["faults_executed"].append(
+            {**fault.model_dump(exclude_defaults=True), "at": fault.at, "action": fault.action, "t_ns": took_effect,
+             "offset_s": round((took_effect - self.t0_ns) / 1e9, 3)})
+        what = fault.node or (f"into {len(fault.groups)} sides" if fault.groups else "the network")
+        self.step(f"fault: {fault.action} {what} at T0+{(took_effect - self.t0_ns) / 1e9:.2f}s")
 
     async def _timeline(self) -> None:
+        """Faults in time order. A restart or join (a process start, ~0.5 s) runs in the background so
+        later faults keep their time; the next fault on the same node waits for it."""
         assert self.t0_ns is not None
+        pending: dict[str, asyncio.Task] = {}
+
+        async def execute(fault: FaultEvent) -> None:
+            if await self._apply_fault(fault):
+                self._record_fault(fault)
+
         for fault in self.plan.faults:
             delay = self.t0_ns / 1e9 + fault.at - time.time()
             if delay > 0:
                 await asyncio.sleep(delay)
-            await self._apply_fault(fault)
-            took_effect = time.time_ns()
-            self.manifest["faults_executed"].append(
-                {**fault.model_dump(), "t_ns": took_effect, "offset_s": round((took_effect - self.t0_ns) / 1e9, 3)})
-            self.step(f"fault: {fault.action} {fault.node} at T0+{(took_effect - self.t0_ns) / 1e9:.2f}s")
+            busy = [pending.pop(fault.node)] if fault.node in pending else (
+                [] if fault.node else [pending.pop(k) for k in list(pending)])
+            if busy:
+                await asyncio.gather(*busy)
+            if fault.action in ("restart", "join"):
+                pending[fault.node] = asyncio.create_task(execute(fault))
+            else:
+                await execute(fault)
+        if pending:
+            await asyncio.gather(*pending.values())
         remaining = self.t0_ns / 1e9 + self.plan.end - time.time()
         if remaining > 0:
             await asyncio.sleep(remaining)
@@ -222,8 +313,9 @@ class Runner(RunRecord):
         for node in plan.nodes:
             self.configs[node.id] = self._node_config(node.id, mode)
             self.clients[node.id] = self.backend.control(node.id)
-            self.backend.start_node(node.id, self.configs[node.id])
-        await self._wait_healthy([x.id for x in plan.nodes], 30 + 0.3 * n)
+            if not node.absent:
+                self.backend.start_node(node.id, self.configs[node.id])
+        await self._wait_healthy(self.present, 30 + 0.3 * n)
         await self._wait_connected(30 + 0.2 * n)
         self.manifest["startup_s"] = round(time.monotonic() - started, 2)
         self.step(f"nodes up and connected in {self.manifest['startup_s']:.1f}s")

@@ -154,19 +154,102 @@ class Workload(Strict):
         return self
 
 
+NODE_ACTIONS = ("kill", "stop", "restart", "join", "degrade", "restore")
+FAULT_ACTIONS = NODE_ACTIONS + ("partition", "heal")
+
+
 class Fault(Strict):
+    """One entry of the fault timeline (every backend executes it at `at` seconds after T0)."""
+
     at: Duration = Field(..., ge=0, description="seconds after T0")
-    action: Literal["kill", "stop", "restart"]
+    action: Literal[FAULT_ACTIONS] = Field(  # type: ignore[valid-type]
+        ..., description="kill (SIGKILL), stop (graceful), restart (same identity), join (a node absent "
+                         "until now: a new identity), partition, heal, degrade, restore")
     nodes: list[str] | None = Field(None, description="node ids, e.g. [n3, n7]")
     sample: int | None = Field(None, gt=0, description="or: this many nodes picked by the planner")
     restart_after: Duration | None = Field(None, gt=0, description="kill/stop: restart this long after")
+    groups: list[list[str]] | None = Field(
+        None, description="partition: the sides, as lists of node ids (nodes not listed form one more side)")
+    split: float | None = Field(None, gt=0, lt=1, description="partition: or cut off this fraction of the "
+                                                              "nodes (picked by the planner) from the rest")
+    duration: Duration | None = Field(None, gt=0, description="partition: heal, degrade: restore, this long after")
+    delay: Duration | None = Field(None, gt=0, description="degrade: latency added to each of the node's links, "
+                                                           "both directions")
+    loss: float | None = Field(None, gt=0, lt=1, description="degrade: frame loss on the node's links, both directions")
+    bandwidth: Bandwidth | None = Field(None, gt=0, description="degrade: the node's new upload and download rate")
 
     @model_validator(mode="after")
     def _targets(self) -> "Fault":
-        if (self.nodes is None) == (self.sample is None):
-            raise ValueError("give exactly one of nodes (a list of ids) or sample (a count)")
-        if self.action == "restart" and self.restart_after is not None:
+        a = self.action
+        if a in NODE_ACTIONS and (self.nodes is None) == (self.sample is None):
+            raise ValueError(f"{a}: give exactly one of nodes (a list of ids) or sample (a count)")
+        if a not in NODE_ACTIONS and (self.nodes is not None or self.sample is not None):
+            raise ValueError(f"{a} applies to the whole network: leave nodes and sample out")
+        if self.restart_after is not None and a not in ("kill", "stop"):
             raise ValueError("restart_after belongs on kill or stop")
+        if a == "partition" and (self.groups is None) == (self.split is None):
+            raise ValueError("partition: give exactly one of groups (lists of node ids) or split (a fraction)")
+        if a != "partition" and (self.groups is not None or self.split is not None):
+            raise ValueError("groups and split belong on partition")
+        if self.duration is not None and a not in ("partition", "degrade"):
+            raise ValueError("duration belongs on partition (heal after) or degrade (restore after)")
+        impair = [k for k in ("delay", "loss", "bandwidth") if getattr(self, k) is not None]
+        if a == "degrade" and not impair:
+            raise ValueError("degrade: give at least one of delay, loss, bandwidth")
+        if a != "degrade" and impair:
+            raise ValueError(f"{', '.join(impair)} belong on degrade")
+        return self
+
+
+class Lifetime(Strict):
+    """A distribution of durations with the given mean (session lengths, downtimes)."""
+
+    distribution: Literal["exponential", "pareto", "weibull"] = "exponential"
+    mean: Duration = Field(..., gt=0)
+    shape: float | None = Field(None, gt=0, description="pareto (alpha, > 1 for a finite mean; default 2) "
+                                                        "and weibull (k; default 0.5): the shape")
+
+    @model_validator(mode="after")
+    def _shape(self) -> "Lifetime":
+        if self.distribution == "exponential" and self.shape is not None:
+            raise ValueError("exponential has no shape; leave shape out")
+        if self.distribution == "pareto" and self.shape is not None and self.shape <= 1:
+            raise ValueError(f"pareto shape {self.shape} gives an infinite mean; use a shape above 1")
+        return self
+
+
+class Churn(Strict):
+    """Nodes leaving and coming back during the run: a session model or a trace file."""
+
+    fraction: float | None = Field(None, gt=0, le=1, description="session model: share of the nodes that "
+                                                                 "cycle (sampled by the planner)")
+    session: Lifetime | None = Field(None, description="session model: how long a node stays up")
+    downtime: Lifetime | None = Field(None, description="session model: how long it stays away "
+                                                        "(default: exponential, the session's mean)")
+    trace: str | None = Field(None, description="or: a CSV file of `seconds_after_T0,node,up|down` lines "
+                                                "(a path relative to the working directory, as network.latency.path)")
+    departure: Literal["kill", "stop"] = Field("kill", description="how a node leaves: SIGKILL or graceful")
+    rejoin: Literal["same", "new"] = Field(
+        "same", description="same: it comes back with its identity (restart); new: a fresh node from the "
+                            "reserve joins instead")
+    reserve: int = Field(0, ge=0, description="rejoin new: nodes (counted in nodes.count) that stay away "
+                                              "until they join as new identities")
+    start: Duration = Field(0.0, ge=0, description="session model: first departures after T0 + start")
+    until: Duration | None = Field(None, gt=0, description="session model: no departures after this "
+                                                           "(default: the end of the publishing window)")
+
+    @model_validator(mode="after")
+    def _one_model(self) -> "Churn":
+        model = self.fraction is not None or self.session is not None
+        if model == (self.trace is not None):
+            raise ValueError("churn: give either fraction and session (a session model) or trace (a file)")
+        if model and (self.fraction is None or self.session is None):
+            raise ValueError("churn: the session model needs both fraction and session")
+        if self.trace is not None and (self.downtime or self.rejoin != "same" or self.reserve):
+            raise ValueError("churn.trace says who leaves and joins; downtime, rejoin and reserve do not apply")
+        if (self.rejoin == "new") != (self.reserve > 0):
+            raise ValueError("churn: rejoin new needs a reserve of nodes to join (churn.reserve), and a "
+                             "reserve is only used with rejoin new")
         return self
 
 
@@ -202,6 +285,9 @@ class Analysis(Strict):
     epoch_window: Duration | None = Field(
         None, gt=0, description="width of the per-epoch curves of overlay protocols; unset: topiary's "
                                 "epoch length, else 10s")
+    dissemination_window: Duration = Field(
+        5.0, gt=0, description="delivery_ratio_up counts a receiver only if it was up from a message's "
+                               "publication to this long after (churn, kills: see README \"Faults\")")
     warmup_messages: int | None = Field(
         None, ge=0, description="first published messages left out of the protocol's latency figures "
                                 "(bandwidth counts them); unset: the protocol's default (gossipsub: 2, as its seed)")
@@ -230,6 +316,7 @@ class Scenario(Strict):
     topics: Topics = Field(default_factory=Topics)
     workload: Workload = Field(default_factory=Workload)
     faults: list[Fault] = Field(default_factory=list)
+    churn: Churn | None = None
     attackers: list[Attackers] = Field(default_factory=list)
     calibration: Calibration = Field(default_factory=Calibration)
     analysis: Analysis = Field(default_factory=Analysis)
@@ -250,11 +337,18 @@ class Scenario(Strict):
             raise ValueError(f"workload.publishers ({self.workload.publishers}) exceeds nodes.count ({n})")
         ids = {f"n{i}" for i in range(n)}
         for i, fault in enumerate(self.faults):
-            unknown = [x for x in fault.nodes or [] if x not in ids]
+            listed = list(fault.nodes or []) + [x for g in fault.groups or [] for x in g]
+            unknown = [x for x in listed if x not in ids]
             if unknown:
-                raise ValueError(f"faults[{i}].nodes: unknown node ids {unknown} (ids are n0..n{n - 1})")
+                raise ValueError(f"faults[{i}].{'groups' if fault.groups else 'nodes'}: unknown node ids {unknown} "
+                                 f"(ids are n0..n{n - 1})")
+            if len(set(listed)) != len(listed):
+                raise ValueError(f"faults[{i}]: a node is listed twice")
             if fault.sample and fault.sample > n:
                 raise ValueError(f"faults[{i}].sample ({fault.sample}) exceeds nodes.count ({n})")
+        if self.churn and self.churn.reserve + self.workload.publishers > n:
+            raise ValueError(f"churn.reserve ({self.churn.reserve}) leaves fewer nodes present at T0 than "
+                             f"workload.publishers ({self.workload.publishers})")
         honest = n - sum(a.count for a in self.attackers)
         if self.workload.publishers > honest:
             raise ValueError(f"attackers: {n - honest} attackers leave {honest} honest nodes, fewer than "

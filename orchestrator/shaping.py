@@ -8,9 +8,15 @@ the far end of its link for the download cap). Per node, egress:
          ├─ 1:2    htb                             unmatched traffic: no added latency
          ├─ 1:10   htb ─ 10: netem delay=d0 ...    destinations whose one-way latency rounds to d0
          ├─ 1:11   htb ─ 11: netem delay=d1 ...    ...one class per latency bucket, not per peer
-         └─ u32 filters: ip dst <peer> -> its bucket's class
+         ├─ u32 filters (prio 2): ip dst <peer> -> its bucket's class
+         │
+         │  during a partition (fault timeline) only:
+         ├─ 1:3   htb ─ 3: pfifo limit 0               the cut: every packet classified here is dropped
+         └─ u32 filters (prio 1): ip dst <peer on another side> -> 1:3
 
 and on the switch side of its link: root 1: htb -> 1:1 rate=down (what the node can receive).
+Degrading a node's bandwidth changes the rate of 1:1 (and the ceil of its children) on both trees
+in place: nothing is rebuilt, queued packets stay queued.
 
 Kernels without sch_netem (CI machines, WSL2, minimal cloud kernels) keep the HTB rate but no bucket
 classes; the same buckets then become per-destination delays in the node transport
@@ -30,6 +36,8 @@ from pyroute2.netlink.exceptions import NetlinkError
 MTU_FRAME = 1514
 ETH_P_IP = 0x0800
 NETEM = "netem"
+BUCKET_PRIO, CUT_PRIO = 2, 1          # the partition's filters are looked at first
+CUT_CLASS, CUT_QDISC = "1:3", "3:"
 TRANSPORT = "transport"
 
 
@@ -120,8 +128,46 @@ def shape_egress(ipr: NetNS, ifname: str, shape: NodeShape, with_netem: bool) ->
                delay=int(bucket.delay_ms * 1000), jitter=int(bucket.jitter_ms * 1000),
                loss=bucket.loss * 100, limit=netem_limit(shape.up_bps, bucket.delay_ms, bucket.jitter_ms))
         for address in bucket.destinations:
-            ipr.tc("add-filter", "u32", index=index, parent="1:", prio=1, protocol=ETH_P_IP,
+            ipr.tc("add-filter", "u32", index=index, parent="1:", prio=BUCKET_PRIO, protocol=ETH_P_IP,
                    target=f"1:{minor:x}", keys=[_u32_dst(address)])
+
+
+def cut_off(ipr: NetNS, ifname: str, addresses: list[str]) -> None:
+    """Partition: drop everything this node sends to `addresses` (class 1:3, a pfifo of 0 packets).
+    TCP sees plain loss: connections stay open and retransmit, as across a real network split."""
+    index = ipr.link_lookup(ifname=ifname)[0]
+    ipr.tc("add-class", "htb", index=index, handle=CUT_CLASS, parent="1:1", rate="8000bit", ceil="8000bit",
+           quantum=MTU_FRAME)
+    ipr.tc("add", "pfifo", index=index, parent=CUT_CLASS, handle=CUT_QDISC, limit=0)
+    for address in addresses:
+        ipr.tc("add-filter", "u32", index=index, parent="1:", prio=CUT_PRIO, protocol=ETH_P_IP,
+               target=CUT_CLASS, keys=[_u32_dst(address)])
+
+
+def reconnect(ipr: NetNS, ifname: str) -> None:
+    """Heal: remove the partition's filters and its class (a no-op on a node that was not cut)."""
+    index = ipr.link_lookup(ifname=ifname)[0]
+    try:
+        # handle 0 at a prio: the kernel removes every filter of that priority at once
+        ipr.tc("del-filter", "u32", index=index, parent="1:", prio=CUT_PRIO, protocol=ETH_P_IP,
+               target=CUT_CLASS, keys=[])
+        ipr.tc("del-class", "htb", index=index, handle=CUT_CLASS, parent="1:1", rate="8000bit", ceil="8000bit")
+    except NetlinkError as err:
+        if err.code not in (2, 22):  # not partitioned
+            raise
+
+
+def set_rate(ipr: NetNS, ifname: str, bps: int) -> None:
+    """Change the node's link rate in place (class 1:1; its children may borrow up to it)."""
+    index = ipr.link_lookup(ifname=ifname)[0]
+    rate, quantum = _rate(bps), htb_quantum(bps)
+    ipr.tc("change-class", "htb", index=index, handle="1:1", parent="1:", rate=rate, ceil=rate, quantum=quantum)
+    for c in ipr.get_classes(index=index):
+        handle = _handle(c["handle"])
+        if c["parent"] == 0x10001 and handle != CUT_CLASS:
+            own = c.get_attr("TCA_OPTIONS").get_attr("TCA_HTB_PARMS")["rate"] * 8
+            ipr.tc("change-class", "htb", index=index, handle=handle, parent="1:1",
+                   rate=_rate(max(8000, min(own, bps))), ceil=rate, quantum=quantum)
 
 
 def shape_download(ipr: NetNS, ifname: str, down_bps: int) -> None:

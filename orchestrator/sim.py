@@ -107,6 +107,7 @@ class Simulation:
                               loss=plan.loss, sink=sink, keep_deliveries=keep_deliveries)
         self.bandwidth = bandwidth
         self.t0 = 0.5 + 2 * max((delay[index[n.id]][index[p]] for n in plan.nodes for p in n.dial), default=0.0)
+        self._degraded: set[str] = set()
         self.stats = SimStats(nodes=len(plan.nodes))
         self._rngs = {n.id: random.Random(f"{plan.seed}:{n.id}") for n in plan.nodes}
         self.net.before_boot = self._started
@@ -144,34 +145,54 @@ class Simulation:
             self.sent.append((self.net.now - self.t0, topic, node_id, msg_id))
 
     def _fault(self, fault: FaultEvent) -> None:
-        node = self.net.nodes[fault.node]
-        if fault.action in ("kill", "stop") and node.up:
-            if fault.action == "stop":
+        """Execute one fault as the runner does (orchestrator/runner.py), at its exact virtual time."""
+        net, action = self.net, fault.action
+        node = net.nodes.get(fault.node)
+        if action in ("kill", "stop") and node is not None and node.up:
+            if action == "stop":
                 self._emit(fault.node, "stop", reason="fault timeline")
-            self.net.crash(fault.node, reason="closed by peer")
-        elif fault.action == "restart" and not node.up:
-            self.net.restart(fault.node)
+            net.crash(fault.node, reason="closed by peer")
+        elif action == "restart" and node is not None and not node.up:
+            net.restart(fault.node)
             self._join(fault.node)
             self._emit(fault.node, "t0", t0=int(self.t0 * 1e9))
+        elif action == "join" and node is None:
+            self._add(fault.node)
+            self._join(fault.node)
+            self._emit(fault.node, "t0", t0=int(self.t0 * 1e9))
+        elif action == "partition":
+            net.partition(fault.groups)
+        elif action == "heal":
+            net.heal()
+        elif action == "degrade":
+            rate = (fault.bandwidth, fault.bandwidth) if fault.bandwidth else None
+            net.degrade(fault.node, fault.delay_ms / 1000, fault.loss, rate)
+            self._degraded.add(fault.node)
+        elif action == "restore" and fault.node in self._degraded:
+            self._degraded.discard(fault.node)
+            planned = self.plan.node(fault.node)
+            net.degrade(fault.node, bandwidth=(planned.bandwidth_up, planned.bandwidth_down))
         else:
             return  # the runner skips these too (a restart of a running node, a kill of a dead one)
-        self.stats.faults_executed.append({**fault.model_dump(), "t_ns": int(self.net.now * 1e9),
-                                           "offset_s": round(self.net.now - self.t0, 6)})
+        self.stats.faults_executed.append({**fault.model_dump(exclude_defaults=True), "at": fault.at,
+                                           "action": action, "t_ns": int(net.now * 1e9),
+                                           "offset_s": round(net.now - self.t0, 6)})
 
     def start_up(self) -> None:
         """Every node starts, subscribes and dials; virtual time runs to T0 (connections are up)."""
-        for node in self.plan.nodes:
-            self._add(node.id)
-        for node in self.plan.nodes:
-            self._join(node.id)
+        present = [n.id for n in self.plan.nodes if not n.absent]
+        for node_id in present:
+            self._add(node_id)
+        for node_id in present:
+            self._join(node_id)
         self.net.run(until=self.t0)
 
     def run(self, progress: Callable[[str], None] | None = None, every: float = 10.0) -> SimStats:
         started = time.perf_counter()
         net, plan = self.net, self.plan
         self.start_up()
-        for node in plan.nodes:
-            self._emit(node.id, "t0", t0=int(self.t0 * 1e9))
+        for node_id in net.nodes:
+            self._emit(node_id, "t0", t0=int(self.t0 * 1e9))
         for node in plan.nodes:
             for offset, topic, size in node.schedule:
                 net.schedule(offset, lambda n=node.id, t=topic, s=size: self._publish(n, t, s))

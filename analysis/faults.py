@@ -1,0 +1,152 @@
+"""What the fault timeline did to a run: when each node was up, whether every planned publish is
+accounted for, delivery among the nodes that were up, and each partition's effect and recovery.
+
+A node is *up* from its `t0` event (the moment its publish schedule was armed: at T0, or after a
+restart or join once it had started and dialled) until it left: its `stop` event, the kill the
+manifest records (`faults_executed`, the time it took effect), or, for a process that died on its
+own, its last event. Only nodes up for the whole dissemination window of a message
+(`analysis.dissemination_window` after its publication) count in `delivery_ratio_up`.
+"""
+from __future__ import annotations
+
+from bisect import bisect_right
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+DEFAULT_WINDOW_S = 5.0
+
+Intervals = dict[str, list[tuple[int, int]]]  # node -> [(up_from_ns, up_to_ns)]
+
+
+def up_intervals(events: DataFrame, manifest: dict[str, Any]) -> Intervals:
+    """Each node's up intervals, in ns (see the module docstring)."""
+    marks = (events.where(F.col("type").isin("t0", "stop")).select("node", "type", "ts")
+             .union(events.groupBy("node").agg(F.lit("last").alias("type"), F.max("ts").alias("ts")))
+             .collect())
+    kills: dict[str, list[int]] = {}
+    for f in manifest.get("faults_executed") or []:
+        if f.get("action") == "kill":
+            kills.setdefault(f["node"], []).append(int(f["t_ns"]))
+    per_node: dict[str, list[tuple[int, str]]] = {}
+    for row in marks:
+        per_node.setdefault(row["node"], []).append((int(row["ts"]), row["type"]))
+    for node, times in kills.items():
+        per_node.setdefault(node, []).extend((t, "kill") for t in times)
+    out: Intervals = {}
+    for node, items in per_node.items():
+        last = max((t for t, kind in items if kind == "last"), default=0)
+        intervals, start = [], None
+        for t, kind in sorted(items):
+            if kind == "t0" and start is None:
+                start = t
+            elif kind in ("stop", "kill") and start is not None:
+                intervals.append((start, t))
+                start = None
+        if start is not None:  # never said goodbye: it ran to its last event (the end, or a crash)
+            intervals.append((start, max(start, last)))
+        out[node] = intervals
+    return out
+
+
+def _covers(intervals: list[tuple[int, int]], a: int, b: int) -> bool:
+    """Is [a, b] inside one of the (sorted, disjoint) intervals?"""
+    i = bisect_right([s for s, _ in intervals], a) - 1
+    return i >= 0 and intervals[i][1] >= b
+
+
+def accounting(plan: dict[str, Any], t0_ns: int | None, intervals: Intervals, events: DataFrame) -> dict[str, int]:
+    """Every planned publish is logged, or its publisher was not up at its time; `unaccounted` is
+    what is neither (it must be 0)."""
+    publishers = [n for n in plan["nodes"] if n["schedule"]]
+    planned = sum(len(n["schedule"]) for n in publishers)
+    logged = (events.where((F.col("type") == "publish_message") & F.col("node").isin([n["id"] for n in publishers]))
+              .count()) if publishers else 0
+    down = 0
+    if t0_ns is not None:
+        for n in publishers:
+            iv = intervals.get(n["id"], [])
+            down += sum(1 for offset, _, _ in n["schedule"] if not _covers(iv, t0_ns + int(offset * 1e9),
+                                                                           t0_ns + int(offset * 1e9)))
+    return {"published_planned": planned, "published_logged": logged, "publisher_down": down,
+            "unaccounted": planned - logged - down}
+
+
+def intervals_frame(spark: SparkSession, intervals: Intervals) -> DataFrame:
+    schema = T.StructType([T.StructField("receiver", T.StringType()), T.StructField("up_from", T.LongType()),
+                           T.StructField("up_to", T.LongType())])
+    rows = [(node, a, b) for node, spans in intervals.items() for a, b in spans]
+    return spark.createDataFrame(rows, schema)
+
+
+def deliveries_up(dl: DataFrame, up: DataFrame, window_ns: int) -> DataFrame:
+    """The expected deliveries whose receiver was up from publication to the end of the window."""
+    joined = dl.join(up, "receiver").where((F.col("up_from") <= F.col("t_pub"))
+                                           & (F.col("up_to") >= F.col("t_pub") + F.lit(window_ns)))
+    return joined.drop("up_from", "up_to").dropDuplicates(["msg_id", "receiver"])
+
+
+def ratio(dl: DataFrame) -> float | None:
+    row = dl.agg(F.count("*").alias("e"), F.count("t_recv").alias("d")).first()
+    return row["d"] / row["e"] if row["e"] else None
+
+
+def partitions(manifest: dict[str, Any], pubs: DataFrame, dl_up: DataFrame) -> list[dict[str, Any]]:
+    """Per executed partition: messages published while it held, their delivery (among receivers up)
+    on the publisher's side and across (before and after the heal), and how long after the heal delivery among up
+    nodes was back to 1.0 for good (`recovery_s`: from the heal to the first message from which on
+    every message reached all its up receivers; null if it never did)."""
+    executed = manifest.get("faults_executed") or []
+    t0 = manifest.get("t0_ns") or 0
+    cuts = [f for f in executed if f.get("action") == "partition"]
+    if not cuts:
+        return []
+    heals = sorted(int(f["t_ns"]) for f in executed if f.get("action") == "heal")
+    per_msg = (dl_up.groupBy("msg_id").agg(F.count("*").alias("e"), F.count("t_recv").alias("d"))
+               .join(pubs.select("msg_id", "t_pub"), "msg_id").orderBy("t_pub").collect())
+    out = []
+    for cut in cuts:
+        start = int(cut["t_ns"])
+        heal = next((h for h in heals if h > start), None)
+        end = heal if heal is not None else 1 << 62
+        side = {n: i for i, g in enumerate(cut["groups"]) for n in g}
+        # strictly after the cut: a message published at that very instant may have left before it
+        during = (dl_up.where((F.col("t_pub") > start) & (F.col("t_pub") < end))
+                  .join(pubs.select("msg_id", "origin"), "msg_id")
+                  .select("msg_id", "origin", "receiver", "t_recv").collect())
+        own = [r for r in during if side.get(r["receiver"]) == side.get(r["origin"])]
+        across = [r for r in during if side.get(r["receiver"]) != side.get(r["origin"])]
+        entry: dict[str, Any] = {
+            "at_s": round((start - t0) / 1e9, 3), "heal_s": round((heal - t0) / 1e9, 3) if heal else None,
+            "sides": [len(g) for g in cut["groups"]],
+            "messages_during": len({r["msg_id"] for r in during}),
+            "own_side_delivery_before_heal": _share([r for r in own if r["t_recv"] is not None and r["t_recv"] < end], own),
+            "across_delivered_before_heal": sum(1 for r in across if r["t_recv"] is not None and r["t_recv"] < end),
+            "across_delivered_after_heal": sum(1 for r in across if r["t_recv"] is not None and r["t_recv"] >= end),
+            "across_expected": len(across),
+            "recovery_s": None,
+        }
+        if heal is not None:
+            nxt = next((int(c["t_ns"]) for c in cuts if int(c["t_ns"]) > heal), 1 << 62)
+            after = [r for r in per_msg if heal <= r["t_pub"] < nxt]
+            good_from = None
+            for r in reversed(after):
+                if r["d"] < r["e"]:
+                    break
+                good_from = r["t_pub"]
+            if good_from is not None:
+                entry["recovery_s"] = round((good_from - heal) / 1e9, 3)
+            entry["messages_after_heal"] = len(after)
+        out.append(entry)
+    return out
+
+
+def _share(part: list[Any], whole: list[Any]) -> float | None:
+    return len(part) / len(whole) if whole else None
+
+
+def window_ns(manifest: dict[str, Any]) -> int:
+    analysis = manifest["scenario"].get("analysis") or {}
+    return int(float(analysis.get("dissemination_window") or DEFAULT_WINDOW_S) * 1e9)

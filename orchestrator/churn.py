@@ -1,0 +1,116 @@
+"""Churn: the scenario's `churn:` block turned into up/down transitions per node (pure, seeded).
+
+Two sources, one output (a time-sorted list of `Transition`s that the planner turns into fault
+events): a session model (a fraction of the nodes alternate between sessions and downtimes drawn
+from exponential, Pareto or Weibull distributions with the given means) or a trace file of
+`seconds_after_T0,node,up|down` lines.
+"""
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+from .scenario import Churn, Lifetime
+
+TRACE_MAX_BYTES = 50 * 1024 * 1024
+DEFAULT_SHAPE = {"pareto": 2.0, "weibull": 0.5}
+
+
+@dataclass(frozen=True)
+class Transition:
+    at: float
+    node: str
+    up: bool
+
+
+class ChurnError(ValueError):
+    """The churn block cannot be planned; the message names the field."""
+
+
+def draw(life: Lifetime, rng: random.Random) -> float:
+    """One duration from `life`, a distribution parameterised by its mean."""
+    shape = life.shape or DEFAULT_SHAPE.get(life.distribution)
+    if life.distribution == "exponential":
+        return rng.expovariate(1 / life.mean)
+    if life.distribution == "pareto":  # scale x_m so that the mean a x_m / (a - 1) is `mean`
+        return life.mean * (shape - 1) / shape * rng.paretovariate(shape)
+    return rng.weibullvariate(life.mean / math.gamma(1 + 1 / shape), shape)
+
+
+def session_model(churn: Churn, rng: random.Random, present: list[str], reserve: list[str],
+                  until: float, end: float) -> list[Transition]:
+    """Each cycling node is up at T0, leaves after a session, and after a downtime comes back
+    (rejoin same) or is replaced by the next reserve node (rejoin new), which then cycles too.
+    Departures happen in [start, until); returns happen before `end`."""
+    downtime = churn.downtime or Lifetime(distribution="exponential", mean=churn.session.mean)
+    cycling = sorted(rng.sample(present, max(1, round(churn.fraction * len(present)))), key=_index)
+    spare = list(reserve)
+    out: list[Transition] = []
+    # (time the node's current session started, node): processed in time order so that reserve nodes
+    # are handed out in the order they are needed
+    arrivals = 0
+    active = sorted(((churn.start, n) for n in cycling), key=lambda x: (x[0], _index(x[1])))
+    while active:
+        began, node = active.pop(0)
+        leave = began + draw(churn.session, rng)
+        if leave >= until:
+            continue
+        out.append(Transition(round(leave, 6), node, False))
+        back = leave + draw(downtime, rng)
+        if back >= end:
+            continue
+        if churn.rejoin == "new":
+            arrivals += 1
+            if not spare:
+                continue  # counted, to say how large the reserve must be
+            node = spare.pop(0)
+        out.append(Transition(round(back, 6), node, True))
+        active.append((back, node))
+        active.sort(key=lambda x: (x[0], _index(x[1])))
+    if arrivals > len(reserve):
+        raise ChurnError(f"churn.reserve: this model brings {arrivals} new identities but the reserve holds "
+                         f"{len(reserve)}; raise churn.reserve (and nodes.count), or lower churn.fraction")
+    return sorted(out, key=lambda t: (t.at, _index(t.node)))
+
+
+def read_trace(path: str, node_ids: set[str], end: float) -> list[Transition]:
+    """Parse a churn trace; errors name the line. Times are seconds after T0, within the run."""
+    file = Path(path)
+    if not file.is_file():
+        raise ChurnError(f"churn.trace: no such file: {path}")
+    if file.stat().st_size > TRACE_MAX_BYTES:
+        raise ChurnError(f"churn.trace: {path} is larger than {TRACE_MAX_BYTES // 2**20} MiB")
+    out: list[Transition] = []
+    for number, line in enumerate(file.read_text(errors="replace").splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line or line.lower().startswith("time"):
+            continue  # blank, comment or header
+        parts = [p.strip() for p in line.split(",")]
+        where = f"churn.trace: {path} line {number}"
+        if len(parts) != 3:
+            raise ChurnError(f"{where}: expected `seconds,node,up|down`, got {line!r}")
+        try:
+            at = float(parts[0])
+        except ValueError:
+            raise ChurnError(f"{where}: {parts[0]!r} is not a number of seconds") from None
+        if not 0 <= at < end:
+            raise ChurnError(f"{where}: time {at:g}s is outside the run (0..{end:g}s after T0)")
+        if parts[1] not in node_ids:
+            raise ChurnError(f"{where}: unknown node {parts[1]!r}")
+        if parts[2] not in ("up", "down"):
+            raise ChurnError(f"{where}: the event is `up` or `down`, got {parts[2]!r}")
+        out.append(Transition(at, parts[1], parts[2] == "up"))
+    out.sort(key=lambda t: (t.at, _index(t.node)))
+    state: dict[str, bool] = {}
+    for t in out:
+        if state.get(t.node) == t.up:
+            raise ChurnError(f"churn.trace: {path}: {t.node} goes {'up' if t.up else 'down'} at {t.at:g}s "
+                             "but already is")
+        state[t.node] = t.up
+    return out
+
+
+def _index(node: str) -> int:
+    return int(node[1:])
