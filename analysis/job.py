@@ -23,7 +23,9 @@ def compute(spark: SparkSession, run_dir: Path, write_tables: bool = True) -> tu
     manifest = load_manifest(run_dir)
     events = read_events(spark, run_dir).cache()
     nodes = len(manifest["plan"]["nodes"])
-    all_pubs = M.publishes(events).cache()
+    honest = [n["id"] for n in manifest["plan"]["nodes"] if n.get("role", "honest") == "honest"]
+    # the workload is the honest nodes' publishes (an attacker's flood is traffic, not workload)
+    all_pubs = M.publishes(events).where(F.col("origin").isin(honest)).cache()
     subs = subscriptions_frame(spark, manifest)
     all_dl = M.deliveries(events, M.expected_receivers(all_pubs, subs)).cache()
     window = measure_window(manifest)

@@ -8,6 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from node.framing import MAX_FRAME
+
 
 class Address(BaseModel):
     host: str
@@ -47,7 +49,7 @@ class NodeConfig(BaseModel):
     delays_ms: dict[str, float] = Field(default_factory=dict)
     jitter_ms: float = 0.0
     loss: float = 0.0
-    max_frame: int = 4 * 1024 * 1024
+    max_frame: int = MAX_FRAME
     send_queue_limit: int = 256 * 1024 * 1024
 
 

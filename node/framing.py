@@ -9,8 +9,11 @@ from google.protobuf.message import DecodeError
 
 from node.proto.frame_pb2 import Frame, Hello, Probe
 
-__all__ = ["Frame", "Hello", "Probe", "DecodeError", "FrameTooLarge", "FrameDecoder", "encode_varint",
+__all__ = ["MAX_FRAME", "Frame", "Hello", "Probe", "DecodeError", "FrameTooLarge", "FrameDecoder", "encode_varint",
            "encode_frame"]
+
+
+MAX_FRAME = 4 * 1024 * 1024  # the default frame limit of a node (node/config.py)
 
 
 class FrameTooLarge(ValueError):

@@ -25,7 +25,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from node.behaviours import wrap
+from node import behaviours
 from node.eventlog import check_event
 from node.protocols.base import ProtocolCore
 
@@ -197,8 +197,8 @@ class MemNetwork:
         if self.before_boot:
             self.before_boot(node.node_id)
         rng = random.Random(self.rng.getrandbits(64))
-        io = wrap(_MemIO(self, node.node_id), behaviour, core_cls.frame_topics, self.schedule)
-        node.core = core_cls(node.node_id, params, io, lambda: self.now, rng)
+        node.core = behaviours.build(core_cls, node.node_id, params, _MemIO(self, node.node_id), lambda: self.now,
+                                     rng, behaviour, self.schedule)
         node.up = True
         node.core.on_start()
 

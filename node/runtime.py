@@ -11,7 +11,7 @@ import time
 import traceback
 from typing import Any
 
-from node.behaviours import wrap
+from node import behaviours
 from node.config import NodeConfig
 from node.eventlog import EventLog
 from node.framing import Frame, Probe
@@ -30,10 +30,10 @@ class NodeRuntime:
         self.events = EventLog.open(cfg.node_id, cfg.event_log)
         core_cls = get_protocol(cfg.protocol)
         self._directory = {p: frozenset(t) for p, t in cfg.directory.items()}
-        io = wrap(self, cfg.behaviour, core_cls.frame_topics,
-                  lambda delay, fn: asyncio.get_running_loop().call_later(delay, self._guard, fn))
-        self.core = core_cls(cfg.node_id, core_cls.Params(**cfg.params), io, time.monotonic,
-                             random.Random(self.rng.getrandbits(64)))
+        self.core = behaviours.build(
+            core_cls, cfg.node_id, core_cls.Params(**cfg.params), self, time.monotonic,
+            random.Random(self.rng.getrandbits(64)), cfg.behaviour,
+            lambda delay, fn: asyncio.get_running_loop().call_later(delay, self._guard, fn))
         self.transport = Transport(
             cfg.node_id, cfg.run_id, cfg.protocol, delays_ms=cfg.delays_ms, jitter_ms=cfg.jitter_ms,
             max_frame=cfg.max_frame, queue_limit=cfg.send_queue_limit, rng=random.Random(self.rng.getrandbits(64)),

@@ -12,7 +12,9 @@ from urllib.parse import urlparse
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
+from node.behaviours import BEHAVIOURS, CONTROL
 from node.protocols import PROTOCOLS
+from node.protocols.pubsub_wire import message_topics
 
 from .latency import LATENCY_MODELS
 from .overlays import ALGORITHMS as OVERLAYS
@@ -32,7 +34,6 @@ ProtocolSpec = Annotated[Union[tuple(_protocol_spec(n, c.Params) for n, c in PRO
                          Field(discriminator="name")]
 LatencySpec = Annotated[Union[tuple(LATENCY_MODELS.values())], Field(discriminator="model")]
 ROLES = ("honest",)
-BEHAVIOURS = ("topic-drop", "eclipse", "slow", "censor")
 
 
 class Group(Strict):
@@ -262,6 +263,10 @@ class Attackers(Strict):
                                                 "subscribe to it and never forward it")
     delay: Duration = Field(0.2, gt=0, description="slow: processing delay added before every forward")
     court: int = Field(4, ge=0, description="eclipse: honest nodes each attacker connects to")
+    rate: Rate = Field(10.0, gt=0, le=10_000, description="malformed, *-spam: frames per second to each peer; "
+                                                          "publish-flood: messages per second")
+    ids: int = Field(500, gt=0, le=100_000, description="ihave-spam, iwant-spam: message ids per frame")
+    size: Size = Field(1024, gt=0, le=4 * 1024 * 1024, description="publish-flood: message size")
 
     @model_validator(mode="after")
     def _topic_for_topic_drop(self) -> "Attackers":
@@ -358,6 +363,10 @@ class Scenario(Strict):
                                                  and int(attack.topic[1:]) < self.topics.count):
                 raise ValueError(f"attackers[{i}].topic: {attack.topic!r} is not a topic (t0..t{self.topics.count - 1})")
         core = PROTOCOLS[self.protocol.name]
+        for i, attack in enumerate(self.attackers):
+            if attack.behaviour in CONTROL and core.frame_topics is not message_topics:
+                raise ValueError(f"attackers[{i}].behaviour: {attack.behaviour} speaks the libp2p pubsub control "
+                                 f"wire (gossipsub); {self.protocol.name} does not use it")
         if core.topology and self.topology.algorithm not in (None, core.topology):
             raise ValueError(f"topology.algorithm: {self.protocol.name} always starts from {core.topology}; "
                              f"leave topology.algorithm out (or use static-overlay to try "

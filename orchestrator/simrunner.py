@@ -5,8 +5,9 @@ simulation's speed figures under `sim`."""
 from __future__ import annotations
 
 import shutil
-import tempfile
+import signal
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -19,11 +20,16 @@ class SimInterrupted(RuntimeError):
     """Ctrl-C stopped the simulation; the run directory says so."""
 
 
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
 class SimRunner(RunRecord):
     def __init__(self, scenario: Scenario, *, seed: int | None = None, console: Console | None = None,
                  label: str = ""):
         super().__init__(scenario, backend="sim", seed=seed, console=console, label=label)
-        self.scratch = Path(tempfile.gettempdir()) / "peerlab" / f"sim-{self.short}"
+        # inside the run directory: a simulation killed outright leaves nothing elsewhere
+        self.scratch = self.run_dir / ".sim-events"
         self.manifest["shaping"] = {
             "mode": "simulated", "probe": "no kernel involved",
             "latency": "per-pair one-way delay (the shaping buckets), jitter and loss in the simulator",
@@ -32,6 +38,13 @@ class SimRunner(RunRecord):
                                   "offsets_ns": {n.id: 0 for n in self.plan.nodes}}
 
     def run(self) -> Path:
+        previous = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM ends it like Ctrl-C: status written
+        try:
+            return self._run()
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+    def _run(self) -> Path:
         plan = self.plan
         self.begin()
         self.step(f"plan: {len(plan.nodes)} nodes, protocol {plan.protocol}, {len(plan.topics)} topics, "

@@ -67,7 +67,7 @@ def test_attackers_are_sampled_never_publish_and_topic_droppers_join_the_victim_
     for n in plan.nodes:
         if n.role == "topic-drop":
             assert "t2" in n.subscriptions and n.behaviour == {"behaviour": "topic-drop", "count": 6, "topic": "t2",
-                                                               "delay": 0.2, "court": 4}
+                                                               "delay": 0.2, "court": 4, "rate": 10.0, "ids": 500, "size": 1024}
             assert not n.schedule
         if n.role == "slow":
             assert n.behaviour["delay"] == pytest.approx(0.3) and not n.schedule
