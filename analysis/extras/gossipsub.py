@@ -60,7 +60,8 @@ def gossipsub_extra(run: RunFrames) -> ExtraResult:
         "duplicates": _count_bytes(events, ("duplicate_message",)),
         "idontwant_saves": _count_bytes(events, ("idontwant_skip", "stagger_skip")),
         "stagger_saves": _count_bytes(events, ("stagger_skip",)),
-        "penalties": events.where(F.col("type") == "penalty").count(),
+        "penalties": int(events.where(F.col("type") == "penalty")
+                         .agg(F.sum(F.coalesce(F.col("msgs"), F.lit(1)))).first()[0] or 0),
         "rejected": events.where((F.col("type") == "reject_message")
                                  & F.col("reason").startswith("validation")).count(),
     }

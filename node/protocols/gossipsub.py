@@ -499,10 +499,13 @@ class GossipSub(TopicCore):
         self.backoff = {k: v for k, v in self.backoff.items() if v > now}
         for peer in list(self.dontwant):
             self.dontwant[peer] = {m: e for m, e in self.dontwant[peer].items() if e > self.tick}
+        broken: dict[str, int] = {}
         for mid, (peer, deadline) in list(self.promises.items()):
             if deadline < now:  # broken IWANT promise
                 del self.promises[mid]
-                self._add_penalty(peer, 1, "broken promise")
+                broken[peer] = broken.get(peer, 0) + 1
+        for peer, count in sorted(broken.items()):
+            self._add_penalty(peer, count, "broken promise")
         self.score.refresh(p.seen_ttl)
         score = {x: self.score.score(x) for x in self.peer_topics}
 
@@ -718,7 +721,7 @@ class GossipSub(TopicCore):
     def _add_penalty(self, peer: str, amount: float, why: str) -> None:
         """P7's input (it counts even with scoring off, for /status and the event log)."""
         self.score.add_penalty(peer, amount)
-        self.io.trace("penalty", peer=peer, reason=why)
+        self.io.trace("penalty", peer=peer, reason=why, **({"msgs": int(amount)} if amount != 1 else {}))
 
     @staticmethod
     def _sizes(rpc: RPC, payload: bytes) -> dict[str, int]:
