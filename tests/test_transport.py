@@ -65,3 +65,52 @@ def test_a_peer_connected_inbound_is_not_dialled_again(monkeypatch):
         await a.close()
         await b.close()
     asyncio.run(main())
+
+
+def test_an_oversized_frame_closes_the_connection():
+    from node.framing import Frame, encode_varint
+
+    async def main():
+        ups, downs = [], []
+        b = transport("b", ups, downs)
+        await b.listen("127.0.0.1", 0)
+        port = b._server.sockets[0].getsockname()[1]
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        hello = Frame()
+        hello.hello.node_id, hello.hello.protocol, hello.hello.run_id = "evil", "p", "run"
+        body = hello.SerializeToString()
+        writer.write(encode_varint(len(body)) + body)
+        assert await settle(lambda: "evil" in b.connections)
+        writer.write(encode_varint((1 << 20) + 1))  # declares more than max_frame; nothing follows
+        await writer.drain()
+        assert await settle(lambda: "evil" not in b.connections)
+        assert downs == [("b", "evil", "oversized frame: frame of 1048577 bytes exceeds the limit of 1048576")]
+        assert await reader.read() is not None  # the node closed its end
+        writer.close()
+        await b.close()
+    asyncio.run(main())
+
+
+def test_degrading_a_peer_delays_its_frames():
+    async def main():
+        a, b, port, ups, downs = await pair()
+        got = []
+        b.on_frame = lambda p, f: got.append(asyncio.get_running_loop().time())
+        a.dial("b", "127.0.0.1", port["b"])
+        assert await settle(lambda: "b" in a.connections)
+        from node.framing import Frame, Probe
+
+        loop = asyncio.get_running_loop()
+        a.degrade("b", 0.25)
+        sent = loop.time()
+        a.send("b", Frame(probe=Probe(kind=Probe.PING, nonce=1)))
+        assert await settle(lambda: len(got) == 1)
+        assert got[0] - sent >= 0.25
+        a.degrade("b", 0.0)  # restored
+        sent = loop.time()
+        a.send("b", Frame(probe=Probe(kind=Probe.PING, nonce=2)))
+        assert await settle(lambda: len(got) == 2)
+        assert got[1] - sent < 0.1
+        await a.close()
+        await b.close()
+    asyncio.run(main())

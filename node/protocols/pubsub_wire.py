@@ -24,9 +24,17 @@ def encode_rpc(rpc: RPC) -> bytes:
 
 
 def decode_rpc(payload: bytes) -> RPC:
-    """Parse one RPC; raises DecodeError on malformed bytes."""
+    """Parse one RPC; raises DecodeError on malformed bytes. proto2 does not check that strings are
+    UTF-8 (protobuf then hands out bytes), so topic names are checked here: a core never sees one
+    that is not text."""
     rpc = RPC()
     rpc.ParseFromString(payload)
+    names = [s.topicid for s in rpc.subscriptions] + [m.topic for m in rpc.publish]
+    if rpc.HasField("control"):
+        c = rpc.control
+        names += [x.topicID for x in c.ihave] + [x.topicID for x in c.graft] + [x.topicID for x in c.prune]
+    if any(not isinstance(n, str) for n in names):
+        raise DecodeError("topic name is not UTF-8")
     return rpc
 
 
