@@ -57,21 +57,38 @@ def _covers(intervals: list[tuple[int, int]], a: int, b: int) -> bool:
     return i >= 0 and intervals[i][1] >= b
 
 
+MATCH_BEFORE_NS, MATCH_AFTER_NS = 50_000_000, 2_000_000_000  # a publish logged this close to its plan
+
+
 def accounting(plan: dict[str, Any], t0_ns: int | None, intervals: Intervals, events: DataFrame) -> dict[str, int]:
-    """Every planned publish is logged, or its publisher was not up at its time; `unaccounted` is
-    what is neither (it must be 0)."""
-    publishers = [n for n in plan["nodes"] if n["schedule"]]
-    planned = sum(len(n["schedule"]) for n in publishers)
-    logged = (events.where((F.col("type") == "publish_message") & F.col("node").isin([n["id"] for n in publishers]))
-              .count()) if publishers else 0
-    down = 0
-    if t0_ns is not None:
-        for n in publishers:
-            iv = intervals.get(n["id"], [])
-            down += sum(1 for offset, _, _ in n["schedule"] if not _covers(iv, t0_ns + int(offset * 1e9),
-                                                                           t0_ns + int(offset * 1e9)))
+    """Every planned publish is logged (a publish_message from its publisher at its time, give or
+    take the scheduling lag), or its publisher was not up at that time; `unaccounted` counts the
+    ones that are neither, and must be 0."""
+    publishers = {n["id"]: n["schedule"] for n in plan["nodes"] if n["schedule"]}
+    planned = sum(len(s) for s in publishers.values())
+    logged_at: dict[str, list[int]] = {}
+    if publishers:
+        for row in (events.where((F.col("type") == "publish_message") & F.col("node").isin(list(publishers)))
+                    .select("node", "ts").collect()):
+            logged_at.setdefault(row["node"], []).append(int(row["ts"]))
+    logged = sum(len(v) for v in logged_at.values())
+    matched = down = unaccounted = 0
+    for node, schedule in publishers.items():
+        times = sorted(logged_at.get(node, []))
+        i = 0
+        for offset, _, _ in sorted(schedule):
+            due = (t0_ns or 0) + int(offset * 1e9)
+            while i < len(times) and times[i] < due - MATCH_BEFORE_NS:
+                i += 1  # a publish nobody planned (should not happen; it stays unmatched)
+            if i < len(times) and times[i] <= due + MATCH_AFTER_NS:
+                matched += 1
+                i += 1
+            elif not _covers(intervals.get(node, []), due, due):
+                down += 1
+            else:
+                unaccounted += 1
     return {"published_planned": planned, "published_logged": logged, "publisher_down": down,
-            "unaccounted": planned - logged - down}
+            "unaccounted": unaccounted}
 
 
 def intervals_frame(spark: SparkSession, intervals: Intervals) -> DataFrame:

@@ -246,8 +246,7 @@ class Runner(RunRecord):
             if isinstance(result, Exception):  # a peer that died meanwhile has no links to degrade
                 self.warn(f"degrade of {node_id}: {result}")
 
-    def _record_fault(self, fault: FaultEvent) -> None:
-        took_effect = time.time_ns()
+    def _record_fault(self, fault: FaultEvent, took_effect: int) -> None:
         self.manifest["faults_executed"].append(
             {**fault.model_dump(exclude_defaults=True), "at": fault.at, "action": fault.action, "t_ns": took_effect,
              "offset_s": round((took_effect - self.t0_ns) / 1e9, 3)})
@@ -261,8 +260,10 @@ class Runner(RunRecord):
         pending: dict[str, asyncio.Task] = {}
 
         async def execute(fault: FaultEvent) -> None:
+            issued = time.time_ns()
             if await self._apply_fault(fault):
-                self._record_fault(fault)
+                # a kill takes effect when the signal is sent; the others once they are done
+                self._record_fault(fault, issued if fault.action == "kill" else time.time_ns())
 
         for fault in self.plan.faults:
             delay = self.t0_ns / 1e9 + fault.at - time.time()

@@ -83,7 +83,7 @@ def test_nodes_deliver_measure_and_stop(three_nodes):
     assert [p.wait(10) for p in procs] == [0, 0, 0]
     events = [json.loads(x) for x in (tmp / "n1.jsonl").read_text().splitlines()]
     delivered = [e["msg_id"] for e in events if e["type"] == "deliver_message"]
-    assert delivered == ["n0-1", msg_id]
+    assert len(delivered) == 2 and delivered[0].startswith("n0-") and delivered[1] == msg_id
     assert events[-1]["type"] in ("stop", "disconnect")
     assert {"start", "t0", "connect", "send_rpc", "recv_rpc", "stop"} <= {e["type"] for e in events}
 

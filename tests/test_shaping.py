@@ -58,3 +58,51 @@ def test_probe_leaves_nothing_behind():
     shaping.probe_netem()
     shaping.probe_htb()
     assert set(netns.listnetns()) == before
+
+
+def _connects(src_ns: str, address: str, port: int) -> bool:
+    """Can a TCP connection be opened from inside `src_ns` (1 s timeout)?"""
+    import subprocess
+    import sys
+
+    code = (f"import socket,sys\ntry:\n socket.create_connection(('{address}',{port}),timeout=1).close()\n"
+            "except OSError:\n sys.exit(1)")
+    return subprocess.run(["ip", "netns", "exec", src_ns, sys.executable, "-c", code]).returncode == 0
+
+
+@pytest.mark.emulation
+def test_cut_drops_traffic_and_heal_and_rate_change_act_in_place(veth_pair):
+    import subprocess
+    import sys
+
+    a, b = veth_pair
+    for name, addr in ((a, "10.9.0.1"), (b, "10.9.0.2")):
+        with NetNS(name, flags=0) as ns:
+            idx = ns.link_lookup(ifname="eth0")[0]
+            ns.addr("add", index=idx, address=addr, prefixlen=24)
+            ns.link("set", index=idx, state="up")
+            ns.link("set", index=ns.link_lookup(ifname="lo")[0], state="up")
+    server = subprocess.Popen(["ip", "netns", "exec", b, sys.executable, "-c",
+                               "import socket,time\ns=socket.socket();s.bind(('10.9.0.2',5001));s.listen(64)\n"
+                               "while True:\n c,_=s.accept();c.close()"])
+    try:
+        with NetNS(a, flags=0) as ns:
+            shaping.shape_egress(ns, "eth0", NodeShape("n0", 50_000_000, 50_000_000, []), with_netem=False)
+        assert _connects(a, "10.9.0.2", 5001)
+        with NetNS(a, flags=0) as ns:
+            shaping.cut_off(ns, "eth0", ["10.9.0.2"])
+            tree = shaping.describe(ns, "eth0")
+        assert "class htb 1:3 parent 1:1 rate 8000bit" in tree and "qdisc pfifo 3: parent 1:3" in tree
+        assert not _connects(a, "10.9.0.2", 5001)  # SYNs dropped at the cut
+        with NetNS(a, flags=0) as ns:
+            shaping.reconnect(ns, "eth0")
+            assert not any("1:3" in line for line in shaping.describe(ns, "eth0"))
+            assert not ns.get_filters(index=ns.link_lookup(ifname="eth0")[0], parent=0x10000)
+            shaping.reconnect(ns, "eth0")  # healing twice is harmless
+            shaping.set_rate(ns, "eth0", 5_000_000)
+            tree = shaping.describe(ns, "eth0")
+        assert _connects(a, "10.9.0.2", 5001)
+        assert "class htb 1:1 parent root rate 5000000bit" in tree
+    finally:
+        server.kill()
+        server.wait()

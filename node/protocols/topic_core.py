@@ -25,7 +25,10 @@ class TopicCore(ProtocolCore):
         self.topics: set[str] = set()
         self.peer_topics: dict[str, set[str]] = {}
         self.seen = SeenCache(self.params.seen_ttl, self.clock)
-        self.seqno = 0
+        # Message ids are origin + seqno; a restarted node must not reuse them (peers would take its
+        # new messages for old ones). Like go-libp2p (which uses the wall clock), the counter starts
+        # from the clock, in microseconds: 0 in a fresh simulation, later for every restart.
+        self.seqno = int(self.clock() * 1e6)
 
     def _announcement(self, topics: list[str], subscribe: bool) -> tuple[bytes, dict[str, int]]:
         """Encoded frame announcing (un)subscriptions, and its send_rpc size fields."""
