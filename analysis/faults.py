@@ -72,21 +72,20 @@ def accounting(plan: dict[str, Any], t0_ns: int | None, intervals: Intervals, ev
                     .select("node", "ts").collect()):
             logged_at.setdefault(row["node"], []).append(int(row["ts"]))
     logged = sum(len(v) for v in logged_at.values())
-    matched = down = unaccounted = 0
+    down = unaccounted = 0
     for node, schedule in publishers.items():
-        times = sorted(logged_at.get(node, []))
-        i = 0
-        for offset, _, _ in sorted(schedule):
-            due = (t0_ns or 0) + int(offset * 1e9)
-            while i < len(times) and times[i] < due - MATCH_BEFORE_NS:
-                i += 1  # a publish nobody planned (should not happen; it stays unmatched)
-            if i < len(times) and times[i] <= due + MATCH_AFTER_NS:
-                matched += 1
-                i += 1
-            elif not _covers(intervals.get(node, []), due, due):
-                down += 1
-            else:
-                unaccounted += 1
+        dues = sorted((t0_ns or 0) + int(offset * 1e9) for offset, _, _ in schedule)
+        taken = [False] * len(dues)
+        for ts in logged_at.get(node, []):  # each publish belongs to the latest plan entry due before it
+            i = bisect_right(dues, ts + MATCH_BEFORE_NS) - 1
+            if i >= 0 and not taken[i] and ts - dues[i] <= MATCH_AFTER_NS:
+                taken[i] = True
+        for due, done in zip(dues, taken):
+            if not done:
+                if _covers(intervals.get(node, []), due, due):
+                    unaccounted += 1
+                else:
+                    down += 1
     return {"published_planned": planned, "published_logged": logged, "publisher_down": down,
             "unaccounted": unaccounted}
 
