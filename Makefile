@@ -15,6 +15,8 @@ $(STAMP): pyproject.toml
 	@echo "peerlab: installing Python packages into $(VENV)"
 	@$(PY) -m pip install -q --upgrade pip
 	@$(PY) -m pip install -q -e '.[dev]'
+	@# atheris (coverage-guided fuzzing) only where a wheel installs; `peerlab fuzz` falls back to hypothesis
+	@$(PY) -m pip install -q 'atheris>=2.3' 2>/dev/null || echo "peerlab: atheris did not install; peerlab fuzz will use hypothesis"
 	@rm -f $(VENV)/.installed-* && touch $@
 
 quickstart: setup

@@ -26,6 +26,14 @@ def peerlab(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
                           text=True, timeout=timeout)
 
 
+def header(name: str, seed: int, workload: str) -> str:
+    """12 GossipSub nodes, 20 ms links, 4 messages/s of 1 KB, no calibration."""
+    return (f"name: {name}\nseed: {seed}\nnodes: {{count: 12}}\nprotocol: gossipsub\n"
+            "network: {latency: {model: constant, one_way: 20ms}}\n"
+            f"workload: {{{workload}, rate: 4/s, warmup: 3s, drain: 4s, message_size: 1KB}}\n"
+            "calibration: {enabled: false}\n")
+
+
 def run(tmp_path: Path, text: str) -> Path:
     scenario = tmp_path / "s.yaml"
     scenario.write_text(text + f"output: {{store: 'file://{tmp_path}/runs'}}\n")
@@ -43,14 +51,7 @@ def events_of(run_dir: Path, node: str) -> list[dict]:
 
 @pytest.mark.spark
 def test_partition_then_heal_and_a_degraded_node(tmp_path: Path, spark):
-    run_dir = run(tmp_path, """name: cut
-seed: 3
-nodes: {count: 12}
-protocol: gossipsub
-network: {latency: {model: constant, one_way: 20ms}}
-workload: {publishers: 4, rate: 4/s, warmup: 3s, duration: 32s, drain: 4s, message_size: 1KB}
-calibration: {enabled: false}
-faults:
+    run_dir = run(tmp_path, header("cut", 3, "publishers: 4, duration: 32s") + """faults:
   - {at: 8s, action: partition, groups: [[n0, n1, n2, n3, n4, n5]], duration: 10s}
   - {at: 24s, action: degrade, nodes: [n9], delay: 200ms, duration: 6s}
 """)
@@ -58,6 +59,7 @@ faults:
     assert [f["action"] for f in manifest["faults_executed"]] == ["partition", "heal", "degrade", "restore"]
     metrics = analyse(run_dir, spark)
     (cut,) = metrics["partitions"]
+    print("partition:", json.dumps(cut))
     assert cut["messages_during"] >= 30 and cut["sides"] == [6, 6]
     assert cut["across_delivered_before_heal"] == 0          # nothing crossed the cut
     assert cut["own_side_delivery_before_heal"] == 1.0       # each side kept delivering
@@ -82,14 +84,7 @@ faults:
 
 @pytest.mark.spark
 def test_churn_accounts_for_every_publish(tmp_path: Path, spark):
-    run_dir = run(tmp_path, """name: churn
-seed: 2
-nodes: {count: 12}
-protocol: gossipsub
-network: {latency: {model: constant, one_way: 20ms}}
-workload: {publishers: 6, rate: 4/s, warmup: 3s, duration: 30s, drain: 4s, message_size: 1KB}
-calibration: {enabled: false}
-churn: {fraction: 0.34, session: {mean: 8s}, downtime: {mean: 3s}}
+    run_dir = run(tmp_path, header("churn", 2, "publishers: 6, duration: 30s") + """churn: {fraction: 0.34, session: {mean: 8s}, downtime: {mean: 3s}}
 """)
     manifest = json.loads((run_dir / "manifest.json").read_text())
     actions = [f["action"] for f in manifest["faults_executed"]]
