@@ -64,7 +64,7 @@ def accounting(plan: dict[str, Any], t0_ns: int | None, intervals: Intervals, ev
     """Every planned publish is logged (a publish_message from its publisher at its time, give or
     take the scheduling lag), or its publisher was not up at that time; `unaccounted` counts the
     ones that are neither, and must be 0."""
-    publishers = {n["id"]: n["schedule"] for n in plan["nodes"] if n["schedule"]}
+    publishers = {n["id"]: n["schedule"] for n in plan["nodes"] if n.get("schedule")}
     planned = sum(len(s) for s in publishers.values())
     logged_at: dict[str, list[int]] = {}
     if publishers:
@@ -111,7 +111,8 @@ def ratio(dl: DataFrame) -> float | None:
 
 def partitions(manifest: dict[str, Any], pubs: DataFrame, dl_up: DataFrame) -> list[dict[str, Any]]:
     """Per executed partition: messages published while it held, their delivery (among receivers up)
-    on the publisher's side and across (before and after the heal), and how long after the heal delivery among up
+    on the publisher's side and across (before and after the heal; `across_caught_up_s`: from the heal
+    to the last of those that arrived late), and how long after the heal delivery among up
     nodes was back to 1.0 for good (`recovery_s`: from the heal to the first message from which on
     every message reached all its up receivers; null if it never did)."""
     executed = manifest.get("faults_executed") or []
@@ -142,6 +143,8 @@ def partitions(manifest: dict[str, Any], pubs: DataFrame, dl_up: DataFrame) -> l
             "across_delivered_before_heal": sum(1 for r in across if r["t_recv"] is not None and r["t_recv"] < end),
             "across_delivered_after_heal": sum(1 for r in across if r["t_recv"] is not None and r["t_recv"] >= end),
             "across_expected": len(across),
+            "across_caught_up_s": round((max(late) - end) / 1e9, 3) if (late := [
+                r["t_recv"] for r in across if r["t_recv"] is not None and r["t_recv"] >= end]) else None,
             "recovery_s": None,
         }
         if heal is not None:

@@ -111,11 +111,7 @@ class Runner(RunRecord):
             shape = shaping.node_shape(self.plan, node.id, address_of)
             with self.backend.netns(ends.node_netns) as ns:
                 shaping.shape_egress(ns, ends.node_ifname, shape, with_netem)
-        by_far: dict[str, list[tuple[str, str]]] = {}
-        for node in self.plan.nodes:
-            ends = self.backend.link_ends(node.id)
-            by_far.setdefault(ends.far_netns, []).append((node.id, ends.far_ifname))
-        for far, links in by_far.items():
+        for far, links in self._far_ends().items():
             with self.backend.netns(far) as ns:
                 for node_id, ifname in links:
                     shaping.shape_download(ns, ifname, self.plan.node(node_id).bandwidth_down)
@@ -215,17 +211,26 @@ class Runner(RunRecord):
     def _partition(self, groups: list[list[str]]) -> None:
         side = {x: i for i, g in enumerate(groups) for x in g}
         address_of = {n.id: self.backend.address(n.id) for n in self.plan.nodes}
-        for node in self.plan.nodes:
-            others = [address_of[p] for p in node.contacts or node.neighbours if side[p] != side[node.id]]
-            ends = self.backend.link_ends(node.id)
-            with self.backend.netns(ends.node_netns) as ns:
-                shaping.cut_off(ns, ends.node_ifname, others)
+        for far, links in self._far_ends().items():
+            with self.backend.netns(far) as ns:
+                for node_id, ifname in links:
+                    node = self.plan.node(node_id)
+                    others = [address_of[p] for p in node.contacts or node.neighbours if side[p] != side[node_id]]
+                    shaping.cut_off(ns, ifname, others)
 
     def _heal(self) -> None:
+        for far, links in self._far_ends().items():
+            with self.backend.netns(far) as ns:
+                for _, ifname in links:
+                    shaping.reconnect(ns, ifname)
+
+    def _far_ends(self) -> dict[str, list[tuple[str, str]]]:
+        """The switch side of every node's link, by namespace (one handle per namespace)."""
+        by_far: dict[str, list[tuple[str, str]]] = {}
         for node in self.plan.nodes:
             ends = self.backend.link_ends(node.id)
-            with self.backend.netns(ends.node_netns) as ns:
-                shaping.reconnect(ns, ends.node_ifname)
+            by_far.setdefault(ends.far_netns, []).append((node.id, ends.far_ifname))
+        return by_far
 
     def _set_rate(self, node_id: str, up_bps: int, down_bps: int) -> None:
         ends = self.backend.link_ends(node_id)

@@ -8,13 +8,15 @@ the far end of its link for the download cap). Per node, egress:
          ├─ 1:2    htb                             unmatched traffic: no added latency
          ├─ 1:10   htb ─ 10: netem delay=d0 ...    destinations whose one-way latency rounds to d0
          ├─ 1:11   htb ─ 11: netem delay=d1 ...    ...one class per latency bucket, not per peer
-         ├─ u32 filters (prio 2): ip dst <peer> -> its bucket's class
-         │
+         └─ u32 filters (prio 2): ip dst <peer> -> its bucket's class
+
+and on the switch side of its link (what the node can receive):
+
+    root 1: htb (default 1:1)
+     └─ 1:1   htb rate=down
          │  during a partition (fault timeline) only:
          ├─ 1:3   htb ─ 3: pfifo limit 0               the cut: every packet classified here is dropped
-         └─ u32 filters (prio 1): ip dst <peer on another side> -> 1:3
-
-and on the switch side of its link: root 1: htb -> 1:1 rate=down (what the node can receive).
+         └─ u32 filters (prio 1): ip src <node on another side> -> 1:3
 Degrading a node's bandwidth changes the rate of 1:1 (and the ceil of its children) on both trees
 in place: nothing is rebuilt, queued packets stay queued.
 
@@ -100,6 +102,11 @@ def _u32_dst(address: str) -> str:
     return f"0x{int.from_bytes(socket.inet_aton(address), 'big'):08x}/0xffffffff+16"
 
 
+def _u32_src(address: str) -> str:
+    """u32 key matching an IPv4 source address (offset 12 in the IP header)."""
+    return f"0x{int.from_bytes(socket.inet_aton(address), 'big'):08x}/0xffffffff+12"
+
+
 def clear(ipr: NetNS, ifname: str) -> None:
     index = ipr.link_lookup(ifname=ifname)[0]
     try:
@@ -132,16 +139,18 @@ def shape_egress(ipr: NetNS, ifname: str, shape: NodeShape, with_netem: bool) ->
                    target=f"1:{minor:x}", keys=[_u32_dst(address)])
 
 
-def cut_off(ipr: NetNS, ifname: str, addresses: list[str]) -> None:
-    """Partition: drop everything this node sends to `addresses` (class 1:3, a pfifo of 0 packets).
-    TCP sees plain loss: connections stay open and retransmit, as across a real network split."""
+def cut_off(ipr: NetNS, ifname: str, sources: list[str]) -> None:
+    """Partition, on the switch side of a node's link: drop every packet reaching the node from
+    `sources` (class 1:3, a pfifo of 0 packets). Dropped in the network, not in the sender's own
+    qdisc: its TCP sees plain loss and backs off, instead of the local-congestion errors that make
+    Linux give a connection up within seconds."""
     index = ipr.link_lookup(ifname=ifname)[0]
     ipr.tc("add-class", "htb", index=index, handle=CUT_CLASS, parent="1:1", rate="8000bit", ceil="8000bit",
            quantum=MTU_FRAME)
     ipr.tc("add", "pfifo", index=index, parent=CUT_CLASS, handle=CUT_QDISC, limit=0)
-    for address in addresses:
+    for address in sources:
         ipr.tc("add-filter", "u32", index=index, parent="1:", prio=CUT_PRIO, protocol=ETH_P_IP,
-               target=CUT_CLASS, keys=[_u32_dst(address)])
+               target=CUT_CLASS, keys=[_u32_src(address)])
 
 
 def reconnect(ipr: NetNS, ifname: str) -> None:

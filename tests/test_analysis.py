@@ -130,3 +130,30 @@ def test_gossipsub_extras_skip_the_warmup_and_count_control_and_saves(tmp_path, 
     assert (g["penalties"], g["rejected"]) == (1, 1)
     assert (tmp_path / "analysis" / "tables" / "gossipsub_messages").is_dir()
     assert "Protocol: gossipsub" in (tmp_path / "analysis" / "report.html").read_text()
+
+
+def test_accounting_and_delivery_among_nodes_up(tmp_path, spark):
+    """The hand-built run with a timeline: every node armed at T0, n3 SIGKILLed at 60 ms (the
+    manifest says so; its log just ends), the others stop at 1 s."""
+    write_run(tmp_path)
+    base = 1_000_000_000_000
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    schedule = {"n0": [[0.0, "a", 100], [0.5, "a", 100]], "n1": [[0.1, "a", 100]], "n2": [[0.2, "b", 100]],
+                "n3": [[0.3, "a", 100]]}
+    for node in manifest["plan"]["nodes"]:
+        node["schedule"] = schedule[node["id"]]
+    manifest.update(t0_ns=base, faults_executed=[{"at": 0.06, "action": "kill", "node": "n3", "t_ns": base + 60 * MS}],
+                    scenario={"name": "hand", "analysis": {"dissemination_window": 0.02}})
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    for i in range(4):
+        marks = [{"ts": base - MS, "node": f"n{i}", "type": "t0", "t0": base}]
+        if i != 3:
+            marks.append({"ts": base + 1000 * MS, "node": f"n{i}", "type": "stop", "reason": "run finished"})
+        with gzip.open(tmp_path / "events" / f"n{i}.jsonl.gz", "at") as f:
+            f.write("\n" + "".join(json.dumps(x) + "\n" for x in marks))
+    m = analyse(tmp_path, spark)
+    assert m["delivery_ratio"] == pytest.approx(6 / 7)  # raw: n3 never got m2
+    assert m["delivery_ratio_up"] == 1.0                 # n3 was dead when m2 went out
+    # planned 5: m1, m2, m3 logged; n3's at 300 ms: down; n0's at 500 ms: up and never logged
+    assert m["accounting"] == {"published_planned": 5, "published_logged": 3, "publisher_down": 1,
+                               "unaccounted": 1}

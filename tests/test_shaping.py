@@ -90,10 +90,10 @@ def test_cut_drops_traffic_and_heal_and_rate_change_act_in_place(veth_pair):
             shaping.shape_egress(ns, "eth0", NodeShape("n0", 50_000_000, 50_000_000, []), with_netem=False)
         assert _connects(a, "10.9.0.2", 5001)
         with NetNS(a, flags=0) as ns:
-            shaping.cut_off(ns, "eth0", ["10.9.0.2"])
+            shaping.cut_off(ns, "eth0", ["10.9.0.1"])  # what reaches b from a (as on a switch port)
             tree = shaping.describe(ns, "eth0")
         assert "class htb 1:3 parent 1:1 rate 8000bit" in tree and "qdisc pfifo 3: parent 1:3" in tree
-        assert not _connects(a, "10.9.0.2", 5001)  # SYNs dropped at the cut
+        assert not _connects(a, "10.9.0.2", 5001)  # a's SYNs dropped at the cut
         with NetNS(a, flags=0) as ns:
             shaping.reconnect(ns, "eth0")
             assert not any("1:3" in line for line in shaping.describe(ns, "eth0"))
