@@ -74,6 +74,16 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fault_target(f: Any) -> str:
+    if f.action == "partition":
+        return " | ".join(f"{len(g)} nodes ({', '.join(g[:3])}{', ...' if len(g) > 3 else ''})" for g in f.groups)
+    if f.action == "degrade":
+        parts = [f"+{f.delay_ms:g} ms" if f.delay_ms else "", f"loss {f.loss:g}" if f.loss else "",
+                 f"{f.bandwidth / 1e6:g} Mbit/s" if f.bandwidth else ""]
+        return f"{f.node}: " + ", ".join(p for p in parts if p)
+    return f.node
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     from orchestrator.plan import make_plan
 
@@ -92,7 +102,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     print(f"  topics: {len(plan.topics)}; subscriptions per node: min {min(subs)}, max {max(subs)}")
     print(f"  publishes: {plan.publishes()} by {sum(1 for n in plan.nodes if n.schedule)} publishers; "
           f"run length {plan.end:g}s after T0")
-    print(f"  faults: {len(plan.faults)}" + "".join(f"\n    T0+{f.at:g}s {f.action} {f.node}" for f in plan.faults))
+    print(f"  faults: {len(plan.faults)}" + "".join(f"\n    T0+{f.at:g}s {f.action} {_fault_target(f)}"
+                                                 for f in plan.faults))
+    absent = [n.id for n in plan.nodes if n.absent]
+    if absent:
+        print(f"  absent at T0 (join later, or churn reserve): {', '.join(absent)}")
     return 0
 
 
