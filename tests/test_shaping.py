@@ -60,13 +60,15 @@ def test_probe_leaves_nothing_behind():
     assert set(netns.listnetns()) == before
 
 
-def _connects(src_ns: str, address: str, port: int) -> bool:
-    """Can a TCP connection be opened from inside `src_ns` (1 s timeout)?"""
+def _connects(src_ns: str, address: str, port: int, within: float = 1.0) -> bool:
+    """Can a TCP connection be opened from inside `src_ns`? Tries for `within` seconds (a server just
+    started may not listen yet; a cut link never answers)."""
     import subprocess
     import sys
 
-    code = (f"import socket,sys\ntry:\n socket.create_connection(('{address}',{port}),timeout=1).close()\n"
-            "except OSError:\n sys.exit(1)")
+    code = (f"import socket,sys,time\nend=time.monotonic()+{within}\nwhile True:\n try:\n"
+            f"  socket.create_connection(('{address}',{port}),timeout=1).close(); break\n"
+            " except OSError:\n  if time.monotonic()>end: sys.exit(1)\n  time.sleep(0.1)")
     return subprocess.run(["ip", "netns", "exec", src_ns, sys.executable, "-c", code]).returncode == 0
 
 
@@ -88,7 +90,7 @@ def test_cut_drops_traffic_and_heal_and_rate_change_act_in_place(veth_pair):
     try:
         with NetNS(a, flags=0) as ns:
             shaping.shape_egress(ns, "eth0", NodeShape("n0", 50_000_000, 50_000_000, []), with_netem=False)
-        assert _connects(a, "10.9.0.2", 5001)
+        assert _connects(a, "10.9.0.2", 5001, within=15)
         with NetNS(a, flags=0) as ns:
             shaping.cut_off(ns, "eth0", ["10.9.0.1"])  # what reaches b from a (as on a switch port)
             tree = shaping.describe(ns, "eth0")
@@ -101,7 +103,7 @@ def test_cut_drops_traffic_and_heal_and_rate_change_act_in_place(veth_pair):
             shaping.reconnect(ns, "eth0")  # healing twice is harmless
             shaping.set_rate(ns, "eth0", 5_000_000)
             tree = shaping.describe(ns, "eth0")
-        assert _connects(a, "10.9.0.2", 5001)
+        assert _connects(a, "10.9.0.2", 5001, within=15)
         assert "class htb 1:1 parent root rate 5000000bit" in tree
     finally:
         server.kill()
