@@ -179,13 +179,13 @@ class Runner(RunRecord):
     async def _apply_fault(self, fault: FaultEvent) -> bool:
         """Execute one fault; False if it did not apply (said as a warning)."""
         node = fault.node
-        if fault.action == "kill":
-            self.backend.kill_node(node)
+        if fault.action == "kill":  # waiting for the exit happens off the loop: restarts go on meanwhile
+            await self._blocking(self.backend.kill_node, node)
         elif fault.action == "stop":
             if self.backend.alive(node):
                 await self.clients[node].post("/stop", {"reason": "fault timeline"})
-                if self.backend.wait_node(node, 10) is None:
-                    self.backend.kill_node(node)
+                if await self._blocking(self.backend.wait_node, node, 10) is None:
+                    await self._blocking(self.backend.kill_node, node)
         elif fault.action in ("restart", "join"):
             if self.backend.alive(node):
                 self.warn(f"{fault.action} of {node} at {fault.at:g}s: it is still running; skipped")
