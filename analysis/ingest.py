@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
@@ -16,12 +17,21 @@ from node.eventlog import load_schema
 
 _SPARK_TYPES = {"long": T.LongType(), "string": T.StringType(), "boolean": T.BooleanType(),
                 "double": T.DoubleType()}
+_ARROW_TYPES = {"long": pa.int64(), "string": pa.string(), "boolean": pa.bool_(), "double": pa.float64()}
+
+
+def _schema_fields() -> dict[str, str]:
+    schema = load_schema()
+    return {**schema["common"], **schema["fields"]}
 
 
 def event_struct() -> T.StructType:
-    schema = load_schema()
-    fields = {**schema["common"], **schema["fields"]}
-    return T.StructType([T.StructField(name, _SPARK_TYPES[kind], True) for name, kind in fields.items()])
+    return T.StructType([T.StructField(name, _SPARK_TYPES[kind], True) for name, kind in _schema_fields().items()])
+
+
+def event_arrow_schema() -> pa.Schema:
+    """The same columns for Arrow writers (the synthetic generator)."""
+    return pa.schema([(name, _ARROW_TYPES[kind]) for name, kind in _schema_fields().items()])
 
 
 def load_manifest(run_dir: Path) -> dict[str, Any]:

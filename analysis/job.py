@@ -31,8 +31,8 @@ def compute(spark: SparkSession, run_dir: Path, write_tables: bool = True) -> tu
     window = measure_window(manifest)
     pubs = all_pubs.where(F.col("t_pub") >= window["from_ns"]).cache() if window["from_ns"] else all_pubs
     dl = all_dl.where(F.col("t_pub") >= window["from_ns"]).cache() if window["from_ns"] else all_dl
-    msgs = M.per_message(dl)
-    cov = M.coverage(dl).cache()
+    msgs = M.per_message(dl).cache()
+    totals = M.traffic(events)
     cal = manifest.get("calibration") or {}
     result = {
         "run_id": manifest["run_id"],
@@ -41,9 +41,9 @@ def compute(spark: SparkSession, run_dir: Path, write_tables: bool = True) -> tu
         "window": {"from_s": window["from_s"], "messages_before": all_pubs.count() - pubs.count()},
         "delivery_ratio": M.delivery_ratio(msgs),
         "latency_ms": M.latency_stats(dl),
-        "coverage_latency_ms": M.coverage_summary(cov),
-        "duplicates_per_node": M.duplicates_per_node(events, nodes),
-        "bytes": M.bytes_sent(events),
+        "coverage_latency_ms": M.coverage_summary(msgs),
+        "duplicates_per_node": M.duplicates_per_node(totals, nodes),
+        "bytes": M.bytes_sent(totals),
         "shaping": {"mode": manifest.get("shaping", {}).get("mode"),
                     "latency_error_pct": cal.get("latency_error_pct"),
                     "bandwidth_error_pct": cal.get("bandwidth_error_pct")},
@@ -60,12 +60,12 @@ def compute(spark: SparkSession, run_dir: Path, write_tables: bool = True) -> tu
     extra_tables, extra_plots = {}, {}
     if extra:
         result["protocol"], extra_tables, extra_plots = extra.compute(
-            RunFrames(events, pubs, dl, cov, manifest, all_pubs, all_dl))
+            RunFrames(events, pubs, dl, msgs, manifest, all_pubs, all_dl))
     if write_tables:
         tables = run_dir / "analysis" / "tables"
         events.write.mode("overwrite").partitionBy("node").parquet(str(tables / "events"))
         dl.write.mode("overwrite").parquet(str(tables / "deliveries"))
-        msgs.join(cov.drop("expected"), "msg_id").join(pubs, "msg_id").write.mode("overwrite").parquet(
+        msgs.join(pubs, "msg_id").write.mode("overwrite").parquet(
             str(tables / "messages"))
         M.bytes_per_node(events).write.mode("overwrite").parquet(str(tables / "bytes_per_node"))
         for name, frame in extra_tables.items():

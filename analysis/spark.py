@@ -25,7 +25,8 @@ def get_spark(master: str = "local[*]", app: str = "peerlab-analysis") -> SparkS
                .config("spark.sql.shuffle.partitions", os.environ.get("PEERLAB_SPARK_PARTITIONS", "8"))
                .config("spark.driver.memory", os.environ.get("PEERLAB_SPARK_DRIVER_MEMORY", "2g"))
                .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}"))
+               .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j} "
+                       + os.environ.get("PEERLAB_SPARK_JAVA_OPTS", "")))
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark

@@ -248,6 +248,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
         bench_sim(args.scenarios or ["scenarios/sim-gossipsub-1000.yaml"], args.overrides, err)
         return 0
+    if args.target == "analysis":
+        from analysis.bench import bench_analysis
+
+        if args.events < 1:
+            raise _UsageError("--events must be at least 1")
+        return bench_analysis(args.events, args.master, args.workdir, args.keep, err)
     if args.target == "topiary-sweep":
         from orchestrator.bench import bench_topiary_sweep
 
@@ -395,13 +401,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("bench", help="benchmarks that print figures (local scale, GossipSub scale and CPU, "
                                      "simulation speed and memory)")
-    p.add_argument("target", choices=["local", "gossipsub", "router", "topiary-sweep", "sim"],
+    p.add_argument("target", choices=["local", "gossipsub", "router", "topiary-sweep", "sim", "analysis"],
                    help="local: how many nodes the local backend runs (floodsub); gossipsub: "
                         "scenarios/gossipsub-large.yaml at each --nodes count, and the largest with "
                         "delivery 1.0; router: GossipSub CPU per relayed message; topiary-sweep: "
                         "Topiary parameters (--matrix) on the in-memory network against random-overlay; sim: "
                         "the simulation's memory per node and per frame in flight, and its speed on each "
-                        "--sim-scenario (default scenarios/sim-gossipsub-1000.yaml)")
+                        "--sim-scenario (default scenarios/sim-gossipsub-1000.yaml); analysis: the core "
+                        "metrics of --events synthetic events with Spark and with DuckDB (last line "
+                        "spark_s=... duckdb_s=... ratio=...)")
     p.add_argument("--sim-scenario", dest="scenarios", action="append", default=[], metavar="FILE",
                    help="sim: a scenario to simulate (repeat for several)")
     p.add_argument("--scenario", default="scenarios/topiary-vs-random.yaml", help="topiary-sweep: the scenario")
@@ -414,6 +422,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--nodes", default="50,100,200", help="comma-separated sizes (default 50,100,200)")
     p.add_argument("--duration", default="60s", help="publishing window per size (default 60s)")
     p.add_argument("--store", default="file://./runs", help="where the benchmark runs are kept")
+    p.add_argument("--events", type=int, default=10_000_000, help="analysis: synthetic events (default 10000000)")
+    p.add_argument("--master", default="local[*]",
+                   help="analysis: Spark master (default local[*]; spark://host:7077 for a cluster)")
+    p.add_argument("--workdir", help="analysis: where the synthetic tables go (default a temporary directory)")
+    p.add_argument("--keep", action="store_true", help="analysis: keep the synthetic tables afterwards")
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser(

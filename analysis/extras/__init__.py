@@ -20,7 +20,7 @@ class RunFrames:
     events: DataFrame
     publishes: DataFrame          # msg_id, topic, origin, t_pub, size
     deliveries: DataFrame         # msg_id, receiver, t_pub, t_recv, latency_ms
-    coverage: DataFrame           # msg_id, expected, L15, L50, L90, L100
+    coverage: DataFrame           # per message: msg_id, expected, delivered, delivery_ratio, L15 ... L100
     manifest: dict[str, Any]
     all_publishes: DataFrame      # the same two before the measurement window (analysis.measure_from)
     all_deliveries: DataFrame
