@@ -11,6 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from node.eventlog import load_schema
@@ -41,11 +42,25 @@ def load_manifest(run_dir: Path) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
-def read_events(spark: SparkSession, run_dir: Path) -> DataFrame:
+def read_events(spark: SparkSession, run_dir: Path, manifest: dict[str, Any] | None = None) -> DataFrame:
+    """Every node's log as one frame, timestamps on the reference clock (see correct_clocks)."""
     logs = sorted((run_dir / "events").glob("*.jsonl.gz"))
     if not logs:
         raise FileNotFoundError(f"{run_dir}/events holds no event logs (*.jsonl.gz)")
-    return spark.read.schema(event_struct()).option("mode", "DROPMALFORMED").json([str(p) for p in logs])
+    events = spark.read.schema(event_struct()).option("mode", "DROPMALFORMED").json([str(p) for p in logs])
+    offsets = ((manifest or {}).get("clock") or {}).get("offsets_ns") or {}
+    return correct_clocks(events, offsets)
+
+
+def correct_clocks(events: DataFrame, offsets_ns: dict[str, int]) -> DataFrame:
+    """ts minus the node's clock offset (its clock minus the reference clock, as the backend measured
+    it and wrote in the manifest's clock.offsets_ns); nodes without an offset are left as they are.
+    Local runs share one clock: all offsets are 0 and nothing changes."""
+    nonzero = {node: int(off) for node, off in offsets_ns.items() if off}
+    if not nonzero:
+        return events
+    table = F.create_map(*[x for node, off in nonzero.items() for x in (F.lit(node), F.lit(off))])
+    return events.withColumn("ts", F.col("ts") - F.coalesce(F.try_element_at(table, F.col("node")), F.lit(0)))
 
 
 def subscriptions_frame(spark: SparkSession, manifest: dict[str, Any]) -> DataFrame:

@@ -11,9 +11,11 @@ from pyspark.sql import functions as F
 
 from analysis import faults
 from analysis import metrics as M
+from analysis import traffic as Tr
+from analysis import views as V
 from analysis.extras import EXTRAS, RunFrames
 from analysis.ingest import load_manifest, read_events, subscriptions_frame
-from analysis.report import coverage_plot, latency_cdf_plot, render
+from analysis.report import bandwidth_plot, coverage_plot, latency_cdf_plot, render
 from analysis.spark import get_spark
 
 PLOT_SAMPLE = 2_000_000  # deliveries brought to the driver for plotting
@@ -21,7 +23,7 @@ PLOT_SAMPLE = 2_000_000  # deliveries brought to the driver for plotting
 
 def compute(spark: SparkSession, run_dir: Path, write_tables: bool = True) -> tuple[dict[str, Any], dict[str, str]]:
     manifest = load_manifest(run_dir)
-    events = read_events(spark, run_dir).cache()
+    events = read_events(spark, run_dir, manifest).cache()
     nodes = len(manifest["plan"]["nodes"])
     honest = [n["id"] for n in manifest["plan"]["nodes"] if n.get("role", "honest") == "honest"]
     # the workload is the honest nodes' publishes (an attacker's flood is traffic, not workload)
@@ -56,27 +58,50 @@ def compute(spark: SparkSession, run_dir: Path, write_tables: bool = True) -> tu
     cuts = faults.partitions(manifest, pubs, dl_up)
     if cuts:
         result["partitions"] = cuts
+    topics, subscribers = V.per_topic(dl, pubs).cache(), V.per_subscriber(dl).cache()
+    result["per_topic"] = {"topics": topics.count(), "delivery_ratio": V.spread(topics, "delivery_ratio"),
+                           "p50_ms": V.spread(topics, "p50_ms")}
+    result["per_subscriber"] = {"subscribers": subscribers.count(),
+                                "delivery_ratio": V.spread(subscribers, "delivery_ratio"),
+                                "p99_ms": V.spread(subscribers, "p99_ms")}
+    impact = V.attack_impact(dl, pubs, manifest["plan"])
+    if impact:
+        result["attack"] = impact
+    t0 = manifest.get("t0_ns") or 0
+    per_second = Tr.bandwidth(events, t0).cache()
+    result["bandwidth"] = Tr.bandwidth_summary(per_second, Tr.publishing_window(manifest), t0, nodes)
+    result["control"] = Tr.control_counts(events)
+    result["connections"] = Tr.connections(events)
+    usage, per_node_usage = Tr.resources(events)
+    if usage:
+        result["resources"] = usage
     extra = EXTRAS.get(manifest["plan"]["protocol"])
     extra_tables, extra_plots = {}, {}
     if extra:
         result["protocol"], extra_tables, extra_plots = extra.compute(
             RunFrames(events, pubs, dl, msgs, manifest, all_pubs, all_dl))
     if write_tables:
+        run = F.lit(manifest["run_id"]).alias("run")
         tables = run_dir / "analysis" / "tables"
-        events.write.mode("overwrite").partitionBy("node").parquet(str(tables / "events"))
-        dl.write.mode("overwrite").parquet(str(tables / "deliveries"))
-        msgs.join(pubs, "msg_id").write.mode("overwrite").parquet(
-            str(tables / "messages"))
-        M.bytes_per_node(events).write.mode("overwrite").parquet(str(tables / "bytes_per_node"))
-        for name, frame in extra_tables.items():
-            frame.write.mode("overwrite").parquet(str(tables / name))
+        # partitioned by run and node, so that the tables of many runs read as one data set
+        events.select(run, "*").write.mode("overwrite").partitionBy("run", "node").parquet(str(tables / "events"))
+        for name, frame in {"deliveries": dl, "messages": msgs.join(pubs, "msg_id"), "topics": topics,
+                            "subscribers": subscribers, "bandwidth": per_second,
+                            "bytes_per_node": M.bytes_per_node(events), "resources": per_node_usage,
+                            **extra_tables}.items():
+            frame.select(run, "*").write.mode("overwrite").partitionBy("run").parquet(str(tables / name))
 
     sample = dl.select("msg_id", "latency_ms").limit(PLOT_SAMPLE).toPandas()
     got = sample.dropna()
     by_msg = {m: (len(g), g["latency_ms"].dropna().to_numpy()) for m, g in sample.groupby("msg_id")}
+    upload = (per_second.groupBy("second").agg(F.sum("data").alias("data"), F.sum("control").alias("control"))
+              .orderBy("second").toPandas())
     plots = {"latency CDF": latency_cdf_plot(got["latency_ms"].to_numpy()),
-             "coverage over time": coverage_plot(by_msg), **extra_plots}
-    events.unpersist()
+             "coverage over time": coverage_plot(by_msg),
+             "bandwidth over time": bandwidth_plot(upload, nodes, Tr.publishing_window(manifest), t0),
+             **extra_plots}
+    for frame in (events, topics, subscribers, per_second, msgs):
+        frame.unpersist()
     return result, plots
 
 

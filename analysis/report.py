@@ -66,6 +66,26 @@ def coverage_plot(latencies_by_msg: dict[str, tuple[int, np.ndarray]]) -> str:
     return _png(fig)
 
 
+def bandwidth_plot(upload: Any, nodes: int, window: tuple[int, int] | None, t0_ns: int) -> str:
+    """Mean upload per node each second since T0, data and control stacked; the publishing window
+    (after warm-up, before drain) shaded. `upload`: a frame with columns second, data, control."""
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    if len(upload) and nodes:
+        secs = upload["second"].to_numpy()
+        data = upload["data"].fillna(0).to_numpy() * 8 / 1e6 / nodes
+        control = upload["control"].fillna(0).to_numpy() * 8 / 1e6 / nodes
+        ax.stackplot(secs, data, control, labels=["data", "control"], step="post", alpha=0.8)
+        ax.legend(loc="upper right")
+    if window:
+        ax.axvspan((window[0] - t0_ns) / 1e9, (window[1] - t0_ns) / 1e9, color="grey", alpha=0.12,
+                   label="publishing window")
+    ax.set_xlabel("seconds since T0")
+    ax.set_ylabel("upload per node (Mbit/s)")
+    ax.set_title("Bandwidth over time")
+    ax.grid(alpha=0.3)
+    return _png(fig)
+
+
 def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
@@ -129,6 +149,12 @@ def render(metrics: dict[str, Any], manifest: dict[str, Any], plots: dict[str, s
         f"<td>{_fmt(r['measured_mbit'])} Mbit/s</td><td>{_fmt(r['error_pct'])}%</td></tr>"
         for r in cal.get("throughput", []))
     faults_html = _faults_section(metrics, manifest)
+    spent = {k: metrics[k] for k in ("bandwidth", "control", "connections", "resources") if metrics.get(k)}
+    spent_html = f"<h2>Traffic, connections and resources</h2>{_table(_flatten(spent))}" if spent else ""
+    views = {k: metrics[k] for k in ("per_topic", "per_subscriber") if metrics.get(k)}
+    views_html = f"<h2>Per topic and per subscriber</h2>{_table(_flatten(views))}" if views else ""
+    attack_html = (f"<h2>Attack impact: victims against the others</h2>{_table(_flatten(metrics['attack']))}"
+                   if metrics.get("attack") else "")
     protocol = _flatten(metrics.get("protocol") or {})
     protocol_html = f"<h2>Protocol: {html.escape(manifest['plan']['protocol'])}</h2>{_table(protocol)}" if protocol else ""
     images = "".join(f'<figure><img alt="{html.escape(name)}" src="data:image/png;base64,{data}"></figure>'
@@ -143,7 +169,10 @@ figure {{ display: inline-block; margin: 0.5em; }}
 </style></head><body>
 <h1>peerlab run {html.escape(manifest['run_id'])}</h1>
 <h2>Summary</h2>{_table(summary)}
+{views_html}
+{attack_html}
 {faults_html}
+{spent_html}
 {protocol_html}
 <h2>Plots</h2>{images}
 <h2>Shaping and calibration</h2>{_table(shaping_rows)}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import os
 import random
 import sys
 import time
@@ -127,14 +128,25 @@ class NodeRuntime:
         for peer in self.cfg.dial:
             self.connect(peer)
         self.state = "ready"
+        sampler = asyncio.create_task(self._sample_resources()) if self.cfg.resources_interval else None
         try:
             await self.stopped.wait()
         finally:
+            if sampler:
+                sampler.cancel()
             for handle in self._schedule_handles:
                 handle.cancel()
             await self.transport.close()
             await control.cleanup()
             self.events.close()
+
+    async def _sample_resources(self) -> None:
+        page = os.sysconf("SC_PAGE_SIZE")
+        while True:
+            with open("/proc/self/statm") as f:
+                rss = int(f.read().split()[1]) * page
+            self.trace("resources", cpu_s=round(time.process_time(), 4), rss_bytes=rss)
+            await asyncio.sleep(self.cfg.resources_interval)
 
     def stop(self, reason: str) -> None:
         if self.state != "stopped":

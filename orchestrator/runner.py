@@ -93,6 +93,7 @@ class Runner(RunRecord):
             delays_ms=shaping.transport_delays(self.plan, node.id) if mode == shaping.TRANSPORT else {},
             jitter_ms=self.plan.jitter_ms if mode == shaping.TRANSPORT else 0.0,
             loss=self.plan.loss if mode == shaping.TRANSPORT else 0.0,
+            resources_interval=self.scenario.output.resources_interval,
         )
 
     def _shaping_mode(self) -> tuple[str, str]:

@@ -300,6 +300,8 @@ class Analysis(Strict):
 
 class Output(Strict):
     store: str = "file://./runs"
+    resources_interval: Duration = Field(1.0, ge=0, description="seconds between each node's CPU and RSS "
+                                                                 "samples in its event log (0: none)")
 
     @field_validator("store")
     @classmethod

@@ -14,8 +14,10 @@ MS = 1_000_000
 def write_run(run_dir: Path) -> None:
     # 4 nodes; topic a: n0 n1 n2 n3 subscribed; topic b: n1 only.
     nodes = [{"id": f"n{i}", "subscriptions": ["a"] + (["b"] if i == 1 else [])} for i in range(4)]
+    # n3's clock runs 7 ms ahead: it logs every event 7 ms late, and the manifest says so
     manifest = {"run_id": "hand", "backend": "local", "status": "completed", "scenario": {"name": "hand"},
-                "plan": {"protocol": "floodsub", "nodes": nodes},
+                "plan": {"protocol": "floodsub", "nodes": nodes, "warmup": 0.0, "duration": 1.0, "drain": 1.0},
+                "t0_ns": 1_000_000_000_000, "clock": {"offsets_ns": {"n3": 7 * MS, "n0": 0}},
                 "shaping": {"mode": "transport"},
                 "calibration": {"latency_error_pct": 1.5, "bandwidth_error_pct": 3.0, "rtt": [], "throughput": []}}
     (run_dir / "events").mkdir(parents=True)
@@ -23,7 +25,8 @@ def write_run(run_dir: Path) -> None:
     ev = {f"n{i}": [] for i in range(4)}
 
     def e(node, ts_ms, type_, **kw):
-        ev[node].append({"ts": 1_000_000_000_000 + ts_ms * MS, "node": node, "type": type_, **kw})
+        skew = 7 if node == "n3" else 0
+        ev[node].append({"ts": 1_000_000_000_000 + (ts_ms + skew) * MS, "node": node, "type": type_, **kw})
     # m1 on a by n0 at t=0: n1 at 10 ms, n2 at 30 ms, n3 at 50 ms
     e("n0", 0, "publish_message", topic="a", msg_id="m1", size=100, seq=1)
     e("n1", 10, "deliver_message", topic="a", msg_id="m1", origin="n0", peer="n0", size=100)
@@ -43,6 +46,14 @@ def write_run(run_dir: Path) -> None:
     e("n0", 1, "send_rpc", peer="n1", bytes=120, data_bytes=100, msgs=1, subs=0)
     e("n1", 11, "send_rpc", peer="n2", bytes=120, data_bytes=100, msgs=1, subs=0)
     e("n2", 2, "send_rpc", peer="n3", bytes=8, data_bytes=0, msgs=0, subs=1)
+    # connections: n0-n1 up (both ends log it), n2-n3 up then down at n2
+    e("n0", -5, "connect", peer="n1", outbound=True)
+    e("n1", -5, "connect", peer="n0", outbound=False)
+    e("n2", -4, "connect", peer="n3", outbound=True)
+    e("n2", 500, "disconnect", peer="n3", reason="eof")
+    # n0 samples its CPU and memory: 0.5 s of CPU over 1 s -> half a core; peak 120 MiB
+    e("n0", 0, "resources", cpu_s=1.0, rss_bytes=100 * 2**20)
+    e("n0", 1000, "resources", cpu_s=1.5, rss_bytes=120 * 2**20)
     for node, events in ev.items():
         with gzip.open(run_dir / "events" / f"{node}.jsonl.gz", "wt") as f:
             f.writelines(json.dumps(x) + "\n" for x in events)
@@ -72,11 +83,79 @@ def test_metrics_match_hand_computation(tmp_path, spark):
     assert m["duplicates_per_node"] == pytest.approx(3 / 4)
     assert m["bytes"] == {"data_sent": 200, "control_sent": 48, "total_sent": 248}
     assert m["shaping"] == {"mode": "transport", "latency_error_pct": 1.5, "bandwidth_error_pct": 3.0}
+    # per topic: a has 2 messages, 6 expected, 5 delivered; b 1 of 1 -> ratios 5/6 and 1
+    assert m["per_topic"]["topics"] == 2
+    assert m["per_topic"]["delivery_ratio"]["min"] == pytest.approx(5 / 6)
+    assert m["per_topic"]["delivery_ratio"]["max"] == 1.0
+    # per subscriber: n0 1/1, n1 2/2, n2 2/2, n3 1/2 (missed m2)
+    assert m["per_subscriber"]["subscribers"] == 4
+    assert m["per_subscriber"]["delivery_ratio"]["min"] == pytest.approx(0.5)
+    # bandwidth over the publishing window [T0, T0 + 1 s]: 248 bytes from 4 nodes in 1 s; the busiest
+    # node-second is n0's or n1's 120 bytes
+    bw = m["bandwidth"]
+    assert bw["mean_mbit_per_node"] == pytest.approx(248 * 8 / 1e6 / 4)
+    assert bw["data_mbit_per_node"] == pytest.approx(200 * 8 / 1e6 / 4)
+    assert bw["peak_node_mbit"] == pytest.approx(120 * 8 / 1e6)
+    assert m["control"]["bytes_by_type"] == {"data": 200, "ihave": 0, "iwant": 0, "idontwant": 0, "graft": 0,
+                                             "prune": 0, "other": 48}
+    assert m["connections"] == {"connects": 3, "disconnects": 1,
+                                "open_at_end": {"mean": pytest.approx(2 / 4), "min": 0, "max": 1}}
+    assert m["resources"]["nodes"] == 1
+    assert m["resources"]["cpu_share_mean"] == pytest.approx(0.5)
+    assert m["resources"]["rss_peak_mb_max"] == pytest.approx(120)
+    assert "attack" not in m  # no attackers planned
     out = tmp_path / "analysis"
     assert json.loads((out / "metrics.json").read_text())["delivery_ratio"] == pytest.approx(6 / 7)
     html = (out / "report.html").read_text()
-    assert html.count("data:image/png;base64,") == 2
-    assert (out / "tables" / "deliveries").is_dir() and (out / "tables" / "messages").is_dir()
+    assert html.count("data:image/png;base64,") == 3  # latency CDF, coverage, bandwidth
+    for name in ("Per topic and per subscriber", "Traffic, connections and resources"):
+        assert name in html
+    tables = out / "tables"
+    assert sorted(p.name for p in (tables / "events").iterdir() if p.is_dir()) == ["run=hand"]
+    assert sorted(p.name for p in (tables / "events" / "run=hand").iterdir() if p.is_dir()) == \
+        [f"node=n{i}" for i in range(4)]
+    for name in ("deliveries", "messages", "topics", "subscribers", "bandwidth", "resources"):
+        assert (tables / name / "run=hand").is_dir(), name
+    subscribers = spark.read.parquet(str(tables / "subscribers")).orderBy("receiver").collect()
+    assert [(r["receiver"], r["expected"], r["delivered"]) for r in subscribers] == \
+        [("n0", 1, 1), ("n1", 2, 2), ("n2", 2, 2), ("n3", 2, 1)]
+    assert {r["run"] for r in subscribers} == {"hand"}
+
+
+def test_clock_offsets_are_what_corrects_the_skewed_node(tmp_path, spark):
+    """Without the manifest's offset, n3's receipts look 7 ms later."""
+    write_run(tmp_path)
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    manifest["clock"]["offsets_ns"] = {}
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    m = analyse(tmp_path, spark)
+    assert m["latency_ms"]["max"] == pytest.approx(57)  # n3's m1 receipt, uncorrected
+    assert m["latency_ms"]["mean"] == pytest.approx((155 + 7) / 6)
+
+
+def test_attack_impact_compares_victims_with_the_others(tmp_path, spark):
+    """n3 becomes a topic-drop attacker on topic b next to n2: victims are topic b's messages and
+    the receivers planned next to n3 (n2)."""
+    write_run(tmp_path)
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    for node in manifest["plan"]["nodes"]:
+        node["neighbours"] = {"n0": ["n1"], "n1": ["n0", "n2"], "n2": ["n1", "n3"], "n3": ["n2"]}[node["id"]]
+    n3 = manifest["plan"]["nodes"][3]
+    n3.update(role="attacker", behaviour={"behaviour": "topic-drop", "topic": "b"})
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    m = analyse(tmp_path, spark)
+    attack = m["attack"]
+    assert attack["attackers"] == 1
+    # without n3 as receiver: m1 -> n1, n2; m2 -> n0, n2; m3 -> n1: all delivered
+    topics = attack["victim_topics"]
+    assert topics["topics"] == ["b"]
+    assert (topics["victims"]["expected"], topics["victims"]["delivered"]) == (1, 1)
+    assert (topics["others"]["expected"], topics["others"]["delivered"]) == (4, 4)
+    near = attack["attacker_neighbours"]
+    assert near["nodes"] == 1  # n2
+    assert (near["victims"]["expected"], near["victims"]["delivered"]) == (2, 2)
+    assert near["victims"]["p50_ms"] == pytest.approx(30)  # n2 got m1 at 30 ms, m2 at 40 ms
+    assert "Attack impact" in (tmp_path / "analysis" / "report.html").read_text()
 
 
 def write_gossipsub_run(run_dir: Path, warmup: int | None) -> None:

@@ -11,14 +11,9 @@ from pyspark.sql import functions as F
 
 from analysis import metrics as M
 from analysis.extras import ExtraResult, RunFrames, register, warmup_messages
+from analysis.traffic import control_counts
 
-CONTROL = ("ihave", "iwant", "idontwant", "graft", "prune")
 SEED_WARMUP = 2
-
-
-def _sum_row(events: DataFrame, event_type: str, columns: list[str]) -> dict[str, int]:
-    row = events.where(F.col("type") == event_type).agg(*[F.sum(c).alias(c) for c in columns]).first()
-    return {c: int(row[c] or 0) for c in columns}
 
 
 def _count_bytes(events: DataFrame, types: tuple[str, ...]) -> dict[str, int]:
@@ -48,15 +43,13 @@ def gossipsub_extra(run: RunFrames) -> ExtraResult:
     warmup = warmup_messages(run.manifest, SEED_WARMUP)
     kept = measured_messages(run.publishes, warmup)
     cov = run.coverage.join(kept, "msg_id")
-    sent = _sum_row(events, "send_rpc", ["bytes", "data_bytes", *CONTROL, *(f"{k}_bytes" for k in CONTROL)])
-    by_type = {"data": sent["data_bytes"], **{k: sent[f"{k}_bytes"] for k in CONTROL}}
-    by_type["other"] = sent["bytes"] - sum(by_type.values())  # framing, message envelopes, subscriptions
+    sent = control_counts(events)
     out = {
         "warmup_messages": warmup,
         "measured_messages": kept.count(),
         "coverage_latency_ms": M.coverage_summary(cov),
-        "control": {k: sent[k] for k in CONTROL},
-        "bytes_sent_by_type": by_type,
+        "control": sent["entries"],
+        "bytes_sent_by_type": sent["bytes_by_type"],
         "duplicates": _count_bytes(events, ("duplicate_message",)),
         "idontwant_saves": _count_bytes(events, ("idontwant_skip", "stagger_skip")),
         "stagger_saves": _count_bytes(events, ("stagger_skip",)),

@@ -1,0 +1,77 @@
+"""Delivery seen from one side: per topic, per subscriber, and attackers' victims against the others.
+
+All take the deliveries frame of analysis.metrics.deliveries (msg_id, receiver, t_pub, t_recv,
+latency_ms; one row per expected receipt, t_recv null when it never came) and the publishes frame.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+
+def _delivery_aggs() -> list:
+    return [F.count("*").alias("expected"), F.count("t_recv").alias("delivered"),
+            (F.count("t_recv") / F.count("*")).alias("delivery_ratio"),
+            F.percentile_approx("latency_ms", 0.5, 10_000).alias("p50_ms"),
+            F.percentile_approx("latency_ms", 0.99, 10_000).alias("p99_ms"),
+            F.mean("latency_ms").alias("mean_ms")]
+
+
+def per_topic(dl: DataFrame, pubs: DataFrame) -> DataFrame:
+    """topic, messages, expected, delivered, delivery_ratio, p50_ms, p99_ms, mean_ms."""
+    return (dl.join(pubs.select("msg_id", "topic"), "msg_id")
+            .groupBy("topic").agg(F.countDistinct("msg_id").alias("messages"), *_delivery_aggs())
+            .orderBy("topic"))
+
+
+def per_subscriber(dl: DataFrame) -> DataFrame:
+    """receiver, expected, delivered, delivery_ratio, p50_ms, p99_ms, mean_ms: one row per honest
+    subscriber (the worst-served ones are what a mean hides)."""
+    return dl.groupBy("receiver").agg(*_delivery_aggs()).orderBy("receiver")
+
+
+def spread(frame: DataFrame, column: str) -> dict[str, Any]:
+    """min, p10, median and max of a per-topic or per-subscriber column."""
+    row = frame.agg(F.min(column).alias("min"), F.percentile_approx(column, [0.1, 0.5], 10_000).alias("q"),
+                    F.max(column).alias("max")).first()
+    if row["q"] is None:
+        return {"min": None, "p10": None, "median": None, "max": None}
+    return {"min": row["min"], "p10": row["q"][0], "median": row["q"][1], "max": row["max"]}
+
+
+def victims(plan: dict[str, Any]) -> dict[str, Any]:
+    """Whom the attackers aim at, from the plan: the victim topic of topic-drop attackers, and the
+    honest nodes planned next to an attacker (its neighbours: the ones an eclipse, censor or spam
+    attack reaches first)."""
+    attackers = [n for n in plan["nodes"] if n.get("role", "honest") != "honest"]
+    topics = sorted({n["behaviour"]["topic"] for n in attackers if n.get("behaviour", {}).get("topic")})
+    bad = {n["id"] for n in attackers}
+    near = {p for n in plan["nodes"] if n["id"] in bad for p in n.get("neighbours", [])}
+    near |= {n["id"] for n in plan["nodes"] if bad & set(n.get("neighbours", []))}
+    return {"attackers": sorted(bad), "topics": topics, "nodes": sorted(near - bad)}
+
+
+def attack_impact(dl: DataFrame, pubs: DataFrame, plan: dict[str, Any]) -> dict[str, Any] | None:
+    """Delivery ratio and latency of the victims against everyone else: messages on the victim
+    topics against the other topics, receivers next to an attacker against the rest."""
+    aim = victims(plan)
+    if not aim["attackers"]:
+        return None
+
+    def side(frame: DataFrame) -> dict[str, Any]:
+        row = frame.agg(*_delivery_aggs()).first()
+        return {k: row[k] for k in ("expected", "delivered", "delivery_ratio", "p50_ms", "p99_ms")}
+
+    out: dict[str, Any] = {"attackers": len(aim["attackers"])}
+    if aim["topics"]:
+        with_topic = dl.join(pubs.select("msg_id", "topic"), "msg_id")
+        is_victim = F.col("topic").isin(aim["topics"])
+        out["victim_topics"] = {"topics": aim["topics"], "victims": side(with_topic.where(is_victim)),
+                                "others": side(with_topic.where(~is_victim))}
+    if aim["nodes"]:
+        is_near = F.col("receiver").isin(aim["nodes"])
+        out["attacker_neighbours"] = {"nodes": len(aim["nodes"]), "victims": side(dl.where(is_near)),
+                                      "others": side(dl.where(~is_near))}
+    return out
