@@ -29,6 +29,10 @@ COLUMNS = [  # (header, how to get it from (metrics, manifest))
     ("L50_ms", lambda m, man: m["coverage_latency_ms"]["L50"]),
     ("L100_ms", lambda m, man: m["coverage_latency_ms"]["L100"]),
     ("dup_per_node", lambda m, man: m["duplicates_per_node"]),
+    ("worst_subscriber", lambda m, man: (m.get("per_subscriber") or {}).get("delivery_ratio", {}).get("min")),
+    ("mbit_per_node", lambda m, man: (m.get("bandwidth") or {}).get("mean_mbit_per_node")),
+    ("cpu_share", lambda m, man: (m.get("resources") or {}).get("cpu_share_mean")),
+    ("rss_peak_MB", lambda m, man: (m.get("resources") or {}).get("rss_peak_mb_max")),
     ("data_MB", lambda m, man: m["bytes"]["data_sent"] / 1e6),
     ("control_MB", lambda m, man: m["bytes"]["control_sent"] / 1e6),
     ("shaping", lambda m, man: m["shaping"]["mode"]),
@@ -118,6 +122,49 @@ def epoch_plots(run_dirs: list[str | Path]) -> dict[str, str]:
         if series:
             xs = list(range(max(len(v) for v in series.values())))
             plots[label] = series_plot(xs, series, "epoch", label, label[0].upper() + label[1:])
+    return plots
+
+
+def _label(manifest: dict[str, Any]) -> str:
+    return manifest.get("label") or manifest["run_id"]
+
+
+def _table(run_dir: Path, name: str, columns: list[str]) -> Any:
+    """A run's analysis table as pandas (None if the run's analysis predates it)."""
+    import pyarrow.dataset as ds
+
+    path = run_dir / "analysis" / "tables" / name
+    if not path.is_dir():
+        return None
+    return ds.dataset(path, format="parquet", partitioning="hive").to_table(columns=columns).to_pandas()
+
+
+def distribution_plots(run_dirs: list[str | Path]) -> dict[str, str]:
+    """Every run's latency CDF, coverage over time and upload per node over time, overlaid (read
+    from the Parquet tables `peerlab report` wrote; runs without them are left out)."""
+    from analysis.report import by_message, coverage_plot, latency_cdf_plot, series_plot
+
+    latencies, coverage, upload = {}, {}, {}
+    for run_dir in map(Path, run_dirs):
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+        label = _label(manifest)
+        dl = _table(run_dir, "deliveries", ["msg_id", "latency_ms"])
+        if dl is not None:
+            latencies[label] = dl["latency_ms"].dropna().to_numpy()
+            coverage[label] = by_message(dl)
+        bw = _table(run_dir, "bandwidth", ["second", "bytes"])
+        if bw is not None and len(bw):
+            per_s = bw.groupby("second")["bytes"].sum() * 8 / 1e6 / len(manifest["plan"]["nodes"])
+            upload[label] = dict(zip(per_s.index.tolist(), per_s.tolist()))
+    plots = {}
+    if latencies:
+        plots["latency CDF"] = latency_cdf_plot(latencies)
+        plots["coverage over time"] = coverage_plot(coverage)
+    if upload:
+        xs = sorted({x for series in upload.values() for x in series})
+        plots["upload per node over time"] = series_plot(
+            xs, {k: [v.get(x) for x in xs] for k, v in upload.items()}, "seconds since T0",
+            "upload per node (Mbit/s)", "Bandwidth over time")
     return plots
 
 

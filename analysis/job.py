@@ -15,7 +15,7 @@ from analysis import traffic as Tr
 from analysis import views as V
 from analysis.extras import EXTRAS, RunFrames
 from analysis.ingest import load_manifest, read_events, subscriptions_frame
-from analysis.report import bandwidth_plot, coverage_plot, latency_cdf_plot, render
+from analysis.report import bandwidth_plot, by_message, coverage_plot, latency_cdf_plot, render
 from analysis.spark import get_spark
 
 PLOT_SAMPLE = 2_000_000  # deliveries brought to the driver for plotting
@@ -92,12 +92,10 @@ def compute(spark: SparkSession, run_dir: Path, write_tables: bool = True) -> tu
             frame.select(run, "*").write.mode("overwrite").partitionBy("run").parquet(str(tables / name))
 
     sample = dl.select("msg_id", "latency_ms").limit(PLOT_SAMPLE).toPandas()
-    got = sample.dropna()
-    by_msg = {m: (len(g), g["latency_ms"].dropna().to_numpy()) for m, g in sample.groupby("msg_id")}
     upload = (per_second.groupBy("second").agg(F.sum("data").alias("data"), F.sum("control").alias("control"))
               .orderBy("second").toPandas())
-    plots = {"latency CDF": latency_cdf_plot(got["latency_ms"].to_numpy()),
-             "coverage over time": coverage_plot(by_msg),
+    plots = {"latency CDF": latency_cdf_plot({"": sample["latency_ms"].dropna().to_numpy()}),
+             "coverage over time": coverage_plot({"": by_message(sample)}),
              "bandwidth over time": bandwidth_plot(upload, nodes, Tr.publishing_window(manifest), t0),
              **extra_plots}
     for frame in (events, topics, subscribers, per_second, msgs):

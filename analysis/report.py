@@ -20,15 +20,19 @@ def _png(fig: Any) -> str:
     return base64.b64encode(buf.getvalue()).decode()
 
 
-def latency_cdf_plot(latencies_ms: np.ndarray) -> str:
+def latency_cdf_plot(runs: dict[str, np.ndarray]) -> str:
+    """The distribution of delivery latencies, one curve per run (label -> latencies in ms)."""
     fig, ax = plt.subplots(figsize=(6.4, 3.6))
-    if latencies_ms.size:
-        xs = np.sort(latencies_ms)
-        ax.step(xs, np.arange(1, xs.size + 1) / xs.size, where="post")
+    for label, latencies_ms in runs.items():
+        if latencies_ms.size:
+            xs = np.sort(latencies_ms)
+            ax.step(xs, np.arange(1, xs.size + 1) / xs.size, where="post", label=label)
     ax.set_xlabel("propagation latency (ms)")
     ax.set_ylabel("fraction of deliveries")
     ax.set_title("Latency CDF")
     ax.grid(alpha=0.3)
+    if len(runs) > 1:
+        ax.legend()
     return _png(fig)
 
 
@@ -49,20 +53,29 @@ def series_plot(xs: list[float], series: dict[str, list[float | None]], xlabel: 
     return _png(fig)
 
 
-def coverage_plot(latencies_by_msg: dict[str, tuple[int, np.ndarray]]) -> str:
-    """Mean fraction of expected receivers reached, against time since publication."""
+def by_message(deliveries: Any) -> dict[str, tuple[int, np.ndarray]]:
+    """coverage_plot's input from a pandas frame of deliveries (msg_id, latency_ms; NaN: never)."""
+    return {m: (len(g), g["latency_ms"].dropna().to_numpy()) for m, g in deliveries.groupby("msg_id")}
+
+
+def coverage_plot(runs: dict[str, dict[str, tuple[int, np.ndarray]]]) -> str:
+    """Mean fraction of expected receivers reached against time since publication, one curve per run
+    (label -> msg_id -> (expected receivers, latencies of those reached))."""
     fig, ax = plt.subplots(figsize=(6.4, 3.6))
-    if latencies_by_msg:
-        horizon = max((lat.max() for _, lat in latencies_by_msg.values() if lat.size), default=1.0)
-        grid = np.linspace(0, horizon * 1.05, 200)
+    horizon = max((lat.max() for by_msg in runs.values() for _, lat in by_msg.values() if lat.size), default=1.0)
+    grid = np.linspace(0, horizon * 1.05, 200)
+    for label, by_msg in runs.items():
         curves = [np.searchsorted(np.sort(lat), grid, side="right") / expected
-                  for expected, lat in latencies_by_msg.values() if expected]
-        ax.plot(grid, np.mean(curves, axis=0))
+                  for expected, lat in by_msg.values() if expected]
+        if curves:
+            ax.plot(grid, np.mean(curves, axis=0), label=label)
     ax.set_xlabel("time since publication (ms)")
     ax.set_ylabel("mean coverage")
     ax.set_ylim(0, 1.05)
     ax.set_title("Coverage over time")
     ax.grid(alpha=0.3)
+    if len(runs) > 1:
+        ax.legend()
     return _png(fig)
 
 
@@ -74,7 +87,8 @@ def bandwidth_plot(upload: Any, nodes: int, window: tuple[int, int] | None, t0_n
         secs = upload["second"].to_numpy()
         data = upload["data"].fillna(0).to_numpy() * 8 / 1e6 / nodes
         control = upload["control"].fillna(0).to_numpy() * 8 / 1e6 / nodes
-        ax.stackplot(secs, data, control, labels=["data", "control"], step="post", alpha=0.8)
+        ax.bar(secs, data, width=1.0, align="edge", label="data")
+        ax.bar(secs, control, width=1.0, align="edge", bottom=data, label="control")
         ax.legend(loc="upper right")
     if window:
         ax.axvspan((window[0] - t0_ns) / 1e9, (window[1] - t0_ns) / 1e9, color="grey", alpha=0.12,
@@ -169,12 +183,12 @@ figure {{ display: inline-block; margin: 0.5em; }}
 </style></head><body>
 <h1>peerlab run {html.escape(manifest['run_id'])}</h1>
 <h2>Summary</h2>{_table(summary)}
+<h2>Plots</h2>{images}
 {views_html}
 {attack_html}
 {faults_html}
 {spent_html}
 {protocol_html}
-<h2>Plots</h2>{images}
 <h2>Shaping and calibration</h2>{_table(shaping_rows)}
 <table><tr><th>link</th><th>configured</th><th>measured</th><th>error</th></tr>{cal_rows}</table>
 </body></html>

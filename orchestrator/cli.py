@@ -188,14 +188,14 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from analysis.compare import epoch_plots, load_rows, render_csv, render_html, render_table
+    from analysis.compare import distribution_plots, epoch_plots, load_rows, render_csv, render_html, render_table
 
     try:
         rows = load_rows(args.run_dirs)
     except FileNotFoundError as e:
         raise _UsageError(str(e))
     if args.html:
-        plots = epoch_plots(args.run_dirs)
+        plots = {**distribution_plots(args.run_dirs), **epoch_plots(args.run_dirs)}
         Path(args.html).write_text(render_html(rows, plots))
         err.print(f"wrote {args.html} ({len(plots)} overlaid plots)")
     if args.format == "json":
@@ -391,8 +391,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
     p.add_argument("--format", choices=["table", "csv", "json"], default="table")
     p.add_argument("--html", metavar="FILE", help="also write a self-contained page with the table and the runs' "
-                                                "per-epoch curves overlaid (overlay protocols: receive rate, delay, "
-                                                "victim topic, attackers' slot share)")
+                                                "curves overlaid: latency CDF, coverage and upload over time, and "
+                                                "per-epoch curves (overlay protocols: receive rate, delay, victim "
+                                                "topic, attackers' slot share)")
     p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("clean", help="remove namespaces and processes left by crashed runs")
