@@ -122,11 +122,27 @@ def _summary(metrics: dict[str, Any]) -> str:
             f"sent {b['data_sent'] / 1e6:.2f} MB data, {b['control_sent'] / 1e6:.2f} MB control")
 
 
-def _report(run_dir: Path) -> dict[str, Any]:
+def _report(run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
     from analysis.job import analyse
+    from analysis.spark import get_spark
 
-    err.print(f"[bold cyan]analysis:[/] PySpark on {run_dir}")
-    return analyse(run_dir)
+    conf = {}
+    for item in args.spark_conf:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise _UsageError(f"--spark-conf {item!r}: write KEY=VALUE, e.g. spark.executor.memory=4g")
+        conf[key] = value
+    err.print(f"[bold cyan]analysis:[/] PySpark ({args.master}) on {run_dir}")
+    return analyse(run_dir, get_spark(args.master, conf=conf))
+
+
+def _spark_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--master", default="local[*]",
+                   help="Spark master for the analysis: local[*] (default, this machine's cores), local[N], "
+                        "or a cluster such as spark://host:7077 (see README: Analysis at scale)")
+    p.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="a Spark setting (repeatable), e.g. spark.executor.memory=8g, or the s3a settings "
+                        "of the README")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -164,7 +180,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(runner.run_dir)
             return 130
         if not args.no_report:
-            metrics = _report(run_dir)
+            metrics = _report(run_dir, args)
             err.print(f"[bold green]summary:[/] {_summary(metrics)}")
             err.print(f"report: {run_dir / 'analysis' / 'report.html'}")
         print(run_dir)
@@ -181,7 +197,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir)
     if not (run_dir / "manifest.json").exists():
         raise _UsageError(f"{run_dir}: not a run directory (no manifest.json)")
-    metrics = _report(run_dir)
+    metrics = _report(run_dir, args)
     err.print(f"[bold green]summary:[/] {_summary(metrics)}")
     print(run_dir / "analysis" / "report.html")
     return 0
@@ -367,6 +383,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shaping", choices=["auto", "netem", "transport"], default="auto",
                    help="latency in the kernel (netem) or in the node transport; auto probes the kernel")
     p.add_argument("--no-report", action="store_true", help="skip the PySpark analysis (run `peerlab report` later)")
+    _spark_options(p)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("validate", help="check a scenario and exit (2 if invalid)")
@@ -385,6 +402,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("report", help="(re)run the analysis of a run directory")
     p.add_argument("run_dir")
+    _spark_options(p)
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("compare", help="metrics of several runs side by side")
