@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pyarrow.dataset
 from rich.console import Console
 
 from analysis import synthetic
@@ -60,7 +61,8 @@ def bench_analysis(events: int, master: str, workdir: str | None, keep: bool, co
         t = time.perf_counter()
         subs = synthetic.generate(tables, events, shape)
         size = sum(p.stat().st_size for p in tables.rglob("*.parquet"))
-        console.print(f"  generated in {time.perf_counter() - t:.1f} s, {size / 1e6:.0f} MB of Parquet")
+        rows = pyarrow.dataset.dataset(tables, format="parquet", partitioning="hive").count_rows()
+        console.print(f"  {rows:,} events in {time.perf_counter() - t:.1f} s, {size / 1e6:.0f} MB of Parquet")
 
         console.print("duckdb: computing the core metrics")
         t = time.perf_counter()

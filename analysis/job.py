@@ -69,9 +69,10 @@ def compute(spark: SparkSession, run_dir: Path, write_tables: bool = True) -> tu
         result["attack"] = impact
     t0 = manifest.get("t0_ns") or 0
     per_second = Tr.bandwidth(events, t0).cache()
-    result["bandwidth"] = Tr.bandwidth_summary(per_second, Tr.publishing_window(manifest), t0, nodes)
+    publishing = Tr.publishing_window(manifest)
+    result["bandwidth"] = Tr.bandwidth_summary(per_second, publishing, t0, nodes)
     result["control"] = Tr.control_counts(events)
-    result["connections"] = Tr.connections(events)
+    result["connections"] = Tr.connections(events, publishing[1] if publishing else None)
     usage, per_node_usage = Tr.resources(events)
     if usage:
         result["resources"] = usage
@@ -96,7 +97,7 @@ def compute(spark: SparkSession, run_dir: Path, write_tables: bool = True) -> tu
               .orderBy("second").toPandas())
     plots = {"latency CDF": latency_cdf_plot({"": sample["latency_ms"].dropna().to_numpy()}),
              "coverage over time": coverage_plot({"": by_message(sample)}),
-             "bandwidth over time": bandwidth_plot(upload, nodes, Tr.publishing_window(manifest), t0),
+             "bandwidth over time": bandwidth_plot(upload, nodes, publishing, t0),
              **extra_plots}
     for frame in (events, topics, subscribers, per_second, msgs):
         frame.unpersist()

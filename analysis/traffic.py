@@ -65,16 +65,18 @@ def control_counts(events: DataFrame) -> dict[str, dict[str, int]]:
     return {"entries": {k: got[k] for k in CONTROL_TYPES}, "bytes_by_type": by_type}
 
 
-def connections(events: DataFrame) -> dict[str, Any]:
-    """Connections made and lost, and each node's open connections at the end (mean, min, max)."""
+def connections(events: DataFrame, until_ns: int | None) -> dict[str, Any]:
+    """Connections made and lost (each end logs its own), and each node's open connections at
+    `until_ns` (the end of the publishing window; the stop closes them all) as mean, min, max."""
     conn = events.where(F.col("type").isin("connect", "disconnect"))
     counts = {r["type"]: r["count"] for r in conn.groupBy("type").count().collect()}
+    upto = conn.where(F.col("ts") < until_ns) if until_ns else conn
     net = (events.select("node").distinct()  # a node that never connected has 0 open
-           .join(conn.groupBy("node").agg(F.sum(F.when(F.col("type") == "connect", 1).otherwise(-1)).alias("open")),
+           .join(upto.groupBy("node").agg(F.sum(F.when(F.col("type") == "connect", 1).otherwise(-1)).alias("open")),
                  "node", "left").fillna(0, ["open"]))
     row = net.agg(F.mean("open").alias("mean"), F.min("open").alias("min"), F.max("open").alias("max")).first()
     return {"connects": counts.get("connect", 0), "disconnects": counts.get("disconnect", 0),
-            "open_at_end": {"mean": row["mean"], "min": row["min"], "max": row["max"]}}
+            "open_at_window_end": {"mean": row["mean"], "min": row["min"], "max": row["max"]}}
 
 
 def resources(events: DataFrame) -> tuple[dict[str, Any] | None, DataFrame]:

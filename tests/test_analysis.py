@@ -98,8 +98,9 @@ def test_metrics_match_hand_computation(tmp_path, spark):
     assert bw["peak_node_mbit"] == pytest.approx(120 * 8 / 1e6)
     assert m["control"]["bytes_by_type"] == {"data": 200, "ihave": 0, "iwant": 0, "idontwant": 0, "graft": 0,
                                              "prune": 0, "other": 48}
+    # at the end of the publishing window (T0 + 1 s) n0, n1 hold one each; n2's closed at 500 ms
     assert m["connections"] == {"connects": 3, "disconnects": 1,
-                                "open_at_end": {"mean": pytest.approx(2 / 4), "min": 0, "max": 1}}
+                                "open_at_window_end": {"mean": pytest.approx(2 / 4), "min": 0, "max": 1}}
     assert m["resources"]["nodes"] == 1
     assert m["resources"]["cpu_share_mean"] == pytest.approx(0.5)
     assert m["resources"]["rss_peak_mb_max"] == pytest.approx(120)
