@@ -84,7 +84,7 @@ def exact_quantiles(values: DataFrame, column: str, probs: tuple[float, ...], n:
         band, below = row[f"band{i}"], row[f"below{i}"]
         k = first - below
         if not (0 <= k and k + (1 if frac else 0) < len(band)):  # the bracket missed: never expected
-            return [values.agg(F.percentile(column, list(probs))).first()[0][j] for j in range(len(probs))]
+            return list(values.agg(F.percentile(column, list(probs))).first()[0])
         out.append(band[k] + (band[k + 1] - band[k]) * frac if frac else band[k])
     return out
 
