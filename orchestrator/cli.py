@@ -153,8 +153,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.backend not in known:
         raise _UsageError(f"--backend {args.backend!r}: available backends are {', '.join(known)}")
     if args.backend != "sim" and os.geteuid() != 0:
-        err.print("[bold red]error:[/] the local backend creates network namespaces and tc qdiscs: "
-                  "run peerlab as root (or with CAP_NET_ADMIN and CAP_SYS_ADMIN), or simulate with --backend sim")
+        err.print(f"[bold red]error:[/] the {args.backend} backend creates network namespaces or containers and tc "
+                  "qdiscs: run peerlab as root (or with CAP_NET_ADMIN and CAP_SYS_ADMIN), or simulate with --backend sim")
         return 1
     from orchestrator.runner import RunError, RunInterrupted, Runner
     from orchestrator.simrunner import SimInterrupted, SimRunner
@@ -167,8 +167,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.backend == "sim":
             runner = SimRunner(combo.scenario, seed=args.seed, console=err, label=combo.label)
         else:
-            runner = Runner(combo.scenario, backend=args.backend, seed=args.seed, console=err,
-                            shaping_mode=args.shaping, label=combo.label)
+            try:
+                runner = Runner(combo.scenario, backend=args.backend, seed=args.seed, console=err,
+                                shaping_mode=args.shaping, label=combo.label)
+            except RuntimeError as e:  # the backend cannot start (no Docker engine, image build failed)
+                err.print(f"[bold red]error:[/] {e}")
+                return 1
         try:
             run_dir = runner.run()
         except RunError as e:
@@ -377,8 +381,10 @@ def build_parser() -> argparse.ArgumentParser:
                                    "on stdout is the run directory.")
     _scenario_args(p)
     p.add_argument("--backend", default="local",
-                   help="where nodes run: local (default; processes in network namespaces, real tc) or sim "
-                        "(the same protocol cores in virtual time, one process, no root; for paper-scale runs)")
+                   help="where nodes run: local (default; processes in network namespaces, real tc), docker "
+                        "(one container per node, shaped by the same tc code; builds the node image when it "
+                        "changed, from $PEERLAB_BASE_IMAGE or python:3.12-slim), or sim (the same protocol "
+                        "cores in virtual time, one process, no root; for paper-scale runs)")
     p.add_argument("--seed", type=int, help="override the scenario's seed (same seed => same plan)")
     p.add_argument("--shaping", choices=["auto", "netem", "transport"], default="auto",
                    help="latency in the kernel (netem) or in the node transport; auto probes the kernel")

@@ -110,12 +110,10 @@ class Runner(RunRecord):
         for node in self.plan.nodes:
             ends = self.backend.link_ends(node.id)
             shape = shaping.node_shape(self.plan, node.id, address_of)
-            with self.backend.netns(ends.node_netns) as ns:
-                shaping.shape_egress(ns, ends.node_ifname, shape, with_netem)
+            self.backend.shape(ends.node_netns, [shaping.egress_op(ends.node_ifname, shape, with_netem)])
         for far, links in self._far_ends().items():
-            with self.backend.netns(far) as ns:
-                for node_id, ifname in links:
-                    shaping.shape_download(ns, ifname, self.plan.node(node_id).bandwidth_down)
+            self.backend.shape(far, [shaping.download_op(ifname, self.plan.node(node_id).bandwidth_down)
+                                     for node_id, ifname in links])
 
     def _fail_node(self, node_id: str, what: str) -> RunError:
         return RunError(f"node {node_id} {what}; its last output:\n{self.backend.output_tail(node_id)}")
@@ -213,17 +211,16 @@ class Runner(RunRecord):
         side = {x: i for i, g in enumerate(groups) for x in g}
         address_of = {n.id: self.backend.address(n.id) for n in self.plan.nodes}
         for far, links in self._far_ends().items():
-            with self.backend.netns(far) as ns:
-                for node_id, ifname in links:
-                    node = self.plan.node(node_id)
-                    others = [address_of[p] for p in node.contacts or node.neighbours if side[p] != side[node_id]]
-                    shaping.cut_off(ns, ifname, others)
+            ops = []
+            for node_id, ifname in links:
+                node = self.plan.node(node_id)
+                others = [address_of[p] for p in node.contacts or node.neighbours if side[p] != side[node_id]]
+                ops.append(shaping.cut_op(ifname, others))
+            self.backend.shape(far, ops)
 
     def _heal(self) -> None:
         for far, links in self._far_ends().items():
-            with self.backend.netns(far) as ns:
-                for _, ifname in links:
-                    shaping.reconnect(ns, ifname)
+            self.backend.shape(far, [shaping.heal_op(ifname) for _, ifname in links])
 
     def _far_ends(self) -> dict[str, list[tuple[str, str]]]:
         """The switch side of every node's link, by namespace (one handle per namespace)."""
@@ -235,10 +232,8 @@ class Runner(RunRecord):
 
     def _set_rate(self, node_id: str, up_bps: int, down_bps: int) -> None:
         ends = self.backend.link_ends(node_id)
-        with self.backend.netns(ends.node_netns) as ns:
-            shaping.set_rate(ns, ends.node_ifname, up_bps)
-        with self.backend.netns(ends.far_netns) as ns:
-            shaping.set_rate(ns, ends.far_ifname, down_bps)
+        self.backend.shape(ends.node_netns, [shaping.rate_op(ends.node_ifname, up_bps)])
+        self.backend.shape(ends.far_netns, [shaping.rate_op(ends.far_ifname, down_bps)])
 
     async def _degrade_links(self, node_id: str, delay_ms: float, loss: float) -> None:
         """Latency and loss on every link of the node, both ways: its own transport (towards all its

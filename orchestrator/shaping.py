@@ -23,13 +23,18 @@ in place: nothing is rebuilt, queued packets stay queued.
 Kernels without sch_netem (CI machines, WSL2, minimal cloud kernels) keep the HTB rate but no bucket
 classes; the same buckets then become per-destination delays in the node transport
 (`transport_delays`). Which mode ran is written in the manifest. `probe_netem` finds out; never assume.
+
+The runner speaks to this module in operations (`egress_op`, `download_op`, ...: plain dicts) that
+`apply` executes on a pyroute2 handle. A backend with the handle at hand (local namespaces) applies
+them itself; a container backend sends the same list to the shaper entry point in the node's network
+namespace (`python -m orchestrator.shaper`, NET_ADMIN only).
 """
 from __future__ import annotations
 
 import math
 import os
 import socket
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pyroute2 import NetNS, netns
@@ -187,6 +192,59 @@ def shape_download(ipr: NetNS, ifname: str, down_bps: int) -> None:
     ipr.tc("add", "htb", index=index, handle="1:", default=0x1)
     ipr.tc("add-class", "htb", index=index, handle="1:1", parent="1:", rate=down, ceil=down,
            quantum=htb_quantum(down_bps))
+
+
+def egress_op(ifname: str, shape: NodeShape, with_netem: bool) -> dict[str, Any]:
+    return {"op": "egress", "ifname": ifname, "netem": with_netem, "shape": asdict(shape)}
+
+
+def download_op(ifname: str, down_bps: int) -> dict[str, Any]:
+    return {"op": "download", "ifname": ifname, "bps": down_bps}
+
+
+def cut_op(ifname: str, sources: list[str]) -> dict[str, Any]:
+    return {"op": "cut", "ifname": ifname, "sources": sources}
+
+
+def heal_op(ifname: str) -> dict[str, Any]:
+    return {"op": "heal", "ifname": ifname}
+
+
+def rate_op(ifname: str, bps: int) -> dict[str, Any]:
+    return {"op": "rate", "ifname": ifname, "bps": bps}
+
+
+def _shape_from(d: dict[str, Any]) -> NodeShape:
+    return NodeShape(d["node_id"], d["up_bps"], d["down_bps"],
+                     [Bucket(b["delay_ms"], b["jitter_ms"], b["loss"], tuple(b["destinations"])) for b in d["buckets"]])
+
+
+def apply(ipr: Any, ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Execute shaping operations in order on `ipr` (a NetNS or IPRoute); what each one reports."""
+    done = []
+    for op in ops:
+        kind, ifname = op["op"], op.get("ifname", "")
+        if kind == "egress":
+            shape_egress(ipr, ifname, _shape_from(op["shape"]), op["netem"])
+        elif kind == "download":
+            shape_download(ipr, ifname, op["bps"])
+        elif kind == "cut":
+            cut_off(ipr, ifname, op["sources"])
+        elif kind == "heal":
+            reconnect(ipr, ifname)
+        elif kind == "rate":
+            set_rate(ipr, ifname, op["bps"])
+        elif kind == "describe":
+            done.append({"op": kind, "ifname": ifname, "lines": describe(ipr, ifname)})
+            continue
+        elif kind == "peer_index":  # the interface index of the far end of a veth (its IFLA_LINK)
+            link = ipr.get_links(ipr.link_lookup(ifname=ifname)[0])[0]
+            done.append({"op": kind, "ifname": ifname, "index": link.get_attr("IFLA_LINK")})
+            continue
+        else:
+            raise ValueError(f"unknown shaping operation {kind!r}")
+        done.append({"op": kind, "ifname": ifname})
+    return done
 
 
 def describe(ipr: NetNS, ifname: str) -> list[str]:

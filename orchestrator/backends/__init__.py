@@ -1,17 +1,20 @@
-"""Backends by name: where nodes run. `local` (network namespaces) is the default."""
+"""Backends by name: where nodes run. `local` (network namespaces) is the default; `docker` runs
+each node in a container. A backend's module is imported only when a run asks for it."""
 from __future__ import annotations
 
 from .base import Backend, LinkEnds, RunContext
 from .local import LocalBackend
 
-BACKENDS: dict[str, type[Backend]] = {"local": LocalBackend}
+BACKENDS = ("local", "docker")
 
 
 def get_backend(name: str) -> type[Backend]:
-    try:
-        return BACKENDS[name]
-    except KeyError:
-        raise ValueError(f"unknown backend {name!r}; available here: {', '.join(BACKENDS)}") from None
+    if name == "local":
+        return LocalBackend
+    if name == "docker":
+        from .docker import DockerBackend
+        return DockerBackend
+    raise ValueError(f"unknown backend {name!r}; available: {', '.join(BACKENDS)}")
 
 
 __all__ = ["BACKENDS", "get_backend", "Backend", "LinkEnds", "RunContext"]

@@ -1,8 +1,8 @@
 """What every backend provides; the runner (`orchestrator.runner`) does all the rest the same way.
 
-A backend differs from another only in: making the network, starting and stopping a node, giving a
-pyroute2 handle inside a node's network namespace (for shaping), reaching its control API, and
-fetching its event log.
+A backend differs from another only in: making the network, starting and stopping a node, applying
+shaping operations inside a node's network namespace and at the far end of its link, reaching its
+control API, and fetching its event log.
 """
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ import abc
 import contextlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from pyroute2 import NetNS
 
 from node.config import NodeConfig
+from orchestrator import shaping
 from orchestrator.control import ControlClient
 from orchestrator.plan import RunPlan
 
@@ -71,6 +72,12 @@ class Backend(abc.ABC):
     def netns(self, name: str) -> Iterator[NetNS]:
         with NetNS(name, flags=0) as ns:
             yield ns
+
+    def shape(self, where: str, ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Apply shaping operations (`orchestrator.shaping`) in network namespace `where`, as named by
+        `link_ends`. Here, through a pyroute2 handle opened in it; container backends override."""
+        with self.netns(where) as ns:
+            return shaping.apply(ns, ops)
 
     @abc.abstractmethod
     def start_node(self, node_id: str, config: NodeConfig) -> None: ...

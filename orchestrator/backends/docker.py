@@ -1,0 +1,238 @@
+"""The Docker backend: every node a container of the node image, on a per-run bridge network.
+
+    network pl<short>           (bridge, 10.S.0.0/16, the host side of each link on the host)
+    pl<short>-n0-net            sandbox: holds n0's network namespace and address; root with
+                                NET_ADMIN only, it runs the shaper (`python -m orchestrator.shaper`)
+    pl<short>-n0                the node: non-root, no capabilities, in the sandbox's namespace
+    volume pl<short>-events     every node's event log
+
+The sandbox outlives node restarts (churn kills and starts only the node container), so the
+namespace, its address and its tc tree stay, as a pod's do on Kubernetes. Upload shaping runs in the
+sandbox through `docker exec`; the download cap and partitions go on the host side of the node's
+veth (the far end of its link), which this process shapes directly, as root on the Docker host.
+Everything carries the label peerlab.run=<short>: teardown and `peerlab clean` remove by label.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from pyroute2 import IPRoute
+
+from node.config import NodeConfig
+from orchestrator import image, shaping
+from orchestrator.backends.base import Backend, LinkEnds, RunContext
+from orchestrator.control import ControlClient
+
+DATA_PORT = 4001
+CONTROL_PORT = 7000
+HOST = "host"  # link_ends' name for the Docker host's own namespace
+EVENTS_DIR = "/var/lib/peerlab/events"
+CONFIG_DIR = "/etc/peerlab"
+LABEL = "peerlab.run"
+
+
+def docker_client():
+    """A client for the local Docker engine, or a RuntimeError that says how to get one."""
+    try:
+        import docker
+    except ImportError as err:  # pragma: no cover - a dependency of peerlab
+        raise RuntimeError("the docker Python package is missing; run `make setup`") from err
+    try:
+        client = docker.from_env(timeout=120)
+        client.ping()
+    except Exception as err:
+        raise RuntimeError(f"no Docker engine answers ({err.__class__.__name__}: {err}); install and start "
+                           "it (Debian: apt-get install docker.io && dockerd &), or use --backend local") from None
+    return client
+
+
+def remove_docker_objects(short: str, client=None) -> dict[str, int]:
+    """Remove every container, network and volume labelled with this run; counts of each."""
+    client = client or docker_client()
+    selector = {"label": f"{LABEL}={short}"}
+    containers = client.containers.list(all=True, filters=selector)
+    # nodes first: a sandbox cannot go while a container still uses its namespace
+    for c in sorted(containers, key=lambda c: c.name.endswith("-net")):
+        c.remove(force=True)
+    networks = client.networks.list(filters=selector)
+    for n in networks:
+        n.remove()
+    volumes = client.volumes.list(filters=selector)
+    for v in volumes:
+        v.remove(force=True)
+    return {"containers": len(containers), "networks": len(networks), "volumes": len(volumes)}
+
+
+def docker_leftovers() -> set[str]:
+    """Short ids of runs that left labelled Docker objects (none when no engine answers)."""
+    try:
+        client = docker_client()
+    except RuntimeError:
+        return set()
+    objects = [*client.containers.list(all=True, filters={"label": LABEL}),
+               *client.networks.list(filters={"label": LABEL}), *client.volumes.list(filters={"label": LABEL})]
+    return {(o.attrs.get("Labels") or o.attrs.get("Config", {}).get("Labels") or {}).get(LABEL, "")
+            for o in objects} - {""}
+
+
+class DockerBackend(Backend):
+    name = "docker"
+
+    def __init__(self, ctx: RunContext):
+        super().__init__(ctx)
+        self.client = docker_client()
+        self.prefix = f"pl{ctx.short}"
+        self.labels = {LABEL: ctx.short}
+        self.subnet = 200 + int(ctx.short, 16) % 50
+        self.host_ifname: dict[str, str] = {}
+        self.containers: dict[str, Any] = {}
+        self.image = image.build(self.client, say=lambda m: print(f"  {m}", flush=True))
+        for sub in ("configs", "out"):
+            (ctx.scratch / sub).mkdir(parents=True, exist_ok=True)
+        self.volume = None
+
+    # names and addresses -----------------------------------------------------------------------
+    def sandbox(self, node_id: str) -> str:
+        return f"{self.prefix}-{node_id}-net"
+
+    def address(self, node_id: str) -> str:
+        host = int(node_id[1:]) + 2  # .0.1 is the bridge
+        return f"10.{self.subnet}.{host >> 8}.{host & 0xFF}"
+
+    def data_port(self, node_id: str) -> int:
+        return DATA_PORT
+
+    def link_ends(self, node_id: str) -> LinkEnds:
+        return LinkEnds(self.sandbox(node_id), "eth0", HOST, self.host_ifname[node_id])
+
+    def control_endpoint(self, node_id: str) -> dict[str, Any]:
+        return {"host": self.address(node_id), "port": CONTROL_PORT}
+
+    def event_log_path(self, node_id: str) -> str:
+        return f"{EVENTS_DIR}/{node_id}.jsonl"
+
+    # the network -------------------------------------------------------------------------------
+    def create_network(self) -> None:
+        import docker.types
+
+        ipam = docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(
+            subnet=f"10.{self.subnet}.0.0/16", gateway=f"10.{self.subnet}.0.1")])
+        self.client.networks.create(self.prefix, driver="bridge", ipam=ipam, labels=self.labels,
+                                    options={"com.docker.network.bridge.name": f"{self.prefix}-br"})
+        self.volume = self.client.volumes.create(f"{self.prefix}-events", labels=self.labels)
+        api = self.client.api
+        for node in self.ctx.plan.nodes:
+            net = api.create_networking_config({self.prefix: api.create_endpoint_config(
+                ipv4_address=self.address(node.id))})
+            c = api.create_container(
+                self.image, name=self.sandbox(node.id), labels=self.labels, user="0",
+                entrypoint=["python", "-m", "orchestrator.shaper", "--hold"], networking_config=net,
+                host_config=api.create_host_config(network_mode=self.prefix, cap_drop=["ALL"],
+                                                   cap_add=["NET_ADMIN"], security_opt=["no-new-privileges"],
+                                                   init=True))
+            api.start(c["Id"])
+        with IPRoute() as ipr:
+            for node in self.ctx.plan.nodes:
+                peer = self._exec_shaper(self.sandbox(node.id), [{"op": "peer_index", "ifname": "eth0"}])
+                self.host_ifname[node.id] = ipr.get_links(peer[0]["index"])[0].get_attr("IFLA_IFNAME")
+
+    def _exec_shaper(self, container: str, ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        result = self.client.containers.get(container).exec_run(
+            ["python", "-m", "orchestrator.shaper", "--ops", json.dumps(ops)], user="0")
+        out = result.output.decode(errors="replace").strip()
+        try:
+            done = json.loads(out.splitlines()[-1])
+        except (ValueError, IndexError):
+            done = {"error": out[-2000:]}
+        if result.exit_code != 0 or isinstance(done, dict):
+            raise RuntimeError(f"shaper in {container} failed: {done.get('error') if isinstance(done, dict) else out}")
+        return done
+
+    def shape(self, where: str, ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if where == HOST:
+            with IPRoute() as ipr:
+                return shaping.apply(ipr, ops)
+        return self._exec_shaper(where, ops)
+
+    # nodes -------------------------------------------------------------------------------------
+    def _paths(self, node_id: str) -> dict[str, Path]:
+        s = self.ctx.scratch
+        return {"config": s / "configs" / f"{node_id}.json", "out": s / "out" / f"{node_id}.out"}
+
+    def start_node(self, node_id: str, config: NodeConfig) -> None:
+        self._paths(node_id)["config"].write_text(config.model_dump_json())
+        old = self.containers.pop(node_id, None)
+        if old is not None:
+            self._save_output(node_id, old)
+            old.remove(force=True)
+        self.containers[node_id] = self.client.containers.run(
+            self.image, ["--config", f"{CONFIG_DIR}/{node_id}.json"], name=f"{self.prefix}-{node_id}",
+            detach=True, labels=self.labels, network_mode=f"container:{self.sandbox(node_id)}",
+            cap_drop=["ALL"], security_opt=["no-new-privileges"], init=True,
+            volumes={self.volume.name: {"bind": EVENTS_DIR, "mode": "rw"},
+                     str(self.ctx.scratch / "configs"): {"bind": CONFIG_DIR, "mode": "ro"}})
+
+    def _save_output(self, node_id: str, container: Any) -> None:
+        """Keep what a node printed before its container is replaced or removed."""
+        with open(self._paths(node_id)["out"], "ab") as f:
+            f.write(container.logs())
+
+    def kill_node(self, node_id: str) -> None:
+        c = self.containers.get(node_id)
+        if c is not None and self.alive(node_id):
+            try:
+                c.kill()
+            except Exception:  # it exited meanwhile
+                pass
+            self.wait_node(node_id, 10)
+
+    def wait_node(self, node_id: str, timeout: float) -> int | None:
+        c = self.containers.get(node_id)
+        if c is None:
+            return 0
+        try:
+            return c.wait(timeout=timeout)["StatusCode"]
+        except Exception:  # requests' ReadTimeout / ConnectionError: still running
+            return None
+
+    def alive(self, node_id: str) -> bool:
+        c = self.containers.get(node_id)
+        if c is None:
+            return False
+        c.reload()
+        return c.status in ("running", "restarting")
+
+    def control(self, node_id: str) -> ControlClient:
+        return ControlClient(node_id, self.ctx.token, url=f"http://{self.address(node_id)}:{CONTROL_PORT}")
+
+    def event_log(self, node_id: str) -> Path:
+        """After teardown: the copy taken out of the run's volume."""
+        return self.ctx.scratch / "events" / f"{node_id}.jsonl"
+
+    def output_tail(self, node_id: str, lines: int = 10) -> str:
+        c = self.containers.get(node_id)
+        if c is not None:
+            return c.logs(tail=lines).decode(errors="replace").rstrip() or "(no output)"
+        try:
+            with open(self._paths(node_id)["out"], errors="replace") as f:
+                return "".join(deque(f, lines)).rstrip()
+        except FileNotFoundError:
+            return "(no output)"
+
+    def teardown(self) -> None:
+        """Stop the nodes, copy the event logs out of the volume, then remove every object of the run."""
+        for node_id in list(self.containers):
+            self.kill_node(node_id)
+        for node_id, c in self.containers.items():
+            self._save_output(node_id, c)
+        if self.volume is not None:
+            events = self.ctx.scratch / "events"
+            events.mkdir(parents=True, exist_ok=True)
+            for log in Path(self.volume.attrs["Mountpoint"]).glob("*.jsonl"):
+                shutil.copyfile(log, events / log.name)
+        self.containers.clear()
+        remove_docker_objects(self.ctx.short, self.client)
