@@ -43,3 +43,25 @@ def peerlab(*args: str, timeout: float = 600, **kwargs) -> subprocess.CompletedP
 def run_netns() -> set[str]:
     out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     return {line.split()[0] for line in out.splitlines() if line.startswith("pl")}
+
+
+@pytest.fixture(scope="session")
+def docker_engine():
+    """The local Docker engine. CI (PEERLAB_REQUIRE_DOCKER=1, set by .ci/run after .ci/docker) fails
+    without one; elsewhere the docker tests skip, saying how to get one."""
+    from orchestrator.backends.docker import docker_client
+
+    try:
+        return docker_client()
+    except RuntimeError as err:
+        if os.environ.get("PEERLAB_REQUIRE_DOCKER") == "1":
+            pytest.fail(str(err))
+        pytest.skip(f"{err} (.ci/docker installs and starts one)")
+
+
+def docker_objects(client) -> list[str]:
+    """Names of every container, network and volume a peerlab run labelled."""
+    label = {"label": "peerlab.run"}
+    return sorted([c.name for c in client.containers.list(all=True, filters=label)] +
+                  [n.name for n in client.networks.list(filters=label)] +
+                  [v.name for v in client.volumes.list(filters=label)])

@@ -1,0 +1,89 @@
+"""The docker backend for real: containers of the node image on a per-run network, shaped by the
+shaper entry point; the quickstart delivers as on the local backend; churn kills and restarts node
+containers; containers are unprivileged; nothing is left behind."""
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from orchestrator import shaping
+from orchestrator.runner import Runner
+from orchestrator.scenario import parse_scenario
+from tests.conftest import docker_objects, peerlab, run_netns
+from tests.test_local_backend import SMALL
+
+pytestmark = [pytest.mark.emulation, pytest.mark.docker, pytest.mark.slow]
+
+
+def test_quickstart_on_docker_delivers_as_on_local(tmp_path: Path, docker_engine):
+    before = run_netns()
+    result = peerlab("run", "scenarios/quickstart.yaml", "--backend", "docker",
+                     "--set", f"output.store=file://{tmp_path}/runs", timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    run_dir = Path(result.stdout.strip().splitlines()[-1])
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["backend"] == "docker" and manifest["status"] == "completed"
+    assert len(list((run_dir / "events").glob("*.jsonl.gz"))) == 30
+    m = json.loads((run_dir / "analysis" / "metrics.json").read_text())
+    # the outcome tests/test_quickstart.py asserts for the local backend
+    assert m["nodes"] == 30 and m["messages"] == 60
+    assert m["delivery_ratio"] == 1.0
+    assert 50.0 <= m["latency_ms"]["p50"] <= 65.0, m["latency_ms"]
+    for r in manifest["calibration"]["throughput"]:
+        assert abs(r["measured_mbit"] - 50.0) <= 5.0, r
+    assert docker_objects(docker_engine) == []
+    assert run_netns() == before
+
+
+def test_docker_churn_kills_and_restarts_containers(tmp_path: Path, docker_engine):
+    scenario = tmp_path / "small.yaml"
+    scenario.write_text(SMALL + f"output: {{store: 'file://{tmp_path}/runs'}}\n")
+    result = peerlab("run", str(scenario), "--backend", "docker", "--no-report", timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    run_dir = Path(result.stdout.strip().splitlines()[-1])
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert [(f["action"], f["node"]) for f in manifest["faults_executed"]] == [("kill", "n7"), ("restart", "n7")]
+    for r in manifest["calibration"]["rtt"]:
+        assert abs(r["measured_ms"] - 40.0) <= 0.1 * 40 + 1, r
+    with gzip.open(run_dir / "events" / "n7.jsonl.gz", "rt") as f:
+        events = [json.loads(line) for line in f]
+    starts = [e for e in events if e["type"] == "start"]
+    assert len(starts) == 2  # one log across both containers of n7 (the run's volume)
+    after_restart = [e for e in events if e["type"] == "deliver_message" and e["ts"] > starts[1]["ts"]]
+    assert after_restart, "n7 delivered nothing after its restart"
+    assert docker_objects(docker_engine) == []
+
+
+def test_containers_are_unprivileged_and_the_sandbox_keeps_shaping(tmp_path: Path, docker_engine):
+    scenario = parse_scenario(f"name: tiny\nnodes: {{count: 2}}\noutput: {{store: 'file://{tmp_path}/runs'}}\n")
+    runner = Runner(scenario, backend="docker")
+    backend = runner.backend
+    try:
+        backend.create_network()
+        runner._shape(shaping.TRANSPORT)
+        config = runner._node_config("n0", shaping.TRANSPORT)
+        backend.start_node("n0", config)
+        node = docker_engine.containers.get(f"pl{runner.short}-n0").attrs
+        sandbox = docker_engine.containers.get(f"pl{runner.short}-n0-net").attrs
+        assert node["Config"]["User"] == "10001:10001"
+        assert node["HostConfig"]["CapDrop"] == ["ALL"] and not node["HostConfig"]["CapAdd"]
+        assert sandbox["HostConfig"]["CapAdd"] == ["NET_ADMIN"] and sandbox["HostConfig"]["CapDrop"] == ["ALL"]
+        assert not node["HostConfig"]["Privileged"] and not sandbox["HostConfig"]["Privileged"]
+
+        def tree() -> list[str]:
+            return backend.shape(backend.sandbox("n0"), [{"op": "describe", "ifname": "eth0"}])[0]["lines"]
+
+        shaped = tree()
+        assert "class htb 1:1 parent root rate 50000000bit" in shaped
+        backend.kill_node("n0")
+        assert not backend.alive("n0")
+        backend.start_node("n0", config)
+        assert backend.alive("n0")
+        assert tree() == shaped  # the namespace and its tc tree outlive the node's container
+        far = backend.link_ends("n0")
+        down = backend.shape(far.far_netns, [{"op": "describe", "ifname": far.far_ifname}])[0]["lines"]
+        assert any("rate 50000000bit" in line for line in down)
+    finally:
+        backend.teardown()
+    assert docker_objects(docker_engine) == []
