@@ -187,6 +187,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             metrics = _report(run_dir, args)
             err.print(f"[bold green]summary:[/] {_summary(metrics)}")
             err.print(f"report: {run_dir / 'analysis' / 'report.html'}")
+            _upload(runner.store, runner.run_id)
         print(run_dir)
         done.append(run_dir)
     if len(done) > 1 and not args.no_report:
@@ -197,11 +198,30 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _upload(store: Any, run_id: str) -> None:
+    uploaded = store.sync(run_id)
+    if uploaded:
+        err.print(f"uploaded {uploaded} files to {store.url}/{run_id}")
+
+
 def cmd_report(args: argparse.Namespace) -> int:
-    run_dir = Path(args.run_dir)
+    store = None
+    if "://" in args.run_dir and not args.run_dir.startswith("file://"):
+        from orchestrator.store import split_run_url
+
+        try:
+            store, run_id = split_run_url(args.run_dir)
+            err.print(f"fetching {args.run_dir} into {store.root}")
+            run_dir = store.fetch(run_id)
+        except (ValueError, FileNotFoundError) as e:
+            raise _UsageError(str(e)) from None
+    else:
+        run_dir = Path(args.run_dir.removeprefix("file://"))
     if not (run_dir / "manifest.json").exists():
         raise _UsageError(f"{run_dir}: not a run directory (no manifest.json)")
     metrics = _report(run_dir, args)
+    if store is not None:
+        _upload(store, run_id)
     err.print(f"[bold green]summary:[/] {_summary(metrics)}")
     print(run_dir / "analysis" / "report.html")
     return 0
@@ -406,8 +426,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", "-o", help="write to this file instead of stdout")
     p.set_defaults(func=cmd_schema)
 
-    p = sub.add_parser("report", help="(re)run the analysis of a run directory")
-    p.add_argument("run_dir")
+    p = sub.add_parser("report", help="(re)run the analysis of a run directory",
+                       description="Analyse a run: a local run directory, or a run in an s3:// store, which "
+                                   "is fetched into the cache ($PEERLAB_CACHE or ~/.cache/peerlab), analysed "
+                                   "there, and its analysis/ uploaded back.")
+    p.add_argument("run_dir", metavar="RUN", help="a run directory, or s3://BUCKET/PREFIX/RUN_ID")
     _spark_options(p)
     p.set_defaults(func=cmd_report)
 

@@ -79,3 +79,6 @@ class RunRecord:
         self.store.write_json(self.run_id, "manifest.json", self.manifest)
         mark_status(str(self.run_dir), status, detail)
         self.step(f"collected {collected} event logs into {self.run_dir}")
+        uploaded = self.store.sync(self.run_id)
+        if uploaded:
+            self.step(f"uploaded {uploaded} files to {self.store.url}/{self.run_id}")

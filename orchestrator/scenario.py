@@ -299,17 +299,19 @@ class Analysis(Strict):
 
 
 class Output(Strict):
-    store: str = "file://./runs"
+    store: str = Field("file://./runs", description="where runs are kept: file://DIR or s3://BUCKET/PREFIX "
+                                                     "(endpoint and credentials from AWS_* variables)")
     resources_interval: Duration = Field(1.0, ge=0, description="seconds between each node's CPU and RSS "
                                                                  "samples in its event log (0: none)")
 
     @field_validator("store")
     @classmethod
     def _known_scheme(cls, url: str) -> str:
-        scheme = urlparse(url).scheme
-        if scheme != "file":
-            raise ValueError(f"store {url!r}: only file:// stores are available (s3:// comes with the "
-                             "storage issue); write e.g. file://./runs")
+        parsed = urlparse(url)
+        if parsed.scheme not in ("file", "s3"):
+            raise ValueError(f"store {url!r}: write file://DIR (e.g. file://./runs) or s3://BUCKET/PREFIX")
+        if parsed.scheme == "s3" and not parsed.netloc:
+            raise ValueError(f"store {url!r}: an s3:// store needs a bucket, e.g. s3://my-bucket/runs")
         return url
 
 

@@ -65,3 +65,43 @@ def docker_objects(client) -> list[str]:
     return sorted([c.name for c in client.containers.list(all=True, filters=label)] +
                   [n.name for n in client.networks.list(filters=label)] +
                   [v.name for v in client.volumes.list(filters=label)])
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint(tmp_path_factory):
+    """A real S3 HTTP endpoint (moto's server mode in a subprocess) with a bucket `peerlab`; the
+    AWS_* variables pointing at it, for this process and the CLIs it starts."""
+    import socket
+    import time
+
+    import boto3
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "peerlab-test",
+           "AWS_SECRET_ACCESS_KEY": "peerlab-test-secret", "AWS_DEFAULT_REGION": "us-east-1",
+           "PEERLAB_CACHE": str(tmp_path_factory.mktemp("s3cache"))}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        client = boto3.client("s3")
+        for _ in range(100):
+            try:
+                client.create_bucket(Bucket="peerlab")
+                break
+            except Exception:
+                time.sleep(0.1)
+        else:
+            pytest.fail("moto's S3 server did not start")
+        yield client
+    finally:
+        server.terminate()
+        server.wait(10)
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

@@ -3,6 +3,7 @@ shaper entry point; the quickstart delivers as on the local backend; churn kills
 containers; containers are unprivileged; nothing is left behind."""
 import gzip
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -16,15 +17,16 @@ from tests.test_local_backend import SMALL
 pytestmark = [pytest.mark.emulation, pytest.mark.docker, pytest.mark.slow]
 
 
-def test_quickstart_on_docker_delivers_as_on_local(tmp_path: Path, docker_engine):
+def test_quickstart_on_docker_into_s3_delivers_as_on_local(tmp_path: Path, docker_engine, s3_endpoint):
+    """The README's quickstart on the docker backend, stored in an s3:// store (a real S3 endpoint);
+    the report computed again from the store equals the run's own."""
     before = run_netns()
     result = peerlab("run", "scenarios/quickstart.yaml", "--backend", "docker",
-                     "--set", f"output.store=file://{tmp_path}/runs", timeout=900)
+                     "--set", "output.store=s3://peerlab/runs", timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
     run_dir = Path(result.stdout.strip().splitlines()[-1])
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["backend"] == "docker" and manifest["status"] == "completed"
-    assert len(list((run_dir / "events").glob("*.jsonl.gz"))) == 30
     m = json.loads((run_dir / "analysis" / "metrics.json").read_text())
     # the outcome tests/test_quickstart.py asserts for the local backend
     assert m["nodes"] == 30 and m["messages"] == 60
@@ -34,6 +36,17 @@ def test_quickstart_on_docker_delivers_as_on_local(tmp_path: Path, docker_engine
         assert abs(r["measured_mbit"] - 50.0) <= 5.0, r
     assert docker_objects(docker_engine) == []
     assert run_netns() == before
+
+    keys = {o["Key"] for page in s3_endpoint.get_paginator("list_objects_v2").paginate(Bucket="peerlab")
+            for o in page.get("Contents", [])}
+    prefix = f"runs/{run_dir.name}/"
+    assert {f"{prefix}events/n{i}.jsonl.gz" for i in range(30)} <= keys
+    assert {prefix + "manifest.json", prefix + "analysis/metrics.json", prefix + "analysis/report.html"} <= keys
+    again = peerlab("report", f"s3://peerlab/runs/{run_dir.name}", timeout=600,
+                    env={**os.environ, "PEERLAB_CACHE": str(tmp_path / "fresh-cache")})
+    assert again.returncode == 0, again.stderr[-3000:]
+    staged = tmp_path / "fresh-cache" / "s3" / "peerlab" / "runs" / run_dir.name
+    assert json.loads((staged / "analysis" / "metrics.json").read_text()) == m
 
 
 def test_docker_churn_kills_and_restarts_containers(tmp_path: Path, docker_engine):
