@@ -58,4 +58,9 @@ def load_config(path: str | None = None) -> NodeConfig:
     path = path or os.environ.get("PEERLAB_NODE_CONFIG")
     if not path:
         raise SystemExit("node: no config (give --config FILE or set PEERLAB_NODE_CONFIG)")
-    return NodeConfig.model_validate(json.loads(Path(path).read_text()))
+    data = json.loads(Path(path).read_text())
+    # on Kubernetes the token comes from a Secret, so that the plan's ConfigMap holds none
+    token = os.environ.get("PEERLAB_CONTROL_TOKEN")
+    if token:
+        data.setdefault("control", {})["token"] = token
+    return NodeConfig.model_validate(data)
