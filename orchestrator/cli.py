@@ -204,6 +204,37 @@ def _upload(store: Any, run_id: str) -> None:
         err.print(f"uploaded {uploaded} files to {store.url}/{run_id}")
 
 
+def cmd_image(args: argparse.Namespace) -> int:
+    from orchestrator import image
+    from orchestrator.backends.docker import docker_client
+
+    base = args.base_image or image.base_image()
+    if args.tag_only:
+        print(image.image_tag(base))
+        return 0
+    try:
+        print(image.build(docker_client(), base, say=lambda m: err.print(m, markup=False, highlight=False)))
+    except RuntimeError as e:
+        err.print(f"[bold red]error:[/] {e}", markup=False)
+        return 1
+    return 0
+
+
+def cmd_prepare(args: argparse.Namespace) -> int:
+    from orchestrator.prepare import prepare
+
+    extravars = {}
+    for item in args.extra:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise _UsageError(f"-e {item!r}: write KEY=VALUE, e.g. -e peerlab_install_docker=false")
+        extravars[key] = value
+    rc, stats = prepare(args.playbook, check=args.check, extravars=extravars)
+    if rc != 0:
+        err.print(f"[bold red]error:[/] playbooks/{args.playbook}.yml failed (exit {rc}); see the task above")
+    return 0 if rc == 0 else 1
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     store = None
     if "://" in args.run_dir and not args.run_dir.startswith("file://"):
@@ -248,18 +279,26 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
+    from orchestrator.backends.docker import docker_leftovers, remove_docker_objects
     from orchestrator.cleanup import find_runs, forget_run, mark_status, remove_run_objects
 
     if os.geteuid() != 0:
         err.print("[bold red]error:[/] cleaning namespaces needs root")
         return 1
     found = 0
-    for state, short, alive in find_runs():
+    runs = find_runs()
+    in_docker = docker_leftovers()  # containers, networks, volumes of docker-backend runs
+    runs += [(None, short, False) for short in sorted(in_docker - {short for _, short, _ in runs})]
+    for state, short, alive in runs:
         if alive and not args.force:
             err.print(f"run {state.run_id if state else short}: orchestrator (pid {state.pid}) still running; "
                       "left alone (use --force to clean it anyway)")
             continue
         removed = remove_run_objects(short, state.scratch if state else None)
+        if short in in_docker:
+            docker = remove_docker_objects(short)
+            err.print(f"run {short}: removed {docker['containers']} containers, {docker['networks']} networks, "
+                      f"{docker['volumes']} volumes")
         if state:
             mark_status(state.run_dir, "crashed", "orchestrator died; cleaned by `peerlab clean`")
         forget_run(short)
@@ -425,6 +464,30 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("schema", help="print the scenario JSON Schema (for editors)")
     p.add_argument("--output", "-o", help="write to this file instead of stdout")
     p.set_defaults(func=cmd_schema)
+
+    p = sub.add_parser("image", help="build the node image (node/Dockerfile) for the docker and kubernetes backends",
+                       description="Build the node image with the local Docker engine, tagged by its content "
+                                   "(peerlab-node:<hash of node/ and the shaper>); prints the tag. The docker "
+                                   "backend does this by itself when the tag is missing.")
+    p.add_argument("action", choices=["build"])
+    p.add_argument("--base-image", help="the image to build FROM (default: $PEERLAB_BASE_IMAGE or python:3.12-slim; "
+                                        "without a registry: .ci/docker-base builds peerlab-base:bookworm)")
+    p.add_argument("--tag-only", action="store_true", help="print the tag the image would have; build nothing")
+    p.set_defaults(func=cmd_image)
+
+    from orchestrator.prepare import PLAYBOOKS
+
+    p = sub.add_parser("prepare", help="prepare this machine with an Ansible playbook (host, kind, storage)",
+                       description="Run one of playbooks/*.yml against localhost through ansible-runner: "
+                                   "host (tc modules where the kernel has them, sysctls and limits for many "
+                                   "nodes, Docker), kind (a multi-node kind cluster with the node image), "
+                                   "storage (an S3 bucket for run logs). Other hosts: ansible-playbook -i "
+                                   "INVENTORY playbooks/NAME.yml.")
+    p.add_argument("playbook", choices=sorted(PLAYBOOKS))
+    p.add_argument("--check", action="store_true", help="Ansible check mode: show what would change, change nothing")
+    p.add_argument("-e", dest="extra", action="append", default=[], metavar="KEY=VALUE",
+                   help="a playbook variable (repeatable), e.g. -e peerlab_image=peerlab-node:<tag>")
+    p.set_defaults(func=cmd_prepare)
 
     p = sub.add_parser("report", help="(re)run the analysis of a run directory",
                        description="Analyse a run: a local run directory, or a run in an s3:// store, which "

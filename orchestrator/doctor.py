@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from pathlib import Path
 from typing import Any
 
 
@@ -36,9 +37,11 @@ def checks() -> list[dict[str, Any]]:
     docker = _cmd_version(["docker", "version", "--format", "{{.Server.Version}}"])
     engine = bool(docker and docker[0].isdigit())
     rows.append({"what": "docker engine", "ok": engine, "detail": docker if engine else
-                 "no engine answering (the docker backend is not built yet)"})
-    helm = _cmd_version(["helm", "version", "--short"])
-    rows.append({"what": "helm", "ok": helm is not None, "detail": helm or "missing (the kubernetes backend is not built yet)"})
+                 "no engine answering (for --backend docker: .ci/docker installs docker.io and starts dockerd)"})
+    local_helm = Path(__file__).resolve().parent.parent / ".tools" / "bin" / "helm"
+    helm = _cmd_version([str(local_helm) if local_helm.exists() else "helm", "version", "--short"])
+    rows.append({"what": "helm", "ok": helm is not None,
+                 "detail": helm or "missing (.ci/tools installs it into .tools/bin; for the chart's checks)"})
     return rows
 
 
@@ -50,6 +53,10 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
         lines.append(f"backend local: can run; shaping mode {mode}")
     else:
         lines.append("backend local: cannot run here (needs root, network namespaces and HTB)")
+    if ok.get("root (or CAP_NET_ADMIN)") and ok.get("docker engine"):
+        lines.append("backend docker: can run (needs the node image's base: python:3.12-slim or $PEERLAB_BASE_IMAGE)")
+    else:
+        lines.append("backend docker: cannot run here (needs root and a Docker engine)")
     lines.append("backend sim: can run (virtual time in one process; needs nothing else)")
     lines.append("reports: " + ("can run" if ok.get("java (for PySpark reports)") else "need Java (use --no-report meanwhile)"))
     return lines

@@ -100,3 +100,14 @@ def test_containers_are_unprivileged_and_the_sandbox_keeps_shaping(tmp_path: Pat
     finally:
         backend.teardown()
     assert docker_objects(docker_engine) == []
+
+
+def test_clean_removes_what_a_crashed_docker_run_left(docker_engine):
+    labels = {"peerlab.run": "c1ea4e"}
+    docker_engine.networks.create("plc1ea4e", labels=labels)
+    docker_engine.volumes.create("plc1ea4e-events", labels=labels)
+    assert docker_objects(docker_engine) == ["plc1ea4e", "plc1ea4e-events"]
+    result = peerlab("clean", timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "removed 0 containers, 1 networks, 1 volumes" in result.stderr
+    assert docker_objects(docker_engine) == []
