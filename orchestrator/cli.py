@@ -122,16 +122,22 @@ def _summary(metrics: dict[str, Any]) -> str:
             f"sent {b['data_sent'] / 1e6:.2f} MB data, {b['control_sent'] / 1e6:.2f} MB control")
 
 
+def _key_values(items: list[str], option: str, example: str) -> dict[str, str]:
+    """KEY=VALUE options (repeatable) as a dict; a usage error naming the option otherwise."""
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise _UsageError(f"{option} {item!r}: write KEY=VALUE, e.g. {option} {example}")
+        out[key] = value
+    return out
+
+
 def _report(run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
     from analysis.job import analyse
     from analysis.spark import get_spark
 
-    conf = {}
-    for item in args.spark_conf:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise _UsageError(f"--spark-conf {item!r}: write KEY=VALUE, e.g. spark.executor.memory=4g")
-        conf[key] = value
+    conf = _key_values(args.spark_conf, "--spark-conf", "spark.executor.memory=4g")
     err.print(f"[bold cyan]analysis:[/] PySpark ({args.master}) on {run_dir}")
     return analyse(run_dir, get_spark(args.master, conf=conf))
 
@@ -223,12 +229,7 @@ def cmd_image(args: argparse.Namespace) -> int:
 def cmd_prepare(args: argparse.Namespace) -> int:
     from orchestrator.prepare import prepare
 
-    extravars = {}
-    for item in args.extra:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise _UsageError(f"-e {item!r}: write KEY=VALUE, e.g. -e peerlab_install_docker=false")
-        extravars[key] = value
+    extravars = _key_values(args.extra, "-e", "peerlab_install_docker=false")
     rc, stats = prepare(args.playbook, check=args.check, extravars=extravars)
     if rc != 0:
         err.print(f"[bold red]error:[/] playbooks/{args.playbook}.yml failed (exit {rc}); see the task above")

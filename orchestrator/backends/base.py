@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -38,6 +39,15 @@ class LinkEnds:
     node_ifname: str
     far_netns: str
     far_ifname: str
+
+
+def file_tail(path: Path, lines: int) -> str:
+    """The last lines of a node's saved output, for error messages."""
+    try:
+        with open(path, errors="replace") as f:
+            return "".join(deque(f, lines)).rstrip() or "(no output)"
+    except FileNotFoundError:
+        return "(no output)"
 
 
 class Backend(abc.ABC):

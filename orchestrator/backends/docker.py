@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from pyroute2 import IPRoute
 
 from node.config import NodeConfig
 from orchestrator import image, shaping
-from orchestrator.backends.base import Backend, LinkEnds, RunContext
+from orchestrator.backends.base import Backend, LinkEnds, RunContext, file_tail
 from orchestrator.control import ControlClient
 
 DATA_PORT = 4001
@@ -217,11 +216,7 @@ class DockerBackend(Backend):
         c = self.containers.get(node_id)
         if c is not None:
             return c.logs(tail=lines).decode(errors="replace").rstrip() or "(no output)"
-        try:
-            with open(self._paths(node_id)["out"], errors="replace") as f:
-                return "".join(deque(f, lines)).rstrip()
-        except FileNotFoundError:
-            return "(no output)"
+        return file_tail(self._paths(node_id)["out"], lines)
 
     def teardown(self) -> None:
         """Stop the nodes, copy the event logs out of the volume, then remove every object of the run."""

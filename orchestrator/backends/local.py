@@ -16,14 +16,13 @@ import signal
 import subprocess
 import sys
 import threading
-from collections import deque
 from pathlib import Path
 
 from pyroute2 import NetNS, netns
 from pyroute2.netlink.rtnl import ndmsg
 
 from node.config import NodeConfig
-from orchestrator.backends.base import Backend, LinkEnds, RunContext
+from orchestrator.backends.base import Backend, LinkEnds, RunContext, file_tail
 from orchestrator.cleanup import remove_run_objects
 from orchestrator.control import ControlClient
 
@@ -170,11 +169,7 @@ class LocalBackend(Backend):
         return self._paths(node_id)["events"]
 
     def output_tail(self, node_id: str, lines: int = 10) -> str:
-        try:
-            with open(self._paths(node_id)["out"], errors="replace") as f:
-                return "".join(deque(f, lines)).rstrip()
-        except FileNotFoundError:
-            return "(no output)"
+        return file_tail(self._paths(node_id)["out"], lines)
 
     def teardown(self) -> None:
         for node_id in list(self.pids):
