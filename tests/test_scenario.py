@@ -34,7 +34,8 @@ BAD = {
     "unknown overlay": (BASE + "topology: {algorithm: hypercube}", "topology.algorithm: unknown overlay algorithm"),
     "edges_of without random": (BASE + "topology: {algorithm: gm, edges_of: cd-max}", "edges_of applies to algorithm: random"),
     "loss of one": (BASE + "network: {loss: 1.0}", "network.loss"),
-    "s3 store not yet": (BASE + "output: {store: 's3://bucket/runs'}", "output.store"),
+    "unknown store scheme": (BASE + "output: {store: 'gs://bucket/runs'}", "output.store"),
+    "s3 store without bucket": (BASE + "output: {store: 's3:///runs'}", "output.store"),
     "bad group param": (BASE + "nodes: {count: 4, groups: [{name: a, count: 2, params: {seen_ttl: 0}}]}",
                         "nodes.groups[0].params.seen_ttl"),
 }

@@ -28,7 +28,7 @@ def test_s3_store_uploads_and_fetches_a_run(s3_endpoint, tmp_path: Path, monkeyp
     store.write_json("r1", "manifest.json", {"run_id": "r1"})
     store.put_log("r1", "n0", log)
     assert store.sync("r1") == 2
-    keys = sorted(o["Key"] for o in s3_endpoint.list_objects_v2(Bucket="peerlab")["Contents"])
+    keys = sorted(o["Key"] for o in s3_endpoint.list_objects_v2(Bucket="peerlab", Prefix="team/")["Contents"])
     assert keys == ["team/runs/r1/events/n0.jsonl.gz", "team/runs/r1/manifest.json"]
 
     monkeypatch.setenv("PEERLAB_CACHE", str(tmp_path / "elsewhere"))
