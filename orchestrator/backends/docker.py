@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +90,8 @@ class DockerBackend(Backend):
         self.subnet = 200 + int(ctx.short, 16) % 50
         self.host_ifname: dict[str, str] = {}
         self.containers: dict[str, Any] = {}
-        self.image = image.build(self.client, say=lambda m: print(f"  {m}", flush=True))
+        # progress on stderr: stdout's last line is the run directory
+        self.image = image.build(self.client, say=lambda m: print(f"  {m}", file=sys.stderr, flush=True))
         for sub in ("configs", "out"):
             (ctx.scratch / sub).mkdir(parents=True, exist_ok=True)
         self.volume = None
