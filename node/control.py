@@ -1,13 +1,16 @@
 """The node's control API (aiohttp): never shaped, never counted as protocol traffic, bearer token.
 
-Locally it listens on a Unix socket, in containers on TCP. Endpoints: GET /healthz, /status, /metrics;
-POST /start, /publish, /subscribe, /unsubscribe, /stop, /links (degrade or restore links),
+Locally it listens on a Unix socket, in containers on TCP. The token comes as `X-Peerlab-Token: T`
+(what the orchestrator sends: on Kubernetes it goes through the API server's pod proxy, which keeps
+the Authorization header for itself) or `Authorization: Bearer T`. Endpoints: GET /healthz, /status,
+/metrics, /clock (the node's wall clock, for offset estimation); POST /start, /publish, /subscribe, /unsubscribe, /stop, /links (degrade or restore links),
 /calibrate/ping, /calibrate/throughput.
 """
 from __future__ import annotations
 
 import asyncio
 import hmac
+import time
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -36,12 +39,14 @@ class _NodeCollector:
 
 
 def _auth(token: str):
-    expected = f"Bearer {token}".encode()
+    expected = token.encode()
 
     @web.middleware
     async def middleware(request: web.Request, handler):
-        given = request.headers.get("Authorization", "").encode()
-        if not hmac.compare_digest(given, expected):
+        given = request.headers.get("X-Peerlab-Token", "")
+        if not given and request.headers.get("Authorization", "").startswith("Bearer "):
+            given = request.headers["Authorization"][len("Bearer "):]
+        if not hmac.compare_digest(given.encode(), expected):
             return web.json_response({"error": "missing or wrong bearer token"}, status=401)
         return await handler(request)
     return middleware
@@ -76,6 +81,10 @@ def build_app(rt: "NodeRuntime") -> web.Application:
     @routes.get("/healthz")
     async def healthz(_: web.Request):
         return web.json_response({"ok": True, "state": rt.state})
+
+    @routes.get("/clock")
+    async def clock(_: web.Request):
+        return web.json_response({"ns": time.time_ns()})
 
     @routes.get("/status")
     async def status(_: web.Request):

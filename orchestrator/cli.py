@@ -158,7 +158,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     known = [*BACKENDS, "sim"]
     if args.backend not in known:
         raise _UsageError(f"--backend {args.backend!r}: available backends are {', '.join(known)}")
-    if args.backend != "sim" and os.geteuid() != 0:
+    for option, env in (("namespace", "PEERLAB_K8S_NAMESPACE"), ("kube_context", "PEERLAB_K8S_CONTEXT"),
+                        ("image", "PEERLAB_IMAGE")):
+        if getattr(args, option, None):
+            os.environ[env] = getattr(args, option)
+    if args.backend not in ("sim", "kubernetes") and os.geteuid() != 0:
         err.print(f"[bold red]error:[/] the {args.backend} backend creates network namespaces or containers and tc "
                   "qdiscs: run peerlab as root (or with CAP_NET_ADMIN and CAP_SYS_ADMIN), or simulate with --backend sim")
         return 1
@@ -443,8 +447,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", default="local",
                    help="where nodes run: local (default; processes in network namespaces, real tc), docker "
                         "(one container per node, shaped by the same tc code; builds the node image when it "
-                        "changed, from $PEERLAB_BASE_IMAGE or python:3.12-slim), or sim (the same protocol "
-                        "cores in virtual time, one process, no root; for paper-scale runs)")
+                        "changed, from $PEERLAB_BASE_IMAGE or python:3.12-slim), kubernetes (one pod per node "
+                        "of charts/peerlab in the cluster of your kubeconfig; load the image first: peerlab "
+                        "image build, kind load docker-image), or sim (the same protocol cores in virtual "
+                        "time, one process, no root; for paper-scale runs)")
+    k8s = p.add_argument_group("kubernetes backend")
+    k8s.add_argument("--namespace", help="namespace of the run's release (default $PEERLAB_K8S_NAMESPACE or "
+                                         "peerlab; created when missing)")
+    k8s.add_argument("--kube-context", help="kubeconfig context (default: the current one; $PEERLAB_K8S_CONTEXT)")
+    k8s.add_argument("--image", help="node image the pods run (default: $PEERLAB_IMAGE, else the content tag "
+                                     "`peerlab image build --tag-only` prints)")
     p.add_argument("--seed", type=int, help="override the scenario's seed (same seed => same plan)")
     p.add_argument("--shaping", choices=["auto", "netem", "transport"], default="auto",
                    help="latency in the kernel (netem) or in the node transport; auto probes the kernel")

@@ -14,16 +14,22 @@ class NodeError(RuntimeError):
 
 
 class ControlClient:
-    def __init__(self, node_id: str, token: str, unix: str | None = None, url: str | None = None):
+    """`url` is the node's base URL (containers), or an API server's proxy URL for the pod with
+    `headers` and `ssl` authenticating to it (Kubernetes); the node token travels in X-Peerlab-Token."""
+
+    def __init__(self, node_id: str, token: str, unix: str | None = None, url: str | None = None,
+                 headers: dict[str, str] | None = None, ssl: Any = None):
         self.node_id = node_id
-        self._headers = {"Authorization": f"Bearer {token}"}
+        self._headers = {**(headers or {}), "X-Peerlab-Token": token}
         self._base = url.rstrip("/") if url else "http://node"
         self._unix = unix
+        self._ssl = ssl
         self._session: aiohttp.ClientSession | None = None
 
     def _sess(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            connector = aiohttp.UnixConnector(path=self._unix) if self._unix else aiohttp.TCPConnector()
+            connector = (aiohttp.UnixConnector(path=self._unix) if self._unix
+                         else aiohttp.TCPConnector(ssl=self._ssl if self._ssl is not None else True))
             self._session = aiohttp.ClientSession(connector=connector, headers=self._headers)
         return self._session
 

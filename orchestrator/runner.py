@@ -20,7 +20,7 @@ from rich.console import Console
 
 from node.config import Address, ControlConfig, NodeConfig
 from node.protocols import get_protocol
-from orchestrator import shaping
+from orchestrator import clock, shaping
 from orchestrator.backends import Backend, RunContext, get_backend
 from orchestrator.calibrate import calibrate
 from orchestrator.cleanup import RunState, forget_run, record_run
@@ -55,6 +55,7 @@ class Runner(RunRecord):
         self.degraded: dict[str, dict[str, float]] = {}  # node -> its links' degradation, until restored
         self.manifest["clock"] = {"method": "shared host clock (all nodes on this machine)",
                                   "offsets_ns": {n.id: 0 for n in self.plan.nodes}}
+        self.offsets: dict[str, int] = {}  # node clock minus ours, where clocks are not shared
 
     @property
     def present(self) -> list[str]:
@@ -97,7 +98,7 @@ class Runner(RunRecord):
         )
 
     def _shaping_mode(self) -> tuple[str, str]:
-        has_netem, why = shaping.probe_netem()
+        has_netem, why = self.backend.probe_netem()
         if self.requested_mode == "netem" and not has_netem:
             raise RunError(f"--shaping netem was asked for, but {why}; use --shaping auto or transport")
         if self.requested_mode == "transport" or not has_netem:
@@ -107,13 +108,15 @@ class Runner(RunRecord):
     def _shape(self, mode: str) -> None:
         address_of = {n.id: self.backend.address(n.id) for n in self.plan.nodes}
         with_netem = mode == shaping.NETEM
+        work: dict[str, list[dict[str, Any]]] = {}
         for node in self.plan.nodes:
             ends = self.backend.link_ends(node.id)
             shape = shaping.node_shape(self.plan, node.id, address_of)
-            self.backend.shape(ends.node_netns, [shaping.egress_op(ends.node_ifname, shape, with_netem)])
+            work.setdefault(ends.node_netns, []).append(shaping.egress_op(ends.node_ifname, shape, with_netem))
         for far, links in self._far_ends().items():
-            self.backend.shape(far, [shaping.download_op(ifname, self.plan.node(node_id).bandwidth_down)
-                                     for node_id, ifname in links])
+            work.setdefault(far, []).extend(shaping.download_op(ifname, self.plan.node(node_id).bandwidth_down)
+                                            for node_id, ifname in links)
+        self.backend.shape_all(work)
 
     def _fail_node(self, node_id: str, what: str) -> RunError:
         return RunError(f"node {node_id} {what}; its last output:\n{self.backend.output_tail(node_id)}")
@@ -158,16 +161,36 @@ class Runner(RunRecord):
                                                f"({len(missing)} nodes short of their neighbours)")
             await asyncio.sleep(0.25)
 
+    async def _measure_clocks(self, node_ids: list[str]) -> None:
+        """Nodes on other machines (backend.shared_clock False): their clock offsets, into the manifest."""
+        if self.backend.shared_clock:
+            return
+        measured = await clock.estimate({n: self.clients[n] for n in node_ids})
+        self.offsets.update(measured["offsets_ns"])
+        section = self.manifest["clock"]
+        if "rtt_ns" not in section:
+            section.update(method=measured["method"], offsets_ns={}, rtt_ns={}, max_error_ns=0)
+        section["offsets_ns"].update(measured["offsets_ns"])
+        section["rtt_ns"].update(measured["rtt_ns"])
+        section["max_error_ns"] = max(section["max_error_ns"], measured["max_error_ns"])
+
+    def _t0_for(self, node_id: str) -> int:
+        """T0 on the node's own clock."""
+        assert self.t0_ns is not None
+        return self.t0_ns + self.offsets.get(node_id, 0)
+
     async def _start_all(self) -> None:
         lead = 1.0 + 0.01 * len(self.plan.nodes)  # time for every node to hear /start before T0
         self.t0_ns = time.time_ns() + int(lead * 1e9)
-        await asyncio.gather(*(self.clients[n].post("/start", {"t0": self.t0_ns}) for n in self.present))
+        await asyncio.gather(*(self.clients[n].post("/start", {"t0": self._t0_for(n)}) for n in self.present))
         self.manifest["t0_ns"] = self.t0_ns
 
     async def _restart(self, node_id: str) -> None:
         self.backend.start_node(node_id, self.configs[node_id])
         await self._wait_healthy([node_id], 30)
-        await self.clients[node_id].post("/start", {"t0": self.t0_ns})
+        if node_id not in self.offsets:
+            await self._measure_clocks([node_id])
+        await self.clients[node_id].post("/start", {"t0": self._t0_for(node_id)})
         # degradations outlive processes: tell the new one about its own and its peers'
         node = self.plan.node(node_id)
         known = {node_id, *(node.contacts or node.neighbours)}
@@ -210,17 +233,17 @@ class Runner(RunRecord):
     def _partition(self, groups: list[list[str]]) -> None:
         side = {x: i for i, g in enumerate(groups) for x in g}
         address_of = {n.id: self.backend.address(n.id) for n in self.plan.nodes}
+        work: dict[str, list[dict[str, Any]]] = {}
         for far, links in self._far_ends().items():
-            ops = []
             for node_id, ifname in links:
                 node = self.plan.node(node_id)
                 others = [address_of[p] for p in node.contacts or node.neighbours if side[p] != side[node_id]]
-                ops.append(shaping.cut_op(ifname, others))
-            self.backend.shape(far, ops)
+                work.setdefault(far, []).append(shaping.cut_op(ifname, others))
+        self.backend.shape_all(work)
 
     def _heal(self) -> None:
-        for far, links in self._far_ends().items():
-            self.backend.shape(far, [shaping.heal_op(ifname) for _, ifname in links])
+        self.backend.shape_all({far: [shaping.heal_op(ifname) for _, ifname in links]
+                                for far, links in self._far_ends().items()})
 
     def _far_ends(self) -> dict[str, list[tuple[str, str]]]:
         """The switch side of every node's link, by namespace (one handle per namespace)."""
@@ -232,8 +255,10 @@ class Runner(RunRecord):
 
     def _set_rate(self, node_id: str, up_bps: int, down_bps: int) -> None:
         ends = self.backend.link_ends(node_id)
-        self.backend.shape(ends.node_netns, [shaping.rate_op(ends.node_ifname, up_bps)])
-        self.backend.shape(ends.far_netns, [shaping.rate_op(ends.far_ifname, down_bps)])
+        work: dict[str, list[dict[str, Any]]] = {}
+        work.setdefault(ends.node_netns, []).append(shaping.rate_op(ends.node_ifname, up_bps))
+        work.setdefault(ends.far_netns, []).append(shaping.rate_op(ends.far_ifname, down_bps))
+        self.backend.shape_all(work)
 
     async def _degrade_links(self, node_id: str, delay_ms: float, loss: float) -> None:
         """Latency and loss on every link of the node, both ways: its own transport (towards all its
@@ -301,15 +326,17 @@ class Runner(RunRecord):
         n = len(plan.nodes)
         self.step(f"plan: {n} nodes, protocol {plan.protocol}, {len(plan.topics)} topics, "
                   f"{plan.publishes()} publishes over {plan.duration:g}s, seed {plan.seed}")
+        started = time.monotonic()
+        self.step(f"deploy: {self.backend.name} backend, {n} network namespaces")
         # pyroute2's sync API runs an event loop of its own: netlink work goes to a worker thread
+        await self._blocking(self.backend.create_network)
+        # probed where the nodes run (on Kubernetes: in a pod, on the cluster's kernel)
         mode, why = await self._blocking(self._shaping_mode)
         self.manifest["shaping"] = {"mode": mode, "probe": why,
                                     "latency": "netem in the kernel" if mode == shaping.NETEM
                                     else "per-destination delay in the node transport",
-                                    "bandwidth": "HTB in the kernel (upload on the node, download on the switch)"}
-        started = time.monotonic()
-        self.step(f"deploy: {self.backend.name} backend, {n} network namespaces")
-        await self._blocking(self.backend.create_network)
+                                    "bandwidth": "HTB in the kernel (upload on the node, download on "
+                                                 f"{self.backend.download_side})"}
         self.step(f"shape: {mode} mode ({why}); HTB on {2 * n} interfaces")
         await self._blocking(self._shape, mode)
         for node in plan.nodes:
@@ -319,6 +346,7 @@ class Runner(RunRecord):
                 self.backend.start_node(node.id, self.configs[node.id])
         await self._wait_healthy(self.present, 30 + 0.3 * n)
         await self._wait_connected(30 + 0.2 * n)
+        await self._measure_clocks(self.present)
         self.manifest["startup_s"] = round(time.monotonic() - started, 2)
         self.step(f"nodes up and connected in {self.manifest['startup_s']:.1f}s")
         if self.scenario.calibration.enabled:

@@ -17,6 +17,11 @@ and on the switch side of its link (what the node can receive):
          │  during a partition (fault timeline) only:
          ├─ 1:3   htb ─ 3: pfifo limit 0               the cut: every packet classified here is dropped
          └─ u32 filters (prio 1): ip src <node on another side> -> 1:3
+Where no switch side is reachable (a pod: its veth's other end belongs to the cluster node), the
+"switch side" is an ifb device in the node's own namespace that receives its incoming packets:
+
+    eth0 ingress ffff: ─ u32 match all ─ mirred egress redirect ─> ifb0, with the tree above on ifb0
+
 Degrading a node's bandwidth changes the rate of 1:1 (and the ceil of its children) on both trees
 in place: nothing is rebuilt, queued packets stay queued.
 
@@ -194,6 +199,25 @@ def shape_download(ipr: NetNS, ifname: str, down_bps: int) -> None:
            quantum=htb_quantum(down_bps))
 
 
+def redirect_ingress(ipr: NetNS, ifname: str, ifb: str) -> None:
+    """Make `ifb` the far end of the link: every packet arriving on `ifname` leaves through `ifb`
+    first, where `shape_download` and `cut_off` act on it as on a switch port."""
+    if not ipr.link_lookup(ifname=ifb):
+        ipr.link("add", ifname=ifb, kind="ifb")
+    ifb_index = ipr.link_lookup(ifname=ifb)[0]
+    ipr.link("set", index=ifb_index, state="up")
+    index = ipr.link_lookup(ifname=ifname)[0]
+    try:
+        ipr.tc("del", "ingress", index=index, handle="ffff:")
+    except NetlinkError as err:
+        if err.code not in (2, 22):
+            raise
+    ipr.tc("add", "ingress", index=index, handle="ffff:")
+    ipr.tc("add-filter", "u32", index=index, parent="ffff:", prio=1, protocol=ETH_P_IP, target="1:1",
+           keys=["0x0/0x0+0"], action={"kind": "mirred", "direction": "egress", "action": "redirect",
+                                       "ifindex": ifb_index})
+
+
 def egress_op(ifname: str, shape: NodeShape, with_netem: bool) -> dict[str, Any]:
     return {"op": "egress", "ifname": ifname, "netem": with_netem, "shape": asdict(shape)}
 
@@ -212,6 +236,15 @@ def heal_op(ifname: str) -> dict[str, Any]:
 
 def rate_op(ifname: str, bps: int) -> dict[str, Any]:
     return {"op": "rate", "ifname": ifname, "bps": bps}
+
+
+def ingress_op(ifname: str, ifb: str) -> dict[str, Any]:
+    return {"op": "ingress", "ifname": ifname, "ifb": ifb}
+
+
+def probe_op(kind: str) -> dict[str, Any]:
+    """Can `kind` attach here? Tried on this namespace's loopback, removed at once."""
+    return {"op": "probe", "kind": kind}
 
 
 def _shape_from(d: dict[str, Any]) -> NodeShape:
@@ -234,6 +267,12 @@ def apply(ipr: Any, ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
             reconnect(ipr, ifname)
         elif kind == "rate":
             set_rate(ipr, ifname, op["bps"])
+        elif kind == "ingress":
+            redirect_ingress(ipr, ifname, op["ifb"])
+        elif kind == "probe":
+            ok, why = _try_qdisc(ipr, op["kind"])
+            done.append({"op": kind, "ok": ok, "why": why})
+            continue
         elif kind == "describe":
             done.append({"op": kind, "ifname": ifname, "lines": describe(ipr, ifname)})
             continue
@@ -272,14 +311,23 @@ def _probe_qdisc(kind: str, **options: Any) -> tuple[bool, str]:
         return False, f"cannot create a network namespace: {err}"
     try:
         with NetNS(name) as ns:
-            lo = ns.link_lookup(ifname="lo")[0]
-            try:
-                ns.tc("add", kind, index=lo, handle="1:", root=True, **options)
-                return True, f"sch_{kind} available"
-            except NetlinkError as err:
-                return False, f"sch_{kind} unavailable ({os.strerror(err.code)})"
+            return _try_qdisc(ns, kind, **options)
     finally:
         netns.remove(name)
+
+
+PROBE_OPTIONS: dict[str, dict[str, Any]] = {"netem": {"delay": 1000}, "htb": {"default": 0x1}}
+
+
+def _try_qdisc(ipr: Any, kind: str, **options: Any) -> tuple[bool, str]:
+    """Attach a `kind` root qdisc to loopback and take it off again."""
+    lo = ipr.link_lookup(ifname="lo")[0]
+    try:
+        ipr.tc("add", kind, index=lo, handle="1:", root=True, **(options or PROBE_OPTIONS.get(kind, {})))
+    except NetlinkError as err:
+        return False, f"sch_{kind} unavailable ({os.strerror(err.code)})"
+    ipr.tc("del", index=lo, handle="1:", root=True)
+    return True, f"sch_{kind} available"
 
 
 def probe_netem() -> tuple[bool, str]:

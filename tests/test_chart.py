@@ -75,8 +75,25 @@ def test_pods_node_unprivileged_shaper_net_admin_only():
     namespace = next(d for d in docs if d["kind"] == "Namespace")
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
     plan = next(d for d in docs if d["kind"] == "ConfigMap")
-    assert set(plan["data"]) == {"n0.json", "n1.json", "n4999.json"}
+    assert json.loads(plan["data"]["plan.json"])["protocol"] == "gossipsub"
     assert "token" not in json.dumps(plan["data"])
+    node = next(c for c in sets["node"]["spec"]["template"]["spec"]["containers"] if c["name"] == "node")
+    assert node["command"][:4] == ["python", "-m", "node.supervisor", "serve"]
+    rules = {(tuple(r["resources"]), v) for r in role["rules"] for v in r["verbs"]}
+    assert (("pods/proxy",), "get") in rules and (("pods",), "delete") not in rules
+
+
+def test_log_shipping_sidecar_only_when_enabled_and_complete():
+    defaults = [d for d in rendered() if d["kind"] == "StatefulSet"]
+    assert all(c["name"] != "shipper" for d in defaults for c in d["spec"]["template"]["spec"]["containers"])
+    sts = next(d for d in rendered("-f", str(LARGE)) if d["kind"] == "StatefulSet")
+    shipper = next(c for c in sts["spec"]["template"]["spec"]["containers"] if c["name"] == "shipper")
+    assert "s3://peerlab-runs/runs/20261122-120000-gossipsub-large-abc123/events/$POD_NAME/" in shipper["args"][0]
+    assert shipper["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert {"name": "AWS_ENDPOINT_URL", "value": "http://seaweedfs-s3.storage:8333"} in shipper["env"]
+    assert shipper["envFrom"] == [{"secretRef": {"name": "peerlab-s3"}}]
+    missing = helm("template", "run", str(CHART), "--set", "logShipping.enabled=true")
+    assert missing.returncode != 0 and "secretName" in missing.stderr
 
 
 def test_node_takes_its_control_token_from_the_secret_env(tmp_path, monkeypatch):

@@ -108,3 +108,56 @@ def test_cut_drops_traffic_and_heal_and_rate_change_act_in_place(veth_pair):
     finally:
         server.kill()
         server.wait()
+
+
+def _shaper(ns_name: str, ops: list) -> list:
+    """The shaper entry point run inside a namespace, as a pod's sidecar runs it."""
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run(["ip", "netns", "exec", ns_name, sys.executable, "-m", "orchestrator.shaper",
+                          "--ops", json.dumps(ops)], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def _received_mbit(src_ns: str, dst_ns: str, address: str, seconds: float = 3.0) -> float:
+    """Goodput of one TCP stream from src_ns to address (in dst_ns), measured by the receiver."""
+    import subprocess
+    import sys
+
+    server = subprocess.Popen(
+        ["ip", "netns", "exec", dst_ns, sys.executable, "-c",
+         f"import socket,time\ns=socket.socket();s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n"
+         f"s.bind(('{address}',5002));s.listen(1);c,_=s.accept();n=0;t=None\n"
+         "while True:\n b=c.recv(1<<16)\n if not b: break\n t=t or time.monotonic();n+=len(b);e=time.monotonic()\n"
+         "print(n*8/(e-t)/1e6)"], stdout=subprocess.PIPE, text=True)
+    code = (f"import socket,time\nfor _ in range(50):\n try: c=socket.create_connection(('{address}',5002)); break\n"
+            " except OSError: time.sleep(0.1)\n"
+            f"end=time.monotonic()+{seconds};b=b'x'*65536\nwhile time.monotonic()<end: c.sendall(b)\nc.close()")
+    subprocess.run(["ip", "netns", "exec", src_ns, sys.executable, "-c", code], check=True)
+    out, _ = server.communicate(timeout=30)
+    return float(out.strip())
+
+
+@pytest.mark.emulation
+def test_pod_layout_caps_download_on_an_ifb_and_cuts_there(veth_pair):
+    """Where the far end of the link is out of reach (a pod), the node's own ingress is redirected
+    to an ifb that carries the switch-side tree: the download cap is measured, a cut drops there."""
+    a, b = veth_pair
+    for name, addr in ((a, "10.9.0.1"), (b, "10.9.0.2")):
+        with NetNS(name, flags=0) as ns:
+            idx = ns.link_lookup(ifname="eth0")[0]
+            ns.addr("add", index=idx, address=addr, prefixlen=24)
+            ns.link("set", index=idx, state="up")
+            ns.link("set", index=ns.link_lookup(ifname="lo")[0], state="up")
+    assert _shaper(b, [shaping.probe_op("htb")])[0]["ok"]
+    _shaper(b, [shaping.ingress_op("eth0", "ifb0"), shaping.download_op("ifb0", 10_000_000)])
+    _shaper(b, [shaping.ingress_op("eth0", "ifb0")])  # doing it again replaces, not stacks
+    mbit = _received_mbit(a, b, "10.9.0.2")
+    assert 8.0 < mbit < 10.5, mbit
+    _shaper(b, [shaping.cut_op("ifb0", ["10.9.0.1"])])
+    assert not _connects(a, "10.9.0.2", 5002)
+    _shaper(b, [shaping.heal_op("ifb0"), shaping.rate_op("ifb0", 30_000_000)])
+    mbit = _received_mbit(a, b, "10.9.0.2")
+    assert 25.0 < mbit < 31.0, mbit

@@ -1,11 +1,12 @@
 """Backends by name: where nodes run. `local` (network namespaces) is the default; `docker` runs
-each node in a container. A backend's module is imported only when a run asks for it."""
+each node in a container; `kubernetes` each node in a pod of the peerlab chart. A backend's module is
+imported only when a run asks for it."""
 from __future__ import annotations
 
 from .base import Backend, LinkEnds, RunContext
 from .local import LocalBackend
 
-BACKENDS = ("local", "docker")
+BACKENDS = ("local", "docker", "kubernetes")
 
 
 def get_backend(name: str) -> type[Backend]:
@@ -14,6 +15,9 @@ def get_backend(name: str) -> type[Backend]:
     if name == "docker":
         from .docker import DockerBackend
         return DockerBackend
+    if name == "kubernetes":
+        from .kubernetes import KubernetesBackend
+        return KubernetesBackend
     raise ValueError(f"unknown backend {name!r}; available: {', '.join(BACKENDS)}")
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import abc
 import contextlib
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -52,6 +53,9 @@ def file_tail(path: Path, lines: int) -> str:
 
 class Backend(abc.ABC):
     name: str
+    shared_clock = True  # every node reads this machine's clock; else the runner measures offsets
+    download_side = "the switch"  # where the download cap sits (the far end of the node's link)
+    parallel_shaping = False  # shape_all: side by side (each shape a round trip to a container)
 
     def __init__(self, ctx: RunContext):
         self.ctx = ctx
@@ -88,6 +92,21 @@ class Backend(abc.ABC):
         `link_ends`. Here, through a pyroute2 handle opened in it; container backends override."""
         with self.netns(where) as ns:
             return shaping.apply(ns, ops)
+
+    def probe_netem(self) -> tuple[bool, str]:
+        """Can the kernel the nodes run on attach netem? Here: this machine's."""
+        return shaping.probe_netem()
+
+    def shape_all(self, work: dict[str, list[dict[str, Any]]]) -> None:
+        """`shape` in several namespaces: in turn, or side by side where each is a round trip to a
+        container (`parallel_shaping`)."""
+        if not self.parallel_shaping:
+            for where, ops in work.items():
+                self.shape(where, ops)
+            return
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            for future in [pool.submit(self.shape, where, ops) for where, ops in work.items()]:
+                future.result()  # the first failure is raised
 
     @abc.abstractmethod
     def start_node(self, node_id: str, config: NodeConfig) -> None: ...

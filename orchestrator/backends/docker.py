@@ -81,6 +81,7 @@ def docker_leftovers() -> set[str]:
 
 class DockerBackend(Backend):
     name = "docker"
+    parallel_shaping = True
 
     def __init__(self, ctx: RunContext):
         super().__init__(ctx)

@@ -1,0 +1,203 @@
+"""The Kubernetes backend: every node a pod of the peerlab chart (charts/peerlab), one release per run.
+
+    release pl<short>          StatefulSets pl<short>-nodes (honest nodes, ordinal i = i-th honest
+                               node of the plan) and pl<short>-attackers, headless Service, Secret
+                               (control token), ConfigMap (the plan)
+    pod                        node container: the node supervisor (`node.supervisor`), non-root,
+                               no capabilities; shaper sidecar: root, NET_ADMIN only
+
+A pod lives for the whole run: nodes start, crash (SIGKILL) and restart inside it through the
+supervisor, so the pod's address and tc tree stay, as a namespace does on the local backend. (Deleting
+the pod instead would give it a new address and an empty tc tree in the middle of the run.) The far
+end of a pod's link belongs to the cluster, so the download cap and partitions sit on an ifb that
+receives the pod's ingress (`shaping.redirect_ingress`). The control API is reached through the API
+server's pod proxy; the pods' clocks are the cluster nodes' own, so the runner measures their offsets.
+Everything else is the shared runner.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from node.config import NodeConfig
+from orchestrator import image, kube, shaping
+from orchestrator.backends.base import Backend, LinkEnds, RunContext
+from orchestrator.control import ControlClient
+
+DATA_PORT = 4001
+CONTROL_PORT = 7000
+EVENTS_DIR = "/var/lib/peerlab/events"
+SUPERVISOR = ["python", "-m", "node.supervisor"]
+SUPERVISOR_DIR = "/run/peerlab"
+IFB = "ifb0"
+STATUS_TTL = 1.0  # seconds a node's supervisor status is trusted (each query is an exec round trip)
+
+
+def connect(namespace: str, context: str | None):
+    """The cluster of the kubeconfig (tests put a fake one here)."""
+    return kube.KubeCluster(namespace, context)
+
+
+class KubernetesBackend(Backend):
+    name = "kubernetes"
+    parallel_shaping = True
+    shared_clock = False
+    download_side = "an ifb in the pod, fed by its ingress"
+
+    def __init__(self, ctx: RunContext):
+        super().__init__(ctx)
+        opts = kube.settings()
+        self.cluster = connect(opts["namespace"], opts["context"])
+        self.release = f"pl{ctx.short}"
+        self.image = opts["image"] or image.image_tag()
+        self.pods: dict[str, str] = {}
+        honest = [n.id for n in ctx.plan.nodes if n.role == "honest"]
+        attackers = [n.id for n in ctx.plan.nodes if n.role != "honest"]
+        for i, node_id in enumerate(honest):
+            self.pods[node_id] = f"{self.release}-nodes-{i}"
+        for i, node_id in enumerate(attackers):
+            self.pods[node_id] = f"{self.release}-attackers-{i}"
+        self.ips: dict[str, str] = {}
+        self.uids: dict[str, str | None] = {}
+        self._status: dict[str, tuple[float, dict[str, Any]]] = {}
+        self.installed = False
+        for sub in ("events", "out"):
+            (ctx.scratch / sub).mkdir(parents=True, exist_ok=True)
+
+    # names and addresses -----------------------------------------------------------------------
+    def address(self, node_id: str) -> str:
+        return self.ips[node_id]
+
+    def data_port(self, node_id: str) -> int:
+        return DATA_PORT
+
+    def link_ends(self, node_id: str) -> LinkEnds:
+        pod = self.pods[node_id]
+        return LinkEnds(pod, "eth0", pod, IFB)
+
+    def control_endpoint(self, node_id: str) -> dict[str, Any]:
+        return {"host": self.ips[node_id], "port": CONTROL_PORT}
+
+    def event_log_path(self, node_id: str) -> str:
+        return f"{EVENTS_DIR}/{node_id}.jsonl"
+
+    def values(self) -> dict[str, Any]:
+        """The chart's values for this run (validated by the chart's values.schema.json)."""
+        repository, _, tag = self.image.rpartition(":")
+        plan = self.ctx.plan
+        return {"run": {"id": self.ctx.run_id, "short": self.ctx.short},
+                "image": {"repository": repository, "tag": tag, "pullPolicy": "IfNotPresent"},
+                "protocol": plan.protocol,
+                "nodes": {"count": sum(n.role == "honest" for n in plan.nodes)},
+                "attackers": {"count": sum(n.role != "honest" for n in plan.nodes)},
+                "control": {"token": self.ctx.token},
+                "plan": plan.model_dump_json()}
+
+    # the network: install the release, learn the pods -----------------------------------------
+    def create_network(self) -> None:
+        n = len(self.pods)
+        self.cluster.install(self.release, self.values(), self.ctx.scratch / "values.yaml")
+        self.installed = True
+        self.ips_by_pod = self.cluster.wait_pods(f"peerlab.run={self.ctx.short}", list(self.pods.values()),
+                                                 timeout=120 + 0.5 * n,
+                                                 say=lambda m: print(m, file=sys.stderr, flush=True))
+        for node_id, pod in self.pods.items():
+            self.ips[node_id] = self.ips_by_pod[pod]
+            self.uids[node_id] = self.cluster.pod_uid(pod)
+            self._supervisor(node_id, "status", retries=20)  # its socket is up
+            self.shape(pod, [shaping.ingress_op("eth0", IFB)])
+
+    def probe_netem(self) -> tuple[bool, str]:
+        first = next(iter(self.pods.values()))
+        result = self.shape(first, [shaping.probe_op("netem")])[0]
+        return result["ok"], f"{result['why']} on the cluster node of pod {first}"
+
+    def shape(self, where: str, ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        code, out = self.cluster.exec(where, "shaper", ["python", "-m", "orchestrator.shaper", "--ops",
+                                                        json.dumps(ops)])
+        try:
+            done = json.loads(out.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            done = {"error": out.strip()[-2000:] or f"exit code {code}"}
+        if code != 0 or isinstance(done, dict):
+            raise RuntimeError(f"shaper in pod {where} failed: {done.get('error') if isinstance(done, dict) else out}")
+        return done
+
+    # nodes, through each pod's supervisor ------------------------------------------------------
+    def _supervisor(self, node_id: str, cmd: str, *args: str, stdin: str | None = None,
+                    retries: int = 0) -> dict[str, Any]:
+        pod = self.pods[node_id]
+        argv = [*SUPERVISOR, cmd, "--dir", SUPERVISOR_DIR, *args]
+        for attempt in range(retries + 1):
+            code, out = self.cluster.exec(pod, "node", argv, stdin=stdin)
+            try:
+                answer = json.loads(out.strip().splitlines()[-1])
+            except (ValueError, IndexError):
+                answer = {"error": out.strip()[-1000:] or f"exit code {code}"}
+            if "error" not in answer:
+                self._status[node_id] = (time.monotonic(), answer)
+                return answer
+            if attempt < retries:
+                time.sleep(0.5)
+        raise RuntimeError(f"node supervisor in pod {pod}: {answer['error']}")
+
+    def start_node(self, node_id: str, config: NodeConfig) -> None:
+        self._check_pod(node_id)
+        self._supervisor(node_id, "start", stdin=config.model_dump_json() + "\n")
+
+    def _check_pod(self, node_id: str) -> None:
+        """A pod replaced behind our back (evicted, deleted) has another address and no tc tree."""
+        uid = self.cluster.pod_uid(self.pods[node_id])
+        if uid != self.uids[node_id]:
+            raise RuntimeError(f"pod {self.pods[node_id]} of {node_id} was deleted or replaced during the run "
+                               "(eviction? node pressure?); its address and shaping are gone")
+
+    def kill_node(self, node_id: str) -> None:
+        self._supervisor(node_id, "kill")
+
+    def wait_node(self, node_id: str, timeout: float) -> int | None:
+        status = self._supervisor(node_id, "wait", "--timeout", str(timeout))
+        return None if status["running"] else (status["exit_code"] or 0)
+
+    def alive(self, node_id: str) -> bool:
+        if node_id not in self.ips:
+            return False
+        at, status = self._status.get(node_id, (0.0, {}))
+        if time.monotonic() - at > STATUS_TTL:
+            status = self._supervisor(node_id, "status")
+        return bool(status.get("running"))
+
+    def control(self, node_id: str) -> ControlClient:
+        return self.cluster.control_client(self.pods[node_id], CONTROL_PORT, node_id, self.ctx.token)
+
+    def event_log(self, node_id: str) -> Path:
+        """After teardown: the copy taken out of the pod."""
+        return self.ctx.scratch / "events" / f"{node_id}.jsonl"
+
+    def output_tail(self, node_id: str, lines: int = 10) -> str:
+        return self.cluster.logs(self.pods[node_id], "node", tail=lines).rstrip() or "(no output)"
+
+    def _collect(self, node_id: str) -> None:
+        """The node's event log and output, out of its pod (before the pod is deleted)."""
+        pod = self.pods[node_id]
+        code, text = self.cluster.exec(pod, "node", ["cat", self.event_log_path(node_id)], timeout=300)
+        if code == 0:
+            self.event_log(node_id).write_text(text)
+        (self.ctx.scratch / "out" / f"{node_id}.out").write_text(self.cluster.logs(pod, "node"))
+
+    def teardown(self) -> None:
+        """Kill the nodes still running, copy every event log out of its pod, uninstall the release."""
+        if not self.installed:
+            return
+        for node_id in self.ips:
+            try:
+                if self.alive(node_id):
+                    self.kill_node(node_id)
+                self._collect(node_id)
+            except Exception as err:  # noqa: BLE001 - the others' logs and the uninstall still matter
+                print(f"  {node_id}: could not collect its log ({err})", file=sys.stderr)
+        self.cluster.uninstall(self.release)
+        self.installed = False
