@@ -42,7 +42,25 @@ def checks() -> list[dict[str, Any]]:
     helm = _cmd_version([str(local_helm) if local_helm.exists() else "helm", "version", "--short"])
     rows.append({"what": "helm", "ok": helm is not None,
                  "detail": helm or "missing (.ci/tools installs it into .tools/bin; for the chart's checks)"})
+    rows.append(_kubernetes_row())
     return rows
+
+
+def _kubernetes_row() -> dict[str, Any]:
+    """Is a cluster configured (kubeconfig context), and does its API server answer?"""
+    try:
+        from kubernetes import client, config
+
+        _, current = config.list_kube_config_contexts()
+        config.load_kube_config()
+        host = client.Configuration.get_default_copy().host
+        version = client.VersionApi().get_code(_request_timeout=5).git_version
+        return {"what": "kubernetes cluster", "ok": True,
+                "detail": f"context {current['name']}: {host}, Kubernetes {version}"}
+    except Exception as err:  # noqa: BLE001 - no kubeconfig, no server: said, not raised
+        return {"what": "kubernetes cluster", "ok": False,
+                "detail": f"none reachable ({str(err).splitlines()[0][:120] or err.__class__.__name__}); "
+                          "for --backend kubernetes: peerlab prepare kind, or point KUBECONFIG at a cluster"}
 
 
 def summary(rows: list[dict[str, Any]]) -> list[str]:
@@ -57,6 +75,10 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
         lines.append("backend docker: can run (needs the node image's base: python:3.12-slim or $PEERLAB_BASE_IMAGE)")
     else:
         lines.append("backend docker: cannot run here (needs root and a Docker engine)")
+    if ok.get("kubernetes cluster") and ok.get("helm"):
+        lines.append("backend kubernetes: can run (load the node image into the cluster first)")
+    else:
+        lines.append("backend kubernetes: cannot run here (needs helm and a reachable cluster)")
     lines.append("backend sim: can run (virtual time in one process; needs nothing else)")
     lines.append("reports: " + ("can run" if ok.get("java (for PySpark reports)") else "need Java (use --no-report meanwhile)"))
     return lines

@@ -47,7 +47,11 @@ class Runner(RunRecord):
         self.backend_cls = get_backend(backend)
         self.scratch = Path(tempfile.gettempdir()) / "peerlab" / self.short
         self.ctx = RunContext(self.run_id, self.short, self.run_dir, self.scratch, self.plan, secrets.token_hex(16))
-        self.backend: Backend = self.backend_cls(self.ctx)
+        try:
+            self.backend: Backend = self.backend_cls(self.ctx)
+        except Exception:  # no engine, no cluster: nothing ran, so no run directory either
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+            raise
         self.requested_mode = shaping_mode
         self.clients: dict[str, ControlClient] = {}
         self.configs: dict[str, NodeConfig] = {}

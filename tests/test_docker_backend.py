@@ -4,11 +4,13 @@ containers; containers are unprivileged; nothing is left behind."""
 import gzip
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
 
 from orchestrator import shaping
+from orchestrator.backends.docker import remove_docker_objects
 from orchestrator.runner import Runner
 from orchestrator.scenario import parse_scenario
 from tests.conftest import docker_objects, peerlab, run_netns
@@ -110,4 +112,42 @@ def test_clean_removes_what_a_crashed_docker_run_left(docker_engine):
     result = peerlab("clean", timeout=120)
     assert result.returncode == 0, result.stderr
     assert "removed 0 containers, 1 networks, 1 volumes" in result.stderr
+    assert docker_objects(docker_engine) == []
+
+
+def test_image_runs_the_charts_pod_layout(docker_engine):
+    """The node image as charts/peerlab runs it in a pod: the supervisor as uid 10001 on a read-only
+    root with the chart's two volumes, and the shaper (NET_ADMIN only) in the same namespace making
+    the ifb that carries the download cap. No Kubernetes here: the containers are the pod's."""
+    from orchestrator import image
+    from orchestrator.backends.docker import LABEL
+
+    tag = image.build(docker_engine, say=lambda _: None)
+    labels = {LABEL: "90d0d0"}
+    shaper = docker_engine.containers.run(
+        tag, entrypoint=["python", "-m", "orchestrator.shaper", "--hold"], detach=True, labels=labels,
+        user="0", cap_drop=["ALL"], cap_add=["NET_ADMIN"], read_only=True, name="pl90d0d0-pod-shaper")
+    try:
+        node = docker_engine.containers.run(
+            tag, entrypoint=["python", "-m", "node.supervisor", "serve", "--dir", "/run/peerlab"], detach=True,
+            labels=labels, user="10001:10001", cap_drop=["ALL"], read_only=True, name="pl90d0d0-pod-node",
+            network_mode=f"container:{shaper.id}", security_opt=["no-new-privileges"],
+            tmpfs={"/run/peerlab": "", "/var/lib/peerlab/events": ""})
+        status = None
+        for _ in range(50):
+            result = node.exec_run(["python", "-m", "node.supervisor", "status", "--dir", "/run/peerlab"])
+            if result.exit_code == 0:
+                status = json.loads(result.output.decode().strip().splitlines()[-1])
+                break
+            time.sleep(0.2)
+        assert status == {"running": False, "pid": None, "starts": 0, "exit_code": None}
+        ops = json.dumps([shaping.ingress_op("eth0", "ifb0"), shaping.download_op("ifb0", 50_000_000),
+                          {"op": "describe", "ifname": "ifb0"}])
+        out = shaper.exec_run(["python", "-m", "orchestrator.shaper", "--ops", ops], user="0")
+        assert out.exit_code == 0, out.output
+        assert "class htb 1:1 parent root rate 50000000bit" in json.loads(out.output.decode())[-1]["lines"]
+        refused = node.exec_run(["python", "-m", "orchestrator.shaper", "--ops", ops])  # no NET_ADMIN there
+        assert refused.exit_code != 0
+    finally:
+        remove_docker_objects("90d0d0", docker_engine)
     assert docker_objects(docker_engine) == []

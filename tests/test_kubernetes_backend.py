@@ -114,7 +114,7 @@ def test_values_name_the_image_and_counts_by_role(monkeypatch, tmp_path: Path):
     """Attackers get their own StatefulSet; ordinal i of each is the i-th node of that role."""
     monkeypatch.setattr(k8s_backend, "connect", FakeCluster)
     text = (ROOT / "scenarios" / "topiary-eclipse.yaml").read_text()
-    scenario = parse_scenario(text)
+    scenario = parse_scenario(text, overrides=[f"output.store=file://{tmp_path}/runs"])
     runner = Runner(scenario, backend="kubernetes")
     try:
         backend = runner.backend
@@ -130,3 +130,53 @@ def test_values_name_the_image_and_counts_by_role(monkeypatch, tmp_path: Path):
 
 def scenario_plan(runner: Runner):
     return runner.plan.nodes
+
+
+KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters:
+  - name: c
+    cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}
+users:
+  - name: u
+    user: {token: sekrit-token}
+contexts:
+  - name: ctx
+    context: {cluster: c, user: u, namespace: default}
+current-context: ctx
+"""
+
+
+def test_control_goes_through_the_api_server_pod_proxy(tmp_path: Path, monkeypatch):
+    """The kubeconfig's server and credentials reach the pod's control port via the API server; the
+    node's token travels in its own header, so the API server's Authorization stays its own."""
+    from orchestrator.kube import KubeCluster
+
+    (tmp_path / "kubeconfig").write_text(KUBECONFIG)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
+    cluster = KubeCluster("peerlab-ci")
+    client = cluster.control_client("pl123456-nodes-3", 7000, "n3", "t" * 32)
+    assert client._base == "https://127.0.0.1:1/api/v1/namespaces/peerlab-ci/pods/pl123456-nodes-3:7000/proxy"
+    assert client._headers == {"Authorization": "Bearer sekrit-token", "X-Peerlab-Token": "t" * 32}
+    assert client._ssl is False  # insecure-skip-tls-verify
+
+
+def test_unreachable_or_missing_cluster_is_a_clear_error(tmp_path: Path):
+    """Without a kubeconfig, or with an API server nobody answers, the run stops before anything is
+    made and says what to do."""
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text((ROOT / "scenarios" / "ci-smoke.yaml").read_text().replace(
+        "file://./runs", f"file://{tmp_path}/runs"))
+    env = {**os.environ, "KUBECONFIG": str(tmp_path / "missing"), "PEERLAB_STATE_DIR": str(tmp_path / "state")}
+    missing = subprocess.run([sys.executable, "-m", "orchestrator.cli", "run", str(scenario), "--backend",
+                              "kubernetes", "--no-report"], capture_output=True, text=True, env=env, cwd=ROOT,
+                             timeout=120)
+    assert missing.returncode == 1 and "no Kubernetes cluster configured" in missing.stderr, missing.stderr
+    assert not list((tmp_path / "runs").glob("*"))  # nothing ran: no run directory
+    (tmp_path / "kubeconfig").write_text(KUBECONFIG)
+    env["KUBECONFIG"] = str(tmp_path / "kubeconfig")
+    refused = subprocess.run([sys.executable, "-m", "orchestrator.cli", "run", str(scenario), "--backend",
+                              "kubernetes", "--no-report"], capture_output=True, text=True, env=env, cwd=ROOT,
+                             timeout=300)
+    assert refused.returncode == 1, refused.stderr
+    assert "helm install" in refused.stderr and "127.0.0.1:1" in refused.stderr, refused.stderr[-2000:]
