@@ -121,17 +121,11 @@ class KubeCluster:
             resp = stream(self.core.connect_get_namespaced_pod_exec, pod, self.namespace, container=container,
                           command=argv, stdin=stdin is not None, stdout=True, stderr=True, tty=False,
                           _preload_content=False)
-        out = []
         try:
             if stdin is not None:
                 resp.write_stdin(stdin)
-            deadline = time.monotonic() + timeout
-            while resp.is_open() and time.monotonic() < deadline:
-                resp.update(timeout=1)
-                if resp.peek_stdout():
-                    out.append(resp.read_stdout())
-                if resp.peek_stderr():
-                    out.append(resp.read_stderr())
+            resp.run_forever(timeout=timeout)  # buffers stdout and stderr until the command ends
+            out = [resp.read_stdout() or "", resp.read_stderr() or ""]
             code = resp.returncode
         finally:
             resp.close()

@@ -60,6 +60,16 @@ def test_probe_leaves_nothing_behind():
     assert set(netns.listnetns()) == before
 
 
+def _address(a: str, b: str) -> None:
+    """10.9.0.1 and 10.9.0.2 on the pair's ends, links up."""
+    for name, addr in ((a, "10.9.0.1"), (b, "10.9.0.2")):
+        with NetNS(name, flags=0) as ns:
+            idx = ns.link_lookup(ifname="eth0")[0]
+            ns.addr("add", index=idx, address=addr, prefixlen=24)
+            ns.link("set", index=idx, state="up")
+            ns.link("set", index=ns.link_lookup(ifname="lo")[0], state="up")
+
+
 def _connects(src_ns: str, address: str, port: int, within: float = 1.0) -> bool:
     """Can a TCP connection be opened from inside `src_ns`? Tries for `within` seconds (a server just
     started may not listen yet; a cut link never answers)."""
@@ -78,12 +88,7 @@ def test_cut_drops_traffic_and_heal_and_rate_change_act_in_place(veth_pair):
     import sys
 
     a, b = veth_pair
-    for name, addr in ((a, "10.9.0.1"), (b, "10.9.0.2")):
-        with NetNS(name, flags=0) as ns:
-            idx = ns.link_lookup(ifname="eth0")[0]
-            ns.addr("add", index=idx, address=addr, prefixlen=24)
-            ns.link("set", index=idx, state="up")
-            ns.link("set", index=ns.link_lookup(ifname="lo")[0], state="up")
+    _address(a, b)
     server = subprocess.Popen(["ip", "netns", "exec", b, sys.executable, "-c",
                                "import socket,time\ns=socket.socket();s.bind(('10.9.0.2',5001));s.listen(64)\n"
                                "while True:\n c,_=s.accept();c.close()"])
@@ -145,12 +150,7 @@ def test_pod_layout_caps_download_on_an_ifb_and_cuts_there(veth_pair):
     """Where the far end of the link is out of reach (a pod), the node's own ingress is redirected
     to an ifb that carries the switch-side tree: the download cap is measured, a cut drops there."""
     a, b = veth_pair
-    for name, addr in ((a, "10.9.0.1"), (b, "10.9.0.2")):
-        with NetNS(name, flags=0) as ns:
-            idx = ns.link_lookup(ifname="eth0")[0]
-            ns.addr("add", index=idx, address=addr, prefixlen=24)
-            ns.link("set", index=idx, state="up")
-            ns.link("set", index=ns.link_lookup(ifname="lo")[0], state="up")
+    _address(a, b)
     assert _shaper(b, [shaping.probe_op("htb")])[0]["ok"]
     _shaper(b, [shaping.ingress_op("eth0", "ifb0"), shaping.download_op("ifb0", 10_000_000)])
     _shaper(b, [shaping.ingress_op("eth0", "ifb0")])  # doing it again replaces, not stacks

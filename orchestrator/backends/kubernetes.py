@@ -19,8 +19,9 @@ from __future__ import annotations
 import json
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from node.config import NodeConfig
 from orchestrator import image, kube, shaping
@@ -107,8 +108,14 @@ class KubernetesBackend(Backend):
         for node_id, pod in self.pods.items():
             self.ips[node_id] = self.ips_by_pod[pod]
             self.uids[node_id] = self.cluster.pod_uid(pod)
-            self._supervisor(node_id, "status", retries=20)  # its socket is up
-            self.shape(pod, [shaping.ingress_op("eth0", IFB)])
+        self._each(lambda node_id: self._supervisor(node_id, "status", retries=20))  # sockets are up
+        self.shape_all({pod: [shaping.ingress_op("eth0", IFB)] for pod in self.pods.values()})
+
+    def _each(self, fn: Callable[[str], Any]) -> None:
+        """fn for every node, side by side (each call is an exec round trip)."""
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            for future in [pool.submit(fn, node_id) for node_id in self.pods]:
+                future.result()
 
     def probe_netem(self) -> tuple[bool, str]:
         first = next(iter(self.pods.values()))
@@ -192,12 +199,15 @@ class KubernetesBackend(Backend):
         """Kill the nodes still running, copy every event log out of its pod, uninstall the release."""
         if not self.installed:
             return
-        for node_id in self.ips:
+        def stop_and_collect(node_id: str) -> None:
             try:
                 if self.alive(node_id):
                     self.kill_node(node_id)
                 self._collect(node_id)
             except Exception as err:  # noqa: BLE001 - the others' logs and the uninstall still matter
                 print(f"  {node_id}: could not collect its log ({err})", file=sys.stderr)
+
+        if self.ips:
+            self._each(stop_and_collect)
         self.cluster.uninstall(self.release)
         self.installed = False
