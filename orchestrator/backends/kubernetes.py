@@ -102,11 +102,11 @@ class KubernetesBackend(Backend):
         n = len(self.pods)
         self.cluster.install(self.release, self.values(), self.ctx.scratch / "values.yaml")
         self.installed = True
-        self.ips_by_pod = self.cluster.wait_pods(f"peerlab.run={self.ctx.short}", list(self.pods.values()),
-                                                 timeout=120 + 0.5 * n,
-                                                 say=lambda m: print(m, file=sys.stderr, flush=True))
+        ips_by_pod = self.cluster.wait_pods(f"peerlab.run={self.ctx.short}", list(self.pods.values()),
+                                            timeout=120 + 0.5 * n,
+                                            say=lambda m: print(m, file=sys.stderr, flush=True))
         for node_id, pod in self.pods.items():
-            self.ips[node_id] = self.ips_by_pod[pod]
+            self.ips[node_id] = ips_by_pod[pod]
             self.uids[node_id] = self.cluster.pod_uid(pod)
         self._each(lambda node_id: self._supervisor(node_id, "status", retries=20))  # sockets are up
         self.shape_all({pod: [shaping.ingress_op("eth0", IFB)] for pod in self.pods.values()})
