@@ -590,7 +590,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="auto: atheris (coverage-guided) if installed, else hypothesis")
     p.set_defaults(func=cmd_fuzz)
 
-    p = sub.add_parser("doctor", help="what this machine offers: netns, htb, netem, java, docker, helm")
+    p = sub.add_parser("doctor", help="what this machine offers: netns, htb, netem, java, docker, helm, a Kubernetes cluster")
     p.set_defaults(func=cmd_doctor)
     return parser
 

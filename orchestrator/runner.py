@@ -59,7 +59,6 @@ class Runner(RunRecord):
         self.degraded: dict[str, dict[str, float]] = {}  # node -> its links' degradation, until restored
         self.manifest["clock"] = {"method": "shared host clock (all nodes on this machine)",
                                   "offsets_ns": {n.id: 0 for n in self.plan.nodes}}
-        self.offsets: dict[str, int] = {}  # node clock minus ours, where clocks are not shared
 
     @property
     def present(self) -> list[str]:
@@ -170,7 +169,6 @@ class Runner(RunRecord):
         if self.backend.shared_clock:
             return
         measured = await clock.estimate({n: self.clients[n] for n in node_ids})
-        self.offsets.update(measured["offsets_ns"])
         section = self.manifest["clock"]
         if "rtt_ns" not in section:
             section.update(method=measured["method"], offsets_ns={}, rtt_ns={}, max_error_ns=0)
@@ -181,7 +179,7 @@ class Runner(RunRecord):
     def _t0_for(self, node_id: str) -> int:
         """T0 on the node's own clock."""
         assert self.t0_ns is not None
-        return self.t0_ns + self.offsets.get(node_id, 0)
+        return self.t0_ns + self.manifest["clock"]["offsets_ns"].get(node_id, 0)
 
     async def _start_all(self) -> None:
         lead = 1.0 + 0.01 * len(self.plan.nodes)  # time for every node to hear /start before T0
@@ -192,7 +190,7 @@ class Runner(RunRecord):
     async def _restart(self, node_id: str) -> None:
         self.backend.start_node(node_id, self.configs[node_id])
         await self._wait_healthy([node_id], 30)
-        if node_id not in self.offsets:
+        if node_id not in self.manifest["clock"].get("rtt_ns", {}):  # a join: not measured yet
             await self._measure_clocks([node_id])
         await self.clients[node_id].post("/start", {"t0": self._t0_for(node_id)})
         # degradations outlive processes: tell the new one about its own and its peers'
