@@ -5,11 +5,12 @@ from .base import Params, ProtocolCore, ProtocolIO, Unsupported
 from .floodsub import FloodSub
 from .gossipsub import GossipSub
 from .overlay_baselines import BASELINES
+from .pulsarcast import PulsarCast
 from .static_overlay import StaticOverlay
 from .topiary import Topiary
 
 PROTOCOLS: dict[str, type[ProtocolCore]] = {
-    core.name: core for core in (FloodSub, GossipSub, StaticOverlay, Topiary, *BASELINES)}
+    core.name: core for core in (FloodSub, GossipSub, StaticOverlay, Topiary, PulsarCast, *BASELINES)}
 
 
 def get_protocol(name: str) -> type[ProtocolCore]:

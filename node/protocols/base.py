@@ -70,6 +70,9 @@ class ProtocolCore:
     # True: the core picks its own neighbours among all nodes, so it is given every node's address
     # and subscriptions (ProtocolIO.directory), not only its planned neighbours.
     uses_directory: ClassVar[bool] = False
+    # True: every topic has an author that creates it before anyone subscribes (PulsarCast); the
+    # planner names one per topic and the runtime calls create_topic on it at start.
+    topic_authors: ClassVar[bool] = False
 
     def __init__(self, node_id: str, params: Params, io: ProtocolIO,
                  clock: Callable[[], float], rng: random.Random):
@@ -104,6 +107,14 @@ class ProtocolCore:
     def publish(self, topic: str, data: bytes) -> str:
         """Publish `data` on `topic`; returns the message id."""
         raise Unsupported(f"{self.name} cannot publish")
+
+    def create_topic(self, topic: str) -> str:
+        """Author `topic` (protocols with `topic_authors`); returns its id."""
+        raise Unsupported(f"{self.name} has no topic authors")
+
+    def history(self, topic: str) -> None:
+        """Rebuild the topic's message history (results go to the event log)."""
+        raise Unsupported(f"{self.name} keeps no message history")
 
     @staticmethod
     def frame_topics(payload: bytes) -> set[str]:

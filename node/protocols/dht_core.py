@@ -1,0 +1,95 @@
+"""The base of the cores that run on a Kademlia DHT (PulsarCast, ScoutSubs, FastDelivery).
+
+It owns the DHT (`self.dht`), the on-demand connections (`self.links`) and the wire envelope: every
+frame is a `kademlia.Envelope` holding either a DHT message or the protocol's own bytes. Planned
+neighbours (the scenario's topology) are the DHT's bootstrap seeds; every node's address is known
+(`uses_directory`), as a libp2p peerstore would learn it, but a node only talks to the peers the DHT
+or its protocol names. A subclass implements `on_app(peer, payload)` and `on_app_timer(name, data)`,
+and sends with `send_app`.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from google.protobuf.message import DecodeError
+
+from node.proto.kademlia_pb2 import Envelope, Message
+
+from .base import ProtocolCore
+from .kademlia import DhtParams, Kademlia
+from .links import TIMER as LINKS_TIMER
+from .links import Links
+
+
+class DhtCore(ProtocolCore):
+    Params = DhtParams
+    uses_directory = True
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.links = Links(self.io, self.params.dial_timeout, self._unreachable)
+        self.dht = Kademlia(self.node_id, self.params, self.io, self.clock, self.rng, self._send_kad)
+
+    # wire ----------------------------------------------------------------------------------------
+    def _send_kad(self, peer: str, msg: Message) -> None:
+        payload = Envelope(kad=msg).SerializeToString()
+        self.links.send(peer, payload, {"bytes": len(payload), "data_bytes": 0})
+
+    def send_app(self, peer: str, app: bytes, data_bytes: int = 0, msgs: int = 0) -> None:
+        """Send the protocol's own message; `data_bytes` of it are application payload."""
+        payload = Envelope(app=app).SerializeToString()
+        sizes = {"bytes": len(payload), "data_bytes": data_bytes}
+        if msgs:
+            sizes["msgs"] = msgs
+        self.links.send(peer, payload, sizes)
+
+    def on_frame(self, peer: str, payload: bytes) -> None:
+        env = Envelope()
+        try:
+            env.ParseFromString(payload)
+        except DecodeError:
+            self.io.trace("drop_rpc", peer=peer, bytes=len(payload), reason="malformed")
+            return
+        body = env.WhichOneof("body")
+        if body == "kad":
+            self.io.trace("recv_rpc", peer=peer, bytes=len(payload), data_bytes=0)
+            self.dht.on_message(peer, env.kad)
+        elif body == "app":
+            self.dht.heard(peer)
+            self.on_app(peer, env.app, len(payload))
+
+    # inputs --------------------------------------------------------------------------------------
+    def on_start(self) -> None:
+        self.dht.start()
+
+    def on_peer_up(self, peer: str, outbound: bool) -> None:
+        self.links.on_peer_up(peer)
+        self.dht.seed(peer)
+
+    def on_peer_down(self, peer: str) -> None:
+        self.links.on_peer_down(peer)
+
+    def _unreachable(self, peer: str) -> None:
+        self.dht.peer_failed(peer)
+        self.on_app_unreachable(peer)
+
+    def on_timer(self, name: str, data: Any) -> None:
+        if name.startswith("kad."):
+            self.dht.on_timer(name, data)
+        elif name == LINKS_TIMER:
+            self.links.on_dial_timeout(data)
+        else:
+            self.on_app_timer(name, data)
+
+    # for subclasses ------------------------------------------------------------------------------
+    def on_app(self, peer: str, app: bytes, frame_bytes: int) -> None:
+        pass
+
+    def on_app_timer(self, name: str, data: Any) -> None:
+        pass
+
+    def on_app_unreachable(self, peer: str) -> None:
+        """A peer could not be reached (dial timed out): the protocol may repair around it."""
+
+    def status(self) -> dict[str, Any]:
+        return {**self.dht.status(), "connected": len(self.links.up)}
