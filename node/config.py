@@ -42,6 +42,7 @@ class NodeConfig(BaseModel):
     dial: list[str] = Field(default_factory=list, description="neighbours this node connects to")
     neighbours: list[str] = Field(default_factory=list)
     subscriptions: list[str] = Field(default_factory=list)
+    authors: list[str] = Field(default_factory=list, description="topics this node creates at start")
     schedule: list[tuple[float, str, int]] = Field(default_factory=list)
     control: ControlConfig
     event_log: str

@@ -116,6 +116,13 @@ def build_app(rt: "NodeRuntime") -> web.Application:
         rt.core.unsubscribe(str(body["topic"]))
         return web.json_response({"ok": True})
 
+    @routes.post("/history")
+    async def history(request: web.Request):
+        """Rebuild a topic's history (PulsarCast); the walk's results go to the event log."""
+        body = await _body(request, "topic")
+        rt.core.history(str(body["topic"]))
+        return web.json_response({"ok": True})
+
     @routes.post("/stop")
     async def stop(request: web.Request):
         body = await _body(request) if request.can_read_body else {}

@@ -123,6 +123,8 @@ class NodeRuntime:
         self.trace("start", protocol=self.cfg.protocol)
         self.trace("behaviour", behaviour=self.cfg.role)
         self._guard(self.core.on_start)
+        for topic in self.cfg.authors:
+            self._guard(self.core.create_topic, topic)
         for topic in self.cfg.subscriptions:
             self._guard(self.core.subscribe, topic)
         for peer in self.cfg.dial:

@@ -29,6 +29,8 @@ class NodePlan(BaseModel):
     bandwidth_up: int
     bandwidth_down: int
     subscriptions: list[str]
+    authors: list[str] = Field(default_factory=list, description="topics this node creates at start "
+                               "(protocols whose topics have an author: pulsarcast)")
     dial: list[str] = Field(description="peers this node connects to (it is the dialer)")
     neighbours: list[str] = Field(description="all planned peers, dialled or accepted")
     contacts: list[str] = Field(default_factory=list, description="peers it may connect to during the run: "
@@ -162,9 +164,15 @@ def _attack_edges(sc: Scenario, rng: random.Random, attackers: list[dict[str, An
 def _schedule(sc: Scenario, rng: random.Random, publishers: list[int], subs: list[list[str]],
               topics: list[str]) -> dict[int, list[tuple[float, str, int]]]:
     wl = sc.workload
-    subscribed = {t for s in subs for t in s}
-    targets = [t for t in topics if t in subscribed] or topics
+    targets = _targets(subs, topics)
     times: list[tuple[float, int]] = []
+    weights = [1 / (r + 1) ** wl.publisher_skew for r in range(len(publishers))]
+
+    def pick(k: int) -> int:
+        """Who publishes the k-th message: in turn, or (poisson, or a skew) drawn by Zipf weight."""
+        if wl.publisher_skew:
+            return rng.choices(publishers, weights)[0]
+        return rng.choice(publishers) if wl.arrival == "poisson" else publishers[k % len(publishers)]
     if wl.interval is not None:
         for p in publishers:
             t = rng.uniform(0, wl.interval)
@@ -174,15 +182,50 @@ def _schedule(sc: Scenario, rng: random.Random, publishers: list[int], subs: lis
     elif wl.arrival == "poisson":
         t = rng.expovariate(wl.rate)
         while t < wl.duration:
-            times.append((t, rng.choice(publishers)))
+            times.append((t, pick(k=len(times))))
             t += rng.expovariate(wl.rate)
     else:
         count = max(1, math.floor(wl.rate * wl.duration + 1e-9))  # n/rate x rate must give n back
-        times = [(k / wl.rate, publishers[k % len(publishers)]) for k in range(count)]
+        times = [(k / wl.rate, pick(k)) for k in range(count)]
     out: dict[int, list[tuple[float, str, int]]] = {p: [] for p in publishers}
+    owned = topic_owners(publishers, targets)
     for t, p in sorted(times):
-        own = [x for x in subs[p] if x in targets] if wl.publish_topics == "subscribed" else []
+        if wl.publish_topics == "owned":
+            own = [x for x, owner in owned.items() if owner == p]
+        else:
+            own = [x for x in subs[p] if x in targets] if wl.publish_topics == "subscribed" else []
         out[p].append((round(wl.warmup + t, 6), rng.choice(own or targets), wl.message_size))
+    return out
+
+
+def _targets(subs: list[list[str]], topics: list[str]) -> list[str]:
+    """The topics publishers publish on: those with subscribers (all, if none has any)."""
+    subscribed = {t for s in subs for t in s}
+    return [t for t in topics if t in subscribed] or topics
+
+
+def topic_owners(publishers: list[int], topics: list[str]) -> dict[str, int]:
+    """publish_topics: owned - each topic has one publisher, dealt round-robin (a channel's author)."""
+    return {t: publishers[i % len(publishers)] for i, t in enumerate(topics)}
+
+
+def _authors(sc: Scenario, publishers: list[int], schedule: dict[int, list[tuple[float, str, int]]],
+             subs: list[list[str]], topics: list[str]) -> dict[int, list[str]]:
+    """Who creates each topic (protocols with topic authors): its owner, else its first publisher,
+    else its first subscriber; a topic nobody uses has none."""
+    first_pub: dict[str, tuple[float, int]] = {}
+    for p, entries in schedule.items():
+        for at, topic, _ in entries:
+            if topic not in first_pub or (at, p) < first_pub[topic]:
+                first_pub[topic] = (at, p)
+    owners = topic_owners(publishers, _targets(subs, topics)) if sc.workload.publish_topics == "owned" else {}
+    out: dict[int, list[str]] = {}
+    for topic in topics:
+        author = owners.get(topic, first_pub.get(topic, (0.0, None))[1])
+        if author is None:
+            author = next((i for i, s in enumerate(subs) if topic in s), None)
+        if author is not None:
+            out.setdefault(author, []).append(topic)
     return out
 
 
@@ -297,6 +340,7 @@ def make_plan(sc: Scenario, seed: int | None = None) -> RunPlan:
             "are present at T0 (the others attack, join later or are churn reserve)"])
     publishers = sorted(rng.sample(honest, sc.workload.publishers))
     schedule = _schedule(sc, rng, publishers, subs, topics)
+    authors = _authors(sc, publishers, schedule, subs, topics) if core.topic_authors else {}
     if sc.churn and sc.churn.fraction is not None:
         present = [f"n{i}" for i in range(n) if f"n{i}" not in absent]
         faults = sorted(faults + _churn_faults(sc, churn_rng, present, reserve), key=lambda e: (e.at, _order(e)))
@@ -320,7 +364,7 @@ def make_plan(sc: Scenario, seed: int | None = None) -> RunPlan:
             protocol=sc.protocol.name, params={**base_params, **(g.params if g else {})},
             bandwidth_up=(g and g.bandwidth_up) or sc.network.bandwidth_up,
             bandwidth_down=(g and g.bandwidth_down) or sc.network.bandwidth_down,
-            subscriptions=subs[i], dial=dial[i], neighbours=sorted(neighbours[i], key=lambda x: int(x[1:])),
+            subscriptions=subs[i], authors=authors.get(i, []), dial=dial[i], neighbours=sorted(neighbours[i], key=lambda x: int(x[1:])),
             contacts=[p for p in everyone if p != f"n{i}"] if core.uses_directory
             else sorted(neighbours[i], key=lambda x: int(x[1:])),
             schedule=schedule.get(i, []), joins_at=joins_at.get(f"n{i}"), absent=f"n{i}" in absent,

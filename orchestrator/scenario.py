@@ -129,8 +129,11 @@ class Workload(Strict):
     rate: Rate | None = Field(None, gt=0, description="network-wide messages per second, e.g. 2/s")
     interval: Duration | None = Field(None, gt=0, description="per-publisher interval (instead of rate)")
     arrival: Literal["uniform", "poisson"] = "uniform"
-    publish_topics: Literal["any", "subscribed"] = Field(
-        "any", description="publish on any topic with subscribers, or only on the publisher's own topics")
+    publish_topics: Literal["any", "subscribed", "owned"] = Field(
+        "any", description="publish on any topic with subscribers, only on the publisher's own topics, or "
+                           "owned: each topic has one publisher (a channel and its author), dealt round-robin")
+    publisher_skew: float = Field(0.0, ge=0, description="Zipf exponent of how often each publisher publishes "
+                                                         "(0: all alike; with a network-wide rate)")
     message_size: Size = Field(1024, gt=0)
     warmup: Duration = Field(2.0, ge=0, description="after T0, before the first publish")
     duration: Duration = Field(10.0, gt=0, description="publishing window")
@@ -145,6 +148,8 @@ class Workload(Strict):
             raise ValueError("give either rate (network-wide) or interval (per publisher), not both")
         if self.rate is None and self.interval is None:
             self.rate = 1.0
+        if self.publisher_skew and self.interval is not None:
+            raise ValueError("publisher_skew shares a network-wide rate among publishers; give rate, not interval")
         if self.messages_per_publisher is not None:
             if "duration" in self.model_fields_set:
                 raise ValueError("give either duration or messages_per_publisher, not both (to run for a "

@@ -133,6 +133,8 @@ class Simulation:
         """What the node runtime does once its core started: subscribe, dial (node/runtime.py)."""
         node = self.plan.node(node_id)
         core = self.net.nodes[node_id].core
+        for topic in node.authors:
+            core.create_topic(topic)
         for topic in node.subscriptions:
             core.subscribe(topic)
         for peer in node.dial:

@@ -55,4 +55,4 @@ def warmup_messages(manifest: dict[str, Any], default: int) -> int:
     return default if value is None else value
 
 
-from analysis.extras import gossipsub, overlay_epochs  # noqa: E402,F401  (they register themselves)
+from analysis.extras import dht, gossipsub, overlay_epochs  # noqa: E402,F401  (they register themselves)
