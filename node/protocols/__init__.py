@@ -6,11 +6,12 @@ from .floodsub import FloodSub
 from .gossipsub import GossipSub
 from .overlay_baselines import BASELINES
 from .pulsarcast import PulsarCast
+from .scoutsubs import ScoutSubs
 from .static_overlay import StaticOverlay
 from .topiary import Topiary
 
 PROTOCOLS: dict[str, type[ProtocolCore]] = {
-    core.name: core for core in (FloodSub, GossipSub, StaticOverlay, Topiary, PulsarCast, *BASELINES)}
+    core.name: core for core in (FloodSub, GossipSub, StaticOverlay, Topiary, PulsarCast, ScoutSubs, *BASELINES)}
 
 
 def get_protocol(name: str) -> type[ProtocolCore]:

@@ -73,6 +73,10 @@ class ProtocolCore:
     # True: every topic has an author that creates it before anyone subscribes (PulsarCast); the
     # planner names one per topic and the runtime calls create_topic on it at start.
     topic_authors: ClassVar[bool] = False
+    # "topic": a message goes to the subscribers of its topic; "predicate": topics are content
+    # predicates (node/protocols/predicates.py) and a message goes to the subscribers whose filter
+    # matches it (the planner and the analysis follow this).
+    matching: ClassVar[str] = "topic"
 
     def __init__(self, node_id: str, params: Params, io: ProtocolIO,
                  clock: Callable[[], float], rng: random.Random):

@@ -9,14 +9,14 @@ and sends with `send_app`.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from google.protobuf.message import DecodeError
 
 from node.proto.kademlia_pb2 import Envelope, Message
 
 from .base import ProtocolCore
-from .kademlia import DhtParams, Kademlia
+from .kademlia import DhtParams, Kademlia, node_key
 from .links import TIMER as LINKS_TIMER
 from .links import Links
 
@@ -80,6 +80,23 @@ class DhtCore(ProtocolCore):
             self.links.on_dial_timeout(data)
         else:
             self.on_app_timer(name, data)
+
+    # routing toward a key --------------------------------------------------------------------------
+    def next_hop(self, key: int, exclude: set[str], then: Callable[[str | None], None]) -> None:
+        """The next hop toward `key`: the known peer closest to it, if strictly closer than this node
+        (so a route can never loop); with none in the table, the closest an iterative lookup finds.
+        None: this node is the closest (among the peers not excluded)."""
+        mine = self.dht.own ^ key
+        known = [p for p in self.dht.table.closest(key, self.params.k) if p not in exclude]
+        closer = [p for p in known if node_key(p) ^ key < mine]
+        if closer:
+            then(closer[0])
+            return
+
+        def found(nearest: list[str]) -> None:
+            ok = [p for p in nearest if p not in exclude and node_key(p) ^ key < mine]
+            then(ok[0] if ok else None)
+        self.dht.find_node(key, found)
 
     # for subclasses ------------------------------------------------------------------------------
     def on_app(self, peer: str, app: bytes, frame_bytes: int) -> None:

@@ -226,26 +226,6 @@ class PulsarCast(DhtCore):
                         self._subscribe_id(sub.id, meta=True)
         self._with_topic(tid, joined)
 
-    def _closer(self, author: str, exclude: set[str]) -> list[str]:
-        """Known peers strictly closer to the author than this node, closest first (the author first)."""
-        target = node_key(author)
-        mine = self.dht.own ^ target
-        known = [p for p in self.dht.table.closest(target, self.params.k) if p not in exclude]
-        return [p for p in known if node_key(p) ^ target < mine]
-
-    def _next_hop(self, author: str, exclude: set[str], then: Callable[[str | None], None]) -> None:
-        hops = self._closer(author, exclude)
-        if hops:
-            then(hops[0])
-            return
-        target = node_key(author)
-        mine = self.dht.own ^ target
-
-        def found(nearest: list[str]) -> None:
-            ok = [p for p in nearest if p not in exclude and node_key(p) ^ target < mine]
-            then(ok[0] if ok else None)
-        self.dht.find_node(target, found)
-
     def _join(self, tid: str) -> None:
         tree = self.trees[tid]
         if tree.topic.author == self.node_id or tree.parent is not None:
@@ -262,7 +242,7 @@ class PulsarCast(DhtCore):
             tree.joined = True
             self.io.trace("graft", peer=hop, topic=tree.topic.name)
             self._send(hop, Message(op=Op.JOIN_TOPIC, topic_id=tid))
-        self._next_hop(tree.topic.author, tree.tried, go)
+        self.next_hop(node_key(tree.topic.author), tree.tried, go)
 
     def _on_join(self, peer: str, tid: str) -> None:
         def have(desc: TopicDescriptor | None) -> None:
@@ -366,7 +346,7 @@ class PulsarCast(DhtCore):
         if tree.parent is not None and tree.parent != exclude:
             self._send(tree.parent, msg)
             return
-        self._next_hop(tree.topic.author, {exclude} if exclude else set(),
+        self.next_hop(node_key(tree.topic.author), {exclude} if exclude else set(),
                        lambda hop: hop and self._send(hop, msg))
 
     def _disseminate(self, tree: Tree, event: EventDescriptor, exclude: str | None) -> None:

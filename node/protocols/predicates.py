@@ -1,0 +1,100 @@
+"""SmartPubSub's content predicates (seed: shared/seeds/smartpubsub.txt, section II-B): parse, match,
+cover and safe merge.
+
+A predicate is up to 5 attributes joined by '/': a topic attribute `name T`, or an integer range
+attribute `name R lo hi`. Subscriptions use ranges; events use point ranges (`price R 1200 1200`).
+- match: a filter matches an event when every attribute of the filter appears in the event with the
+  same kind, and each of the event's ranges lies inside the filter's;
+- cover: the same test between two filters (a covers b: whatever b matches, a matches);
+- safe merge: two filters with the same attributes that differ in exactly one range, where those
+  ranges overlap or touch, merge into their hull - which matches exactly what either part matches.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+MAX_ATTRIBUTES = 5
+
+
+@dataclass(frozen=True, order=True)
+class Attribute:
+    name: str
+    kind: str           # "T" topic, "R" range
+    lo: int = 0
+    hi: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.name} T" if self.kind == "T" else f"{self.name} R {self.lo} {self.hi}"
+
+
+class PredicateError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Predicate:
+    attrs: tuple[Attribute, ...]   # sorted by name, names unique
+
+    @classmethod
+    def parse(cls, text: str) -> "Predicate":
+        parts = [p.strip() for p in text.split("/") if p.strip()]
+        if not parts:
+            raise PredicateError(f"predicate {text!r} is empty; write e.g. 'surf T/price R 1000 1500'")
+        if len(parts) > MAX_ATTRIBUTES:
+            raise PredicateError(f"predicate {text!r} has {len(parts)} attributes; at most {MAX_ATTRIBUTES}")
+        attrs = []
+        for part in parts:
+            words = part.split()
+            if len(words) == 2 and words[1] == "T":
+                attrs.append(Attribute(words[0], "T"))
+            elif len(words) == 4 and words[1] == "R":
+                try:
+                    lo, hi = int(words[2]), int(words[3])
+                except ValueError:
+                    raise PredicateError(f"predicate {text!r}: range {part!r} needs integer bounds") from None
+                if lo > hi:
+                    raise PredicateError(f"predicate {text!r}: range {part!r} has lo > hi")
+                attrs.append(Attribute(words[0], "R", lo, hi))
+            else:
+                raise PredicateError(f"predicate {text!r}: attribute {part!r} is neither 'name T' nor "
+                                     "'name R lo hi'")
+        names = [a.name for a in attrs]
+        if len(set(names)) != len(names):
+            raise PredicateError(f"predicate {text!r} names an attribute twice")
+        return cls(tuple(sorted(attrs)))
+
+    def __str__(self) -> str:
+        return "/".join(str(a) for a in self.attrs)
+
+    def __iter__(self) -> Iterator[Attribute]:
+        return iter(self.attrs)
+
+    def names(self) -> list[str]:
+        return [a.name for a in self.attrs]
+
+    def matches(self, event: "Predicate") -> bool:
+        """Every attribute here is in `event`, of the same kind, its range inside ours."""
+        theirs = {a.name: a for a in event.attrs}
+        for a in self.attrs:
+            b = theirs.get(a.name)
+            if b is None or b.kind != a.kind or (a.kind == "R" and not (a.lo <= b.lo and b.hi <= a.hi)):
+                return False
+        return True
+
+    covers = matches  # a filter covers another when it matches everything that one matches
+
+    def merge(self, other: "Predicate") -> "Predicate | None":
+        """The safe merge (see the module docstring), or None when the two may not merge."""
+        if self == other:
+            return self
+        if self.names() != other.names():
+            return None
+        differ = [(a, b) for a, b in zip(self.attrs, other.attrs) if a != b]
+        if len(differ) != 1:
+            return None
+        a, b = differ[0]
+        if a.kind != "R" or b.kind != "R" or a.hi + 1 < b.lo or b.hi + 1 < a.lo:
+            return None
+        hull = Attribute(a.name, "R", min(a.lo, b.lo), max(a.hi, b.hi))
+        return Predicate(tuple(hull if x == a else x for x in self.attrs))

@@ -1,0 +1,116 @@
+"""Predicate laws (property tests): match, cover and the safe merge of ScoutSubs' filters."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from node.protocols.predicates import Attribute, Predicate, PredicateError
+
+NAMES = ["surf", "bali", "trip", "ipfs", "price", "year"]
+
+
+@st.composite
+def filters(draw, names=st.sampled_from(NAMES)):
+    chosen = draw(st.lists(names, min_size=1, max_size=5, unique=True))
+    attrs = []
+    for name in chosen:
+        if draw(st.booleans()):
+            attrs.append(Attribute(name, "T"))
+        else:
+            lo = draw(st.integers(0, 60))
+            attrs.append(Attribute(name, "R", lo, lo + draw(st.integers(0, 40))))
+    return Predicate(tuple(sorted(attrs)))
+
+
+@st.composite
+def events_like(draw, base: Predicate):
+    """An event (point ranges) with the attributes of `base`, values near its ranges, plus extras."""
+    attrs = {}
+    for a in base:
+        kind = a.kind if draw(st.integers(0, 9)) else ("T" if a.kind == "R" else "R")
+        v = draw(st.integers(-5, 110))
+        attrs[a.name] = Attribute(a.name, kind, v, v) if kind == "R" else Attribute(a.name, "T")
+    if draw(st.booleans()) and len(attrs) > 1:
+        attrs.pop(draw(st.sampled_from(sorted(attrs))))
+    return Predicate(tuple(sorted(attrs.values())))
+
+
+@st.composite
+def mergeable_pair(draw):
+    """Two filters with the same attributes differing in one range (overlapping or not)."""
+    a = draw(filters())
+    ranges = [x for x in a if x.kind == "R"]
+    if not ranges:
+        return a, a
+    r = draw(st.sampled_from(ranges))
+    lo = draw(st.integers(0, 100))
+    other = Attribute(r.name, "R", lo, lo + draw(st.integers(0, 40)))
+    return a, Predicate(tuple(sorted(other if x == r else x for x in a)))
+
+
+def test_parse_and_print_round_trip():
+    p = Predicate.parse("surf T/price R 1000 1500/bali T")
+    assert str(p) == "bali T/price R 1000 1500/surf T"
+    assert Predicate.parse(str(p)) == p
+
+
+@pytest.mark.parametrize("text, why", [
+    ("", "empty"), ("a T/b T/c T/d T/e T/f T", "at most 5"), ("price R 5 1", "lo > hi"),
+    ("price R x 1", "integer"), ("surf", "neither"), ("a T/a T", "twice")])
+def test_bad_predicates_say_why(text, why):
+    with pytest.raises(PredicateError, match=why):
+        Predicate.parse(text)
+
+
+def test_match_examples():
+    f = Predicate.parse("surf T/bali T/price R 1000 1500")
+    assert f.matches(Predicate.parse("surf T/bali T/trip T/price R 1200 1200"))
+    assert not f.matches(Predicate.parse("surf T/bali T/price R 1600 1600"))
+    assert not f.matches(Predicate.parse("surf T/price R 1200 1200"))   # bali missing
+    assert Predicate.parse("ipfs T").matches(Predicate.parse("ipfs T/year R 3 3"))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.data())
+def test_a_merged_filter_never_matches_less_than_its_parts_and_no_more(data):
+    a, b = data.draw(mergeable_pair())
+    merged = a.merge(b)
+    for base in (a, b):
+        event = data.draw(events_like(base))
+        either = a.matches(event) or b.matches(event)
+        if merged is not None:
+            assert merged.matches(event) >= either          # never less than its parts
+            assert merged.matches(event) == either          # and, being safe, no more
+            assert merged.covers(a) and merged.covers(b)
+
+
+@settings(max_examples=300, deadline=None)
+@given(filters(), filters(), st.data())
+def test_cover_is_sound_for_matching(a, b, data):
+    event = data.draw(events_like(b))
+    if a.covers(b) and b.matches(event):
+        assert a.matches(event)
+
+
+@settings(max_examples=200, deadline=None)
+@given(filters(), filters(), filters())
+def test_cover_is_reflexive_and_transitive(a, b, c):
+    assert a.covers(a)
+    if a.covers(b) and b.covers(c):
+        assert a.covers(c)
+
+
+@settings(max_examples=200, deadline=None)
+@given(filters(), filters())
+def test_merge_is_symmetric(a, b):
+    assert a.merge(b) == b.merge(a)
+
+
+def test_merge_refuses_unsafe_pairs():
+    p = Predicate.parse
+    assert p("x T/price R 0 10").merge(p("x T/price R 5 20")) == p("x T/price R 0 20")
+    assert p("x T/price R 0 10").merge(p("x T/price R 11 20")) == p("x T/price R 0 20")  # touching
+    assert p("x T/price R 0 10").merge(p("x T/price R 12 20")) is None                   # a gap
+    assert p("x T/price R 0 10/y R 0 5").merge(p("x T/price R 5 20/y R 1 9")) is None    # two differ
+    assert p("x T/price R 0 10").merge(p("z T/price R 0 10")) is None                    # other topic
