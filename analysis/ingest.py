@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from node.eventlog import load_schema
+from node.protocols.predicates import expected_topics
 
 _SPARK_TYPES = {"long": T.LongType(), "string": T.StringType(), "boolean": T.BooleanType(),
                 "double": T.DoubleType()}
@@ -66,7 +67,8 @@ def correct_clocks(events: DataFrame, offsets_ns: dict[str, int]) -> DataFrame:
 def subscriptions_frame(spark: SparkSession, manifest: dict[str, Any]) -> DataFrame:
     """(node, topic) for every planned subscription of an honest node (attackers are not expected
     to receive anything: delivery is measured among honest subscribers)."""
-    rows = [(n["id"], t) for n in manifest["plan"]["nodes"] for t in n["subscriptions"]
+    rows = [(n["id"], t) for n in manifest["plan"]["nodes"] for t in expected_topics(
+                manifest["plan"].get("matching", "topic"), manifest["plan"]["topics"], n["subscriptions"])
             if n.get("role", "honest") == "honest"]
     schema = T.StructType([T.StructField("node", T.StringType()), T.StructField("topic", T.StringType())])
     return spark.createDataFrame(rows, schema)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from node.protocols.predicates import expected_topics
 from orchestrator.plan import RunPlan
 from orchestrator.sim import Simulation
 
@@ -29,7 +30,8 @@ def run_in_memory(plan: RunPlan, bandwidth: bool = False) -> list[MessageOutcome
         for d in node.delivered:
             got.setdefault(d.msg_id, {})[node_id] = d.time - sim.t0
     honest = {n.id for n in plan.nodes if n.role == "honest"}
-    subscribers = {t: {n.id for n in plan.nodes if t in n.subscriptions} & honest for t in plan.topics}
+    subscribers = {t: {n.id for n in plan.nodes if t in expected_topics(plan.matching, plan.topics, n.subscriptions)}
+                   & honest for t in plan.topics}
     out = []
     for t, topic, origin, msg_id in sim.sent:
         want = subscribers[topic] - {origin}

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from node.protocols import PROTOCOLS
+from node.protocols.predicates import expected_topics
 
 from . import churn as churn_model
 from . import overlays
@@ -61,7 +62,10 @@ class RunPlan(BaseModel):
     topology: str = ""
     seed: int
     protocol: str
-    topics: list[str]
+    topics: list[str] = Field(description="topic names; for content-based protocols, the event predicates")
+    matching: Literal["topic", "predicate"] = Field(
+        "topic", description="who expects a message: its topic's subscribers, or (predicate) the nodes with a "
+                             "subscription filter matching it")
     nodes: list[NodePlan]
     latency_ms: list[list[float]] = Field(description="one-way latency per ordered pair, as the model gives it")
     latency_bucket_ms: float
@@ -115,7 +119,7 @@ def _topology(sc: Scenario, rng: random.Random, subs: list[list[str]], topics: l
     edge dials it (random, degree-split), else the lower index."""
     n = sc.nodes.count
     index = {t: i for i, t in enumerate(topics)}
-    interests = [{index[t] for t in s} for s in subs]
+    interests = [{index[t] for t in s if t in index} for s in subs]  # filters are no topics
     topo = sc.topology
     if topo.edges_of:
         target = overlays.build(topo.edges_of, interests, len(topics), rng, topo.degree, topo.groups)
@@ -164,7 +168,7 @@ def _attack_edges(sc: Scenario, rng: random.Random, attackers: list[dict[str, An
 def _schedule(sc: Scenario, rng: random.Random, publishers: list[int], subs: list[list[str]],
               topics: list[str]) -> dict[int, list[tuple[float, str, int]]]:
     wl = sc.workload
-    targets = _targets(subs, topics)
+    targets = _targets(subs, topics, PROTOCOLS[sc.protocol.name].matching)
     times: list[tuple[float, int]] = []
     weights = [1 / (r + 1) ** wl.publisher_skew for r in range(len(publishers))]
 
@@ -198,9 +202,10 @@ def _schedule(sc: Scenario, rng: random.Random, publishers: list[int], subs: lis
     return out
 
 
-def _targets(subs: list[list[str]], topics: list[str]) -> list[str]:
-    """The topics publishers publish on: those with subscribers (all, if none has any)."""
-    subscribed = {t for s in subs for t in s}
+def _targets(subs: list[list[str]], topics: list[str], matching: str) -> list[str]:
+    """The topics publishers publish on: those with subscribers (all, if none has any); for
+    content-based protocols, the event predicates some subscription filter matches."""
+    subscribed = {t for s in subs for t in expected_topics(matching, topics, s)}
     return [t for t in topics if t in subscribed] or topics
 
 
@@ -218,7 +223,7 @@ def _authors(sc: Scenario, publishers: list[int], schedule: dict[int, list[tuple
         for at, topic, _ in entries:
             if topic not in first_pub or (at, p) < first_pub[topic]:
                 first_pub[topic] = (at, p)
-    owners = topic_owners(publishers, _targets(subs, topics)) if sc.workload.publish_topics == "owned" else {}
+    owners = topic_owners(publishers, _targets(subs, topics, "topic")) if sc.workload.publish_topics == "owned" else {}
     out: dict[int, list[str]] = {}
     for topic in topics:
         author = owners.get(topic, first_pub.get(topic, (0.0, None))[1])
@@ -304,16 +309,29 @@ def _node_index(node: str) -> int:
     return int(node[1:])
 
 
+def _predicate_subscriptions(sc: Scenario, rng: random.Random) -> list[list[str]]:
+    """Each topics.predicates group's filter goes to that many nodes, sampled."""
+    n = sc.nodes.count
+    subs: list[set[str]] = [set() for _ in range(n)]
+    for group in sc.topics.predicates or []:
+        for i in rng.sample(range(n), group.subscribers):
+            subs[i].add(group.filter)
+    return [sorted(s) for s in subs]
+
+
 def make_plan(sc: Scenario, seed: int | None = None) -> RunPlan:
     seed = sc.seed if seed is None else seed
     n = sc.nodes.count
-    topics = [f"t{i}" for i in range(sc.topics.count)]
+    core = PROTOCOLS[sc.protocol.name]
+    content = core.matching == "predicate"
+    topics = list(dict.fromkeys(sc.workload.events)) if content else [f"t{i}" for i in range(sc.topics.count)]
     try:
         placed = sc.network.latency.matrix(n, _stream(seed, "placement"))
     except (ValueError, OSError) as err:  # a data file that does not fit the scenario
         raise ScenarioError(f"scenario {sc.name!r}", [str(err)]) from None
     matrix, placement = placed.matrix, placed.per_node
-    subs = _subscriptions(sc, _stream(seed, "subscriptions"), topics)
+    subs = (_predicate_subscriptions if content else lambda s, r: _subscriptions(s, r, topics))(
+        sc, _stream(seed, "subscriptions"))
     attackers = _attackers(sc, _stream(seed, "attackers"), n)
     for i, attack in enumerate(attackers):
         if attack and attack.get("topic") and attack["topic"] not in subs[i]:
@@ -324,7 +342,6 @@ def make_plan(sc: Scenario, seed: int | None = None) -> RunPlan:
     for i, peers in enumerate(dial):
         for p in peers:
             neighbours[int(p[1:])].add(f"n{i}")
-    core = PROTOCOLS[sc.protocol.name]
     faults, joins_at = _faults(sc, seed, n)
     churn_rng = _stream(seed, "churn")
     reserve: list[str] = []
@@ -373,6 +390,7 @@ def make_plan(sc: Scenario, seed: int | None = None) -> RunPlan:
 
     return RunPlan(
         scenario=sc.name, seed=seed, protocol=sc.protocol.name, topology=topology_algorithm(sc), topics=topics,
+        matching=core.matching,
         nodes=nodes,
         latency_ms=[[round(x * 1000, 3) for x in row] for row in matrix],
         latency_bucket_ms=sc.network.latency_bucket * 1000, latency_notes=placed.notes, jitter_ms=sc.network.jitter * 1000,

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from node.behaviours import BEHAVIOURS, CONTROL
 from node.protocols import PROTOCOLS
+from node.protocols.predicates import Predicate, PredicateError
 from node.protocols.pubsub_wire import message_topics
 
 from .latency import LATENCY_MODELS
@@ -112,10 +113,28 @@ class Zipf(Strict):
     size: int = Field(..., gt=0, description="topics per node")
 
 
+class PredicateGroup(Strict):
+    """Content-based protocols: a group of nodes subscribing to one filter (SmartPubSub's workload)."""
+
+    filter: str = Field(..., description="a predicate, e.g. 'surf T/bali T/price R 1000 1500'")
+    subscribers: int = Field(..., gt=0, description="how many nodes subscribe to it (sampled by the planner)")
+
+    @field_validator("filter")
+    @classmethod
+    def _parses(cls, text: str) -> str:
+        try:
+            return str(Predicate.parse(text))
+        except PredicateError as err:
+            raise ValueError(str(err)) from None
+
+
 class Topics(Strict):
     count: int = Field(1, gt=0, le=100_000)
     subscriptions: Annotated[Union[Interest, Zipf], Field(discriminator="model")] = Field(
         default_factory=lambda: Interest(model="interest", rate=1.0))
+    predicates: list[PredicateGroup] | None = Field(
+        None, description="content-based protocols (scoutsubs): who subscribes to which filter, instead of "
+                          "count and subscriptions; publishers publish workload.events")
 
     @model_validator(mode="after")
     def _size_fits(self) -> "Topics":
@@ -141,6 +160,21 @@ class Workload(Strict):
         None, gt=0, description="instead of duration: each publisher publishes this many messages, in "
                                 "turn, at `rate` (the gossipsub seed's scenarios: one each)")
     drain: Duration = Field(3.0, ge=0, description="after the last publish, before stopping")
+    events: list[str] | None = Field(None, description="content-based protocols: the event predicates "
+                                                       "publishers pick from at random, e.g. "
+                                                       "'surf T/bali T/price R 1200 1200'")
+
+    @field_validator("events")
+    @classmethod
+    def _events_parse(cls, events: list[str] | None) -> list[str] | None:
+        if events is None:
+            return None
+        if not events:
+            raise ValueError("give at least one event predicate")
+        try:
+            return [str(Predicate.parse(e)) for e in events]
+        except PredicateError as err:
+            raise ValueError(str(err)) from None
 
     @model_validator(mode="after")
     def _one_pace(self) -> "Workload":
@@ -372,6 +406,18 @@ class Scenario(Strict):
                                                  and int(attack.topic[1:]) < self.topics.count):
                 raise ValueError(f"attackers[{i}].topic: {attack.topic!r} is not a topic (t0..t{self.topics.count - 1})")
         core = PROTOCOLS[self.protocol.name]
+        content = core.matching == "predicate"
+        if content and (self.topics.predicates is None or self.workload.events is None):
+            raise ValueError(f"{self.protocol.name} is content-based: give topics.predicates (filters and how many "
+                             "subscribe to each) and workload.events (the event predicates published)")
+        if not content and (self.topics.predicates is not None or self.workload.events is not None):
+            raise ValueError(f"topics.predicates and workload.events are for content-based protocols (scoutsubs); "
+                             f"{self.protocol.name} is topic-based: use topics.count and topics.subscriptions")
+        if content and self.workload.publish_topics != "any":
+            raise ValueError("workload.publish_topics: content-based publishers pick from workload.events; leave it out")
+        for i, group in enumerate(self.topics.predicates or []):
+            if group.subscribers > n:
+                raise ValueError(f"topics.predicates[{i}].subscribers ({group.subscribers}) exceeds nodes.count ({n})")
         for i, attack in enumerate(self.attackers):
             if attack.behaviour in CONTROL and core.frame_topics is not message_topics:
                 raise ValueError(f"attackers[{i}].behaviour: {attack.behaviour} speaks the libp2p pubsub control "

@@ -73,6 +73,23 @@ def test_events_reach_exactly_the_matching_subscribers(reliable):
         assert len(ids) == len(set(ids))
 
 
+@pytest.mark.parametrize("reliable", [False, True])
+def test_a_publisher_on_a_subscribers_route_still_reaches_it(reliable):
+    net = network(60, reliable=reliable, k=3)  # small buckets: routes of several hops
+    for sub in (f"n{i}" for i in range(60)):  # a subscriber whose first hop is not the rendezvous
+        net.nodes[sub].core.subscribe("bali T/trip T")
+        net.run(until=net.now + 5)
+        attr = net.nodes[sub].core.mine["bali T/trip T"].attr
+        relays = [x for x, n in net.nodes.items() if sub in n.core.filters and n.core.sent_up.get(attr)]
+        if relays:
+            break
+        net.nodes[sub].core.unsubscribe("bali T/trip T")
+    # the relay publishes: its event goes up to the rendezvous, which must send it back down to it
+    msg_id = net.nodes[relays[0]].core.publish("bali T/trip T", b"z")
+    net.run(until=net.now + 10)
+    assert sub in got(net, msg_id)
+
+
 def test_reliable_subscriptions_are_acknowledged_with_their_latency():
     net = network(30)
     net.nodes["n3"].core.subscribe("surf T/price R 0 800")

@@ -21,6 +21,9 @@ from .links import TIMER as LINKS_TIMER
 from .links import Links
 
 
+CLOSEST_HERE_TTL = 30.0  # seconds a lookup's "no node is closer to this key than us" is trusted
+
+
 class DhtCore(ProtocolCore):
     Params = DhtParams
     uses_directory = True
@@ -29,6 +32,7 @@ class DhtCore(ProtocolCore):
         super().__init__(*args, **kwargs)
         self.links = Links(self.io, self.params.dial_timeout, self._unreachable)
         self.dht = Kademlia(self.node_id, self.params, self.io, self.clock, self.rng, self._send_kad)
+        self._closest_here: dict[tuple[int, frozenset[str]], float] = {}
 
     # wire ----------------------------------------------------------------------------------------
     def _send_kad(self, peer: str, msg: Message) -> None:
@@ -92,9 +96,14 @@ class DhtCore(ProtocolCore):
         if closer:
             then(closer[0])
             return
+        if self._closest_here.get((key, frozenset(exclude)), 0.0) > self.clock():
+            then(None)  # a lookup said so a moment ago (a rendezvous decides this for every event)
+            return
 
         def found(nearest: list[str]) -> None:
             ok = [p for p in nearest if p not in exclude and node_key(p) ^ key < mine]
+            if not ok:
+                self._closest_here[(key, frozenset(exclude))] = self.clock() + CLOSEST_HERE_TTL
             then(ok[0] if ok else None)
         self.dht.find_node(key, found)
 

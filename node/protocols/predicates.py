@@ -98,3 +98,12 @@ class Predicate:
             return None
         hull = Attribute(a.name, "R", min(a.lo, b.lo), max(a.hi, b.hi))
         return Predicate(tuple(hull if x == a else x for x in self.attrs))
+
+
+def expected_topics(matching: str, topics: list[str], subscriptions: list[str]) -> list[str]:
+    """The topics whose messages a node expects: its subscriptions (matching "topic"), or the event
+    predicates among `topics` that one of its filters matches (matching "predicate")."""
+    if matching != "predicate":
+        return subscriptions
+    filters = [Predicate.parse(f) for f in subscriptions]
+    return [t for t in topics if any(f.matches(Predicate.parse(t)) for f in filters)]

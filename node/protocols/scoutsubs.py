@@ -46,6 +46,9 @@ class ScoutSubsParams(DhtParams):
     op_resend: float = Field(10.0, gt=0, description="publisher and subscriber re-send period until acknowledged (s)")
     check_delivery: float = Field(30.0, gt=0, description="period of re-sends to routes missing an ack (s)")
     sub_refresh: float = Field(900.0, gt=0, description="subscriptions are re-sent this often; tables swap every 2x")
+    handoff_check: float = Field(2.0, gt=0, description="a node acting as rendezvous checks this often whether "
+                                                        "its table now knows a closer node, and hands its "
+                                                        "filters over to it")
 
 
 def rv_key(attr: str) -> int:
@@ -97,12 +100,16 @@ class ScoutSubs(DhtCore):
         # re-routed if the peer turns out to be unreachable
         self.unsent: dict[str, list[tuple[str, Event, str | None]]] = {}
         self.dead: set[str] = set()
+        # filters that stopped here because no closer node to their rendezvous key was known: while
+        # the network forms, a closer node may appear later, and they are handed over to it
+        self.as_rendezvous: dict[str, list[Predicate]] = {}
         self.seq = int(self.clock() * 1e6)
         self.refreshes = 0
 
     def on_start(self) -> None:
         super().on_start()
         self.io.set_timer(self.params.sub_refresh, "ss.refresh")
+        self.io.set_timer(self.params.handoff_check, "ss.handoff")
 
     # app ---------------------------------------------------------------------------------------
     def subscribe(self, topic: str) -> None:
@@ -170,6 +177,7 @@ class ScoutSubs(DhtCore):
 
         def go(hop: str | None) -> None:
             if hop is None:  # this node is the rendezvous
+                self._add(self.as_rendezvous.setdefault(sub.attr, []), pred)
                 self._ack_subscription(sub)
                 return
             for table in (self.sent_up, self.next_sent_up):
@@ -223,6 +231,21 @@ class ScoutSubs(DhtCore):
                    if p not in self.dead]
         return nearest[:self.params.fault_tolerance]
 
+    def _hand_over(self) -> None:
+        """Filters held as rendezvous go up to a closer node the routing table has learnt since."""
+        for attr, preds in list(self.as_rendezvous.items()):
+            key = rv_key(attr)
+            closer = [p for p in self.dht.table.closest(key, self.params.k)
+                      if p not in self.dead and node_key(p) ^ key < self.dht.own ^ key]
+            if not closer:
+                continue
+            del self.as_rendezvous[attr]
+            for pred in preds:
+                for table in (self.sent_up, self.next_sent_up):
+                    self._add(table.setdefault(attr, []), pred)
+                self._send(closer[0], Message(subscribe=Subscription(predicate=str(pred), subscriber=self.node_id,
+                                                                     attr=attr, sub_id=0)))
+
     # events ------------------------------------------------------------------------------------
     def _up(self, ev: Event, frm: str | None) -> None:
         """Carry the event toward the rendezvous of ev.attr; at the rendezvous, send it down."""
@@ -242,8 +265,8 @@ class ScoutSubs(DhtCore):
         self.next_hop(rv_key(ev.attr), self.dead | ({frm} if frm else set()), go)
 
     def _dispatch(self, ev: Event, frm: str | None, on_behalf: str, came_down: bool = True) -> None:
-        """Deliver if wanted here and send down every matching route (but back where it came down
-        from; a hop on the way up may well be a route, and gets it back)."""
+        """Deliver if wanted here and send down every matching route but the one it came down from (a
+        hop on the way up - the publisher too - may well be a route to others, and gets it back)."""
         eid = event_id(ev)
         pred = Predicate.parse(ev.predicate)
         key = (eid, on_behalf)
@@ -264,7 +287,7 @@ class ScoutSubs(DhtCore):
             self.io.deliver(ev.predicate, eid, ev.payload, ev.publisher)
         table = self.backup_of.get(on_behalf, {}) if on_behalf else self._table()
         routes = sorted(r for r, fs in table.items()
-                        if r not in (frm if came_down else None, ev.publisher, self.node_id, on_behalf) and any(f.matches(pred) for f in fs))
+                        if r not in (frm if came_down else None, self.node_id, on_behalf) and any(f.matches(pred) for f in fs))
         down = Event()
         down.CopyFrom(ev)
         down.down, down.on_behalf = True, ""
@@ -431,6 +454,9 @@ class ScoutSubs(DhtCore):
                 for route in sorted(state.waiting):
                     (self._to_backups if route in self.dead else self._down)(state.event, route)
                 self.io.set_timer(self.params.check_delivery, "ss.check", data)
+        elif name == "ss.handoff":
+            self._hand_over()
+            self.io.set_timer(self.params.handoff_check, "ss.handoff")
         elif name == "ss.refresh":
             self.refreshes += 1
             if self.refreshes % 2 == 0:

@@ -1,0 +1,56 @@
+"""The DHT protocols as real processes on the local backend (namespaces, tc, the analysis):
+PulsarCast with everyone publishing delivers everything to its subscribers and sends about a third
+of floodsub's bytes on the same stream; ScoutSubs' reliable variant delivers every matching event to
+the subscribers left after two are killed (scenarios/smartpubsub-fault.yaml, as shipped)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from analysis.job import analyse
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = [pytest.mark.emulation, pytest.mark.spark, pytest.mark.slow]
+
+SMALL_STREAM = ["--set", "nodes.count=30", "--set", "topics.count=6", "--set", "workload.publishers=10",
+                "--set", "workload.rate=8/s", "--set", "workload.duration=15s", "--set", "workload.warmup=12s",
+                "--set", "calibration.enabled=false"]
+
+
+def run(tmp_path: Path, scenario: str, *overrides: str) -> Path:
+    result = subprocess.run([sys.executable, "-m", "orchestrator.cli", "run", scenario, "--no-report",
+                             "--set", f"output.store=file://{tmp_path}/runs", *overrides],
+                            cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return Path(result.stdout.strip().splitlines()[-1])
+
+
+def test_pulsarcast_everyone_publishes_and_costs_a_fraction_of_floodsub(tmp_path: Path, spark):
+    pulsar = analyse(run(tmp_path, "scenarios/pulsarcast-everyone.yaml", *SMALL_STREAM), spark)
+    flood = analyse(run(tmp_path, "scenarios/pulsarcast-floodsub.yaml", *SMALL_STREAM), spark)
+    ratio = pulsar["bytes"]["total_sent"] / flood["bytes"]["total_sent"]
+    print("pulsarcast:", pulsar["delivery_ratio"], pulsar["bytes"], json.dumps(pulsar["protocol"]["dht"]))
+    print("floodsub:", flood["delivery_ratio"], flood["bytes"], f"bytes ratio {ratio:.3f}")
+    assert pulsar["messages"] == flood["messages"] == 120  # the same stream
+    assert pulsar["delivery_ratio"] >= 0.99
+    assert pulsar["protocol"]["subscribers"]["duplicated"] == 0  # a tree sends each event once per edge
+    assert pulsar["protocol"]["dht"]["values_found"] == pulsar["protocol"]["dht"]["value_gets"]
+    assert ratio < 0.7
+
+
+def test_scoutsubs_reliable_delivers_everything_after_two_subscribers_die(tmp_path: Path, spark):
+    run_dir = run(tmp_path, "scenarios/smartpubsub-fault.yaml", "--set", "calibration.enabled=false")
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert sorted(f["node"] for f in manifest["faults_executed"] if f["action"] == "kill") == ["n11", "n38"]
+    metrics = analyse(run_dir, spark)
+    print("scoutsubs fault:", metrics["delivery_ratio"], metrics["delivery_ratio_up"], metrics["latency_ms"],
+          json.dumps(metrics["protocol"]["subscribers"]))
+    assert metrics["messages"] == 60
+    assert metrics["delivery_ratio_up"] == 1.0          # every matching event, every surviving subscriber
+    assert metrics["delivery_ratio"] < 1.0              # the two dead subscribers are still counted here
+    subs = metrics["protocol"]["subscribers"]
+    assert subs["missing"] == subs["expected"] - subs["delivered"] > 0
