@@ -6,23 +6,15 @@ import random
 
 import pytest
 
+from tests.dht_net import dht_network
 from node.memnet import MemNetwork
 from node.protocols.dht_core import DhtCore
 from node.protocols.kademlia import DhtParams, RoutingTable, content_key, node_key
 
 
-def dht_network(n: int, seeds: int = 3, seed: int = 7, **params) -> MemNetwork:
-    """n DHT nodes joining one after another, each bootstrapping from `seeds` earlier nodes."""
-    net = MemNetwork(seed=seed, latency=0.01)
-    rng = random.Random(seed)
-    p = DhtParams(**params)
-    for i in range(n):
-        net.add_node(f"n{i}", DhtCore, p)
-        for j in rng.sample(range(i), min(seeds, i)):
-            net.connect(f"n{i}", f"n{j}")
-        net.run(until=net.now + 0.05)
-    net.run(until=net.now + 30)
-    return net
+def network(n: int, seed: int = 7, **params) -> MemNetwork:
+    """n DHT nodes joining 50 ms apart, each bootstrapping from three earlier nodes."""
+    return dht_network(DhtCore, DhtParams(**params), n, seed, settle=30.0, stagger=0.05)
 
 
 def true_closest(net: MemNetwork, key: int, k: int, exclude: str) -> list[str]:
@@ -31,7 +23,7 @@ def true_closest(net: MemNetwork, key: int, k: int, exclude: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def net500() -> MemNetwork:
-    return dht_network(500)
+    return network(500)
 
 
 def test_lookups_return_the_true_k_closest_among_500(net500: MemNetwork):
@@ -59,7 +51,7 @@ def test_every_node_knows_its_own_closest_neighbours(net500: MemNetwork):
 
 
 def test_put_stores_at_the_k_closest_and_get_finds_it_anywhere():
-    net = dht_network(120, k=8)
+    net = network(120, k=8)
     key = content_key("some descriptor")
     copies = []
     net.nodes["n5"].core.dht.put(key, b"value-1", copies.append)
@@ -78,7 +70,7 @@ def test_put_stores_at_the_k_closest_and_get_finds_it_anywhere():
 
 
 def test_values_survive_their_holders_crashing_through_republish():
-    net = dht_network(60, k=4, republish_interval=20.0, rpc_timeout=1.0, dial_timeout=1.0)
+    net = network(60, k=4, republish_interval=20.0, rpc_timeout=1.0, dial_timeout=1.0)
     key = content_key("kept")
     net.nodes["n1"].core.dht.put(key, b"v")
     net.run(until=net.now + 5)
@@ -98,7 +90,7 @@ def test_values_survive_their_holders_crashing_through_republish():
 
 
 def test_a_dead_peer_leaves_the_routing_table_after_a_failed_rpc():
-    net = dht_network(30, rpc_timeout=1.0, dial_timeout=1.0)
+    net = network(30, rpc_timeout=1.0, dial_timeout=1.0)
     victim = "n10"
     knowers = [x for x, node in net.nodes.items() if victim in node.core.dht.table]
     assert knowers

@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+from tests.dht_net import dht_network
 from node.memnet import MemNetwork
 from node.protocols.kademlia import node_key
 from node.protocols.pulsarcast import PulsarCast, PulsarCastParams, descriptor_id
@@ -14,15 +15,7 @@ from node.proto.pulsarcast_pb2 import EventDescriptor
 
 
 def network(n: int, seed: int = 3, **params) -> MemNetwork:
-    net = MemNetwork(seed=seed, latency=0.01)
-    rng = random.Random(seed)
-    p = PulsarCastParams(**{"rpc_timeout": 1.0, "dial_timeout": 1.0, **params})
-    for i in range(n):
-        net.add_node(f"n{i}", PulsarCast, p)
-        for j in rng.sample(range(i), min(3, i)):
-            net.connect(f"n{i}", f"n{j}")
-    net.run(until=5)
-    return net
+    return dht_network(PulsarCast, PulsarCastParams(**{"rpc_timeout": 1.0, "dial_timeout": 1.0, **params}), n, seed)
 
 
 def core(net: MemNetwork, node: str) -> PulsarCast:

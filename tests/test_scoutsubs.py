@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+from tests.dht_net import dht_network
 from node.memnet import MemNetwork
 from node.protocols.predicates import Predicate
 from node.protocols.scoutsubs import ScoutSubs, ScoutSubsParams
@@ -18,16 +19,9 @@ EVENTS = ["ipfs T/year R 2021 2021", "surf T/bali T/trip T/price R 1200 1200", "
 
 
 def network(n: int, seed: int = 5, **params) -> MemNetwork:
-    net = MemNetwork(seed=seed, latency=0.01)
-    rng = random.Random(seed)
     p = ScoutSubsParams(**{"rpc_timeout": 1.0, "dial_timeout": 1.0, "op_resend": 2.0, "check_delivery": 3.0,
                            **params})
-    for i in range(n):
-        net.add_node(f"n{i}", ScoutSubs, p)
-        for j in rng.sample(range(i), min(3, i)):
-            net.connect(f"n{i}", f"n{j}")
-    net.run(until=5)
-    return net
+    return dht_network(ScoutSubs, p, n, seed)
 
 
 def subscribe_groups(net: MemNetwork, seed: int = 1) -> dict[str, list[str]]:

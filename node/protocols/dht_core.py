@@ -4,12 +4,12 @@ It owns the DHT (`self.dht`), the on-demand connections (`self.links`) and the w
 frame is a `kademlia.Envelope` holding either a DHT message or the protocol's own bytes. Planned
 neighbours (the scenario's topology) are the DHT's bootstrap seeds; every node's address is known
 (`uses_directory`), as a libp2p peerstore would learn it, but a node only talks to the peers the DHT
-or its protocol names. A subclass implements `on_app(peer, payload)` and `on_app_timer(name, data)`,
-and sends with `send_app`.
+or its protocol names. A subclass names its protobuf `AppMessage`, implements `on_message(peer, msg,
+body)` and `on_app_timer(name, data)`, and sends with `send_msg`.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 from google.protobuf.message import DecodeError
 
@@ -107,8 +107,27 @@ class DhtCore(ProtocolCore):
             then(ok[0] if ok else None)
         self.dht.find_node(key, found)
 
-    # for subclasses ------------------------------------------------------------------------------
+    # the protocol's messages -------------------------------------------------------------------
+    def send_msg(self, peer: str, msg: Any, data: int = 0) -> None:
+        """Send one of the protocol's `AppMessage`s; `data` bytes of it are application payload."""
+        self.send_app(peer, msg.SerializeToString(), data_bytes=data, msgs=1 if msg.HasField("event") else 0)
+
     def on_app(self, peer: str, app: bytes, frame_bytes: int) -> None:
+        msg = self.AppMessage()
+        try:
+            msg.ParseFromString(app)
+        except DecodeError:
+            self.io.trace("drop_rpc", peer=peer, bytes=frame_bytes, reason="malformed")
+            return
+        body = msg.WhichOneof("body")
+        data = len(msg.event.payload) if body == "event" else 0
+        self.io.trace("recv_rpc", peer=peer, bytes=frame_bytes, data_bytes=data, msgs=1 if body == "event" else 0)
+        self.on_message(peer, msg, body)
+
+    # for subclasses ------------------------------------------------------------------------------
+    AppMessage: ClassVar[type]  # the protocol's protobuf message: a `oneof body`, events in `event`
+
+    def on_message(self, peer: str, msg: Any, body: str | None) -> None:
         pass
 
     def on_app_timer(self, name: str, data: Any) -> None:

@@ -83,6 +83,7 @@ class Tree:
 class PulsarCast(DhtCore):
     name = "pulsarcast"
     Params = PulsarCastParams
+    AppMessage = Message
     topic_authors = True
 
     def __init__(self, *args: Any, **kwargs: Any):
@@ -355,7 +356,7 @@ class PulsarCast(DhtCore):
             if peer != exclude:
                 self._send(peer, msg, data=len(event.payload))
 
-    def _on_event(self, peer: str, event: EventDescriptor, size: int) -> None:
+    def _on_event(self, peer: str, event: EventDescriptor) -> None:
         eid = descriptor_id(event)
         label = event.request or eid
         if eid in self.seen:
@@ -444,20 +445,11 @@ class PulsarCast(DhtCore):
     def _send(self, peer: str, msg: Message, data: int = 0) -> None:
         msg.created_ns = int(self.clock() * 1e9)
         msg.protocol_version = VERSION
-        self.send_app(peer, msg.SerializeToString(), data_bytes=data, msgs=1 if msg.HasField("event") else 0)
+        self.send_msg(peer, msg, data)
 
-    def on_app(self, peer: str, app: bytes, frame_bytes: int) -> None:
-        msg = Message()
-        try:
-            msg.ParseFromString(app)
-        except DecodeError:
-            self.io.trace("drop_rpc", peer=peer, bytes=frame_bytes, reason="malformed")
-            return
-        body = msg.WhichOneof("body")
-        data = len(msg.event.payload) if body == "event" else 0
-        self.io.trace("recv_rpc", peer=peer, bytes=frame_bytes, data_bytes=data, msgs=1 if body == "event" else 0)
+    def on_message(self, peer: str, msg: Message, body: str | None) -> None:
         if msg.op == Op.PUBLISH_EVENT and body == "event":
-            self._on_event(peer, msg.event, frame_bytes)
+            self._on_event(peer, msg.event)
         elif msg.op == Op.REQUEST_TO_PUBLISH and body == "event":
             self._on_request(peer, msg.event)
         elif msg.op == Op.JOIN_TOPIC and body == "topic_id":

@@ -29,7 +29,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from google.protobuf.message import DecodeError
 from pydantic import Field
 
 from node.proto.scoutsubs_pb2 import Ack, BackupFilter, Event, Message, Subscription
@@ -82,6 +81,7 @@ class Dispatch:
 class ScoutSubs(DhtCore):
     name = "scoutsubs"
     Params = ScoutSubsParams
+    AppMessage = Message
     matching = "predicate"
 
     def __init__(self, *args: Any, **kwargs: Any):
@@ -103,6 +103,7 @@ class ScoutSubs(DhtCore):
         # filters that stopped here because no closer node to their rendezvous key was known: while
         # the network forms, a closer node may appear later, and they are handed over to it
         self.as_rendezvous: dict[str, list[Predicate]] = {}
+        self.up_via: dict[str, str] = {}  # attribute -> the hop our filters for it went up through
         self.seq = int(self.clock() * 1e6)
         self.refreshes = 0
 
@@ -169,7 +170,7 @@ class ScoutSubs(DhtCore):
         if self.params.reliable and not sub.acked:
             self.io.set_timer(self.params.op_resend, "ss.subscribe", str(sub.predicate))
 
-    def _route_subscription(self, sub: Subscription, frm: str | None) -> None:
+    def _route_subscription(self, sub: Subscription, frm: str | None, avoid: str = "") -> None:
         pred = Predicate.parse(sub.predicate)
         if frm is not None and any(f.covers(pred) for f in self.sent_up.get(sub.attr, [])):
             self._ack_subscription(sub)  # upstream already sends us whatever this filter matches
@@ -182,8 +183,19 @@ class ScoutSubs(DhtCore):
                 return
             for table in (self.sent_up, self.next_sent_up):
                 self._add(table.setdefault(sub.attr, []), pred)
+            self.up_via[sub.attr] = hop
             self._send(hop, Message(subscribe=sub))
-        self.next_hop(rv_key(sub.attr), self.dead | ({frm} if frm else set()), go)
+        self.next_hop(rv_key(sub.attr), self.dead | ({frm} if frm else set()) | ({avoid} if avoid else set()), go)
+
+    def _reroute_up(self, lost: str) -> None:
+        """The hop our filters went up through is gone: send them up again around it."""
+        for attr in [a for a, hop in self.up_via.items() if hop == lost]:
+            del self.up_via[attr]
+            preds = self.sent_up.pop(attr, [])
+            self.next_sent_up.pop(attr, None)
+            for pred in preds:
+                self._route_subscription(Subscription(predicate=str(pred), subscriber=self.node_id, attr=attr,
+                                                      sub_id=0), None, avoid=lost)
 
     def _ack_subscription(self, sub: Subscription) -> None:
         if not self.params.reliable:
@@ -240,6 +252,7 @@ class ScoutSubs(DhtCore):
             if not closer:
                 continue
             del self.as_rendezvous[attr]
+            self.up_via[attr] = closer[0]
             for pred in preds:
                 for table in (self.sent_up, self.next_sent_up):
                     self._add(table.setdefault(attr, []), pred)
@@ -399,6 +412,10 @@ class ScoutSubs(DhtCore):
                 ev.on_behalf = peer
                 self._up(ev, other)
 
+    def on_peer_down(self, peer: str) -> None:
+        super().on_peer_down(peer)
+        self._reroute_up(peer)
+
     def on_peer_up(self, peer: str, outbound: bool) -> None:
         self.unsent.pop(peer, None)  # before the queued frames are flushed to it
         self.dead.discard(peer)
@@ -406,18 +423,9 @@ class ScoutSubs(DhtCore):
 
     # wire --------------------------------------------------------------------------------------
     def _send(self, peer: str, msg: Message, data: int = 0) -> None:
-        self.send_app(peer, msg.SerializeToString(), data_bytes=data, msgs=1 if msg.HasField("event") else 0)
+        self.send_msg(peer, msg, data)
 
-    def on_app(self, peer: str, app: bytes, frame_bytes: int) -> None:
-        msg = Message()
-        try:
-            msg.ParseFromString(app)
-        except DecodeError:
-            self.io.trace("drop_rpc", peer=peer, bytes=frame_bytes, reason="malformed")
-            return
-        body = msg.WhichOneof("body")
-        data = len(msg.event.payload) if body == "event" else 0
-        self.io.trace("recv_rpc", peer=peer, bytes=frame_bytes, data_bytes=data, msgs=1 if body == "event" else 0)
+    def on_message(self, peer: str, msg: Message, body: str | None) -> None:
         self.dead.discard(peer)
         try:
             if body == "subscribe":
@@ -433,7 +441,7 @@ class ScoutSubs(DhtCore):
                 entry = self.backup_of.setdefault(peer, {}).setdefault(msg.backup.route, [])
                 self._add(entry, Predicate.parse(msg.backup.predicate))
         except PredicateError:
-            self.io.trace("drop_rpc", peer=peer, bytes=frame_bytes, reason="bad predicate")
+            self.io.trace("drop_rpc", peer=peer, bytes=msg.ByteSize(), reason="bad predicate")
 
     def on_app_timer(self, name: str, data: Any) -> None:
         if name == "ss.subscribe":
