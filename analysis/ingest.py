@@ -68,7 +68,7 @@ def subscriptions_frame(spark: SparkSession, manifest: dict[str, Any]) -> DataFr
     """(node, topic) for every planned subscription of an honest node (attackers are not expected
     to receive anything: delivery is measured among honest subscribers)."""
     rows = [(n["id"], t) for n in manifest["plan"]["nodes"] for t in expected_topics(
-                manifest["plan"].get("matching", "topic"), manifest["plan"]["topics"], n["subscriptions"])
+                manifest["plan"].get("matching", "topic"), manifest["plan"].get("topics", []), n["subscriptions"])
             if n.get("role", "honest") == "honest"]
     schema = T.StructType([T.StructField("node", T.StringType()), T.StructField("topic", T.StringType())])
     return spark.createDataFrame(rows, schema)

@@ -54,3 +54,5 @@ def test_scoutsubs_reliable_delivers_everything_after_two_subscribers_die(tmp_pa
     assert metrics["delivery_ratio"] < 1.0              # the two dead subscribers are still counted here
     subs = metrics["protocol"]["subscribers"]
     assert subs["missing"] == subs["expected"] - subs["delivered"] > 0
+    sub_latency = metrics["protocol"]["subscription_latency_ms"]
+    assert sub_latency["subscriptions"] == 48 and sub_latency["p50_ms"] > 0  # every planned filter acked

@@ -53,6 +53,15 @@ def assert_tree(net: MemNetwork, topic: str, author: str, members: set[str]) -> 
             assert hops <= len(parents)
 
 
+def with_topic(net: MemNetwork, subs: list[str], settle: float) -> None:
+    """n0 authors topic t; `subs` subscribe; the trees form for `settle` seconds."""
+    core(net, "n0").create_topic("t")
+    net.run(until=net.now + 2)
+    for s in subs:
+        core(net, s).subscribe("t")
+    net.run(until=net.now + settle)
+
+
 def delivered(net: MemNetwork, node: str, topic: str) -> list[str]:
     return [d.msg_id for d in net.nodes[node].delivered if d.topic == topic]
 
@@ -74,12 +83,8 @@ def test_descriptors_are_content_addressed_and_immutable():
 
 def test_subscribers_get_every_event_over_an_acyclic_tree():
     net = network(60)
-    core(net, "n0").create_topic("t")
-    net.run(until=net.now + 2)
     subs = [f"n{i}" for i in range(1, 60, 2)]
-    for s in subs:
-        core(net, s).subscribe("t")
-    net.run(until=net.now + 10)
+    with_topic(net, subs, 10)
     assert_tree(net, "t", "n0", set(subs))
     ids = [core(net, "n0").publish("t", f"e{i}".encode()) for i in range(20)]
     net.run(until=net.now + 5)
@@ -120,11 +125,7 @@ def test_trees_stay_acyclic_under_random_joins_and_failures(seed):
 
 def test_a_node_not_allowed_to_publish_requests_and_the_author_republishes():
     net = network(30)
-    core(net, "n0").create_topic("t")
-    net.run(until=net.now + 2)
-    for s in ("n3", "n4", "n5", "n6"):
-        core(net, s).subscribe("t")
-    net.run(until=net.now + 5)
+    with_topic(net, ["n3", "n4", "n5", "n6"], 5)
     msg_id = core(net, "n3").publish("t", b"please")
     net.run(until=net.now + 5)
     for s in ("n4", "n5", "n6"):
@@ -148,12 +149,8 @@ def test_with_request_to_publish_off_a_stranger_cannot_publish():
 
 def test_everyone_publishes_and_last_seen_links_events():
     net = network(40, publishers="everyone")
-    core(net, "n0").create_topic("t")
-    net.run(until=net.now + 2)
     subs = [f"n{i}" for i in range(1, 40, 3)]
-    for s in subs:
-        core(net, s).subscribe("t")
-    net.run(until=net.now + 8)
+    with_topic(net, subs, 8)
     ids = []
     for i, s in enumerate(subs[:5]):
         ids.append(core(net, s).publish("t", f"from {s}".encode()))

@@ -2,6 +2,7 @@
 - per subscriber: events expected, missing and duplicated (the SmartPubSub paper's correctness
   measures; a duplicate is a second copy of an event the subscriber was expected to get);
 - DHT lookups: how many, RPCs per lookup, duration, values found;
+- ScoutSubs' subscription latency (reliable variant: subscribe to the rendezvous' acknowledgement);
 - PulsarCast history rebuilds: each walk's completeness = the events of its topic published before
   the walk started (by others) that the node holds at its end (delivered by the tree or recovered by
   the walk) / all of them.
@@ -37,6 +38,16 @@ def lookups(events: DataFrame) -> dict[str, Any]:
     q = row["q"] or [None, None]
     return {"lookups": row["n"], "rpcs_per_lookup": row["rpcs"], "p50_ms": q[0], "p99_ms": q[1],
             "value_gets": row["gets"], "values_found": row["found"]}
+
+
+def subscription_latency(events: DataFrame) -> dict[str, Any] | None:
+    """ScoutSubs (reliable): from subscribe to the rendezvous' acknowledgement (`subscribed`)."""
+    got = events.where(F.col("type") == "subscribed")
+    row = got.agg(F.count("*").alias("n"), F.mean("delay_ms").alias("mean"),
+                  F.percentile_approx("delay_ms", [0.5, 0.99], 10_000).alias("q")).first()
+    if not row["n"]:
+        return None
+    return {"subscriptions": row["n"], "mean_ms": row["mean"], "p50_ms": row["q"][0], "p99_ms": row["q"][1]}
 
 
 def history_walks(run: RunFrames) -> dict[str, Any] | None:
@@ -88,4 +99,7 @@ def dht_extra(run: RunFrames) -> ExtraResult:
     history = history_walks(run)
     if history:
         out["history"] = history
+    subscribed = subscription_latency(run.events)
+    if subscribed:
+        out["subscription_latency_ms"] = subscribed
     return out, {"subscriber_events": subs}, {}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 from typing import Any, Callable, ClassVar, Protocol
 
+from google.protobuf.message import DecodeError
 from pydantic import BaseModel, ConfigDict
 
 
@@ -47,6 +48,16 @@ class ProtocolIO(Protocol):
     def directory(self) -> dict[str, frozenset[str]]:
         """Every other node this one may connect to, with the topics it subscribes to (Topiary's
         model: addresses and subscriptions are known; planned, for cores with `uses_directory`)."""
+
+
+def parse_or_drop(io: ProtocolIO, message: Any, payload: bytes, peer: str) -> bool:
+    """Parse `payload` into the protobuf `message`; a malformed frame is logged as dropped (False)."""
+    try:
+        message.ParseFromString(payload)
+    except DecodeError:
+        io.trace("drop_rpc", peer=peer, bytes=len(payload), reason="malformed")
+        return False
+    return True
 
 
 class Unsupported(Exception):

@@ -11,11 +11,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, ClassVar
 
-from google.protobuf.message import DecodeError
-
 from node.proto.kademlia_pb2 import Envelope, Message
 
-from .base import ProtocolCore
+from .base import ProtocolCore, parse_or_drop
 from .kademlia import DhtParams, Kademlia, node_key
 from .links import TIMER as LINKS_TIMER
 from .links import Links
@@ -49,10 +47,7 @@ class DhtCore(ProtocolCore):
 
     def on_frame(self, peer: str, payload: bytes) -> None:
         env = Envelope()
-        try:
-            env.ParseFromString(payload)
-        except DecodeError:
-            self.io.trace("drop_rpc", peer=peer, bytes=len(payload), reason="malformed")
+        if not parse_or_drop(self.io, env, payload, peer):
             return
         body = env.WhichOneof("body")
         if body == "kad":
@@ -114,10 +109,7 @@ class DhtCore(ProtocolCore):
 
     def on_app(self, peer: str, app: bytes, frame_bytes: int) -> None:
         msg = self.AppMessage()
-        try:
-            msg.ParseFromString(app)
-        except DecodeError:
-            self.io.trace("drop_rpc", peer=peer, bytes=frame_bytes, reason="malformed")
+        if not parse_or_drop(self.io, msg, app, peer):
             return
         body = msg.WhichOneof("body")
         data = len(msg.event.payload) if body == "event" else 0

@@ -16,6 +16,7 @@ from pydantic import Field
 
 from node.proto.gossip_pb2 import GossipMessage, GossipRPC
 
+from .base import parse_or_drop
 from .topic_core import TopicCore, TopicParams
 
 
@@ -65,10 +66,7 @@ class StaticOverlay(TopicCore):
 
     def on_frame(self, peer: str, payload: bytes) -> None:
         rpc = GossipRPC()
-        try:
-            rpc.ParseFromString(payload)
-        except DecodeError:
-            self.io.trace("drop_rpc", peer=peer, bytes=len(payload), reason="malformed")
+        if not parse_or_drop(self.io, rpc, payload, peer):
             return
         self.io.trace("recv_rpc", peer=peer, **_sizes(rpc, payload))
         topics = self.peer_topics.setdefault(peer, set())
