@@ -319,6 +319,9 @@ class Calibration(Strict):
     pairs: int = Field(8, ge=0, description="node pairs whose RTT is measured")
     throughput_nodes: int = Field(2, ge=0, description="nodes whose upload throughput is measured")
     probe_bytes: Size = Field(4 * 1024 * 1024, gt=0)
+    throughput_rounds: int = Field(3, ge=1, description="probes per measured node, one after another; the "
+                                                         "fastest counts (a busy host only slows a probe "
+                                                         "down, the shaper is what caps it)")
     tolerance: float = Field(0.10, gt=0, description="warn above this relative error")
 
 

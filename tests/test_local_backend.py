@@ -54,6 +54,7 @@ def test_small_run_end_to_end(tmp_path: Path):
         assert abs(r["measured_ms"] - 40.0) <= 0.1 * 40 + 1, r
     for r in cal["throughput"]:
         assert abs(r["measured_mbit"] - 50.0) <= 5.0, r
+        assert len(r["rounds_mbit"]) == 3 and max(r["rounds_mbit"]) <= 55.0, r  # the shaper caps every round
 
     # the fault timeline ran, and the killed node's log kept what it wrote before SIGKILL
     executed = [(f["action"], f["node"]) for f in manifest["faults_executed"]]
