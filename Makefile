@@ -37,4 +37,4 @@ bench-scale: setup
 
 # regenerate node/proto/*_pb2.py after editing a .proto
 proto: setup
-	cd node/proto && ../../$(PY) -m grpc_tools.protoc -I. --python_out=. pubsub.proto frame.proto gossip.proto fragment.proto kademlia.proto pulsarcast.proto scoutsubs.proto
+	cd node/proto && ../../$(PY) -m grpc_tools.protoc -I. --python_out=. pubsub.proto frame.proto gossip.proto fragment.proto kademlia.proto pulsarcast.proto scoutsubs.proto fastdelivery.proto

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from node.protocols import PROTOCOLS
-from node.protocols.predicates import expected_topics
+from node.protocols.predicates import expected_topics, group_predicates
 
 from . import churn as churn_model
 from . import overlays
@@ -217,7 +217,10 @@ def topic_owners(publishers: list[int], topics: list[str]) -> dict[str, int]:
 def _authors(sc: Scenario, publishers: list[int], schedule: dict[int, list[tuple[float, str, int]]],
              subs: list[list[str]], topics: list[str]) -> dict[int, list[str]]:
     """Who creates each topic (protocols with topic authors): its owner, else its first publisher,
-    else its first subscriber; a topic nobody uses has none."""
+    else its first subscriber; a topic nobody uses has none. Content-based protocols (FastDelivery):
+    every publisher creates the multicast groups covering the events it publishes."""
+    if PROTOCOLS[sc.protocol.name].matching == "predicate":
+        return {p: group_predicates([topic for _, topic, _ in entries]) for p, entries in schedule.items() if entries}
     first_pub: dict[str, tuple[float, int]] = {}
     for p, entries in schedule.items():
         for at, topic, _ in entries:

@@ -1,11 +1,13 @@
-"""Predicate laws (property tests): match, cover and the safe merge of ScoutSubs' filters."""
+"""Predicate laws (property tests): match, cover and the safe merge of ScoutSubs' filters; overlap,
+group hulls and the interval-tree match index of FastDelivery."""
 from __future__ import annotations
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from node.protocols.predicates import Attribute, Predicate, PredicateError
+from node.protocols.match_index import MatchIndex
+from node.protocols.predicates import Attribute, Predicate, PredicateError, group_predicates
 
 NAMES = ["surf", "bali", "trip", "ipfs", "price", "year"]
 
@@ -114,3 +116,48 @@ def test_merge_refuses_unsafe_pairs():
     assert p("x T/price R 0 10").merge(p("x T/price R 12 20")) is None                   # a gap
     assert p("x T/price R 0 10/y R 0 5").merge(p("x T/price R 5 20/y R 1 9")) is None    # two differ
     assert p("x T/price R 0 10").merge(p("z T/price R 0 10")) is None                    # other topic
+
+
+@settings(max_examples=300, deadline=None)
+@given(filters(), filters(), st.data())
+def test_overlap_is_sound_an_event_matching_both_means_they_overlap(a, b, data):
+    event = data.draw(events_like(data.draw(st.sampled_from([a, b]))))
+    if a.matches(event) and b.matches(event):
+        assert a.overlaps(b) and b.overlaps(a)
+
+
+def test_overlap_examples():
+    p = Predicate.parse
+    group = p("surf T/bali T/trip T/price R 1200 1600")
+    assert group.overlaps(p("surf T/bali T/trip T/price R 1000 1500"))
+    assert group.overlaps(p("bali T/trip T"))
+    assert not group.overlaps(p("surf T/price R 0 800"))
+    assert not p("x T").overlaps(p("x R 1 1"))
+
+
+def test_group_predicates_cover_every_event_with_one_group_per_attribute_set():
+    events = ["surf T/price R 1200 1200", "surf T/price R 1600 1600", "ipfs T/year R 2021 2021",
+              "surf T/price R 500 500"]
+    groups = [Predicate.parse(g) for g in group_predicates(events)]
+    assert [str(g) for g in groups] == ["price R 500 1600/surf T", "ipfs T/year R 2021 2021"]
+    for e in events:
+        assert sum(g.covers(Predicate.parse(e)) for g in groups) == 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(filters(), min_size=1, max_size=3), min_size=1, max_size=12), st.data())
+def test_match_index_answers_exactly_what_matching_every_filter_answers(members, data):
+    index = MatchIndex()
+    for i, fs in enumerate(members):
+        index.add(f"m{i}", fs)
+    gone = data.draw(st.sets(st.integers(0, len(members) - 1)))
+    for i in gone:
+        index.remove(f"m{i}")
+    if 0 in gone and data.draw(st.booleans()):  # removed, then back
+        index.add("m0", members[0])
+        gone.discard(0)
+    present = {f"m{i}": fs for i, fs in enumerate(members) if i not in gone}
+    for _ in range(5):
+        event = data.draw(events_like(data.draw(st.sampled_from([f for fs in members for f in fs]))))
+        assert index.query(event) == {m for m, fs in present.items() if any(f.matches(event) for f in fs)}
+    assert index.members() == sorted(present)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from .base import Params, ProtocolCore, ProtocolIO, Unsupported
+from .fastdelivery import FastDelivery
 from .floodsub import FloodSub
 from .gossipsub import GossipSub
 from .overlay_baselines import BASELINES
@@ -11,7 +12,8 @@ from .static_overlay import StaticOverlay
 from .topiary import Topiary
 
 PROTOCOLS: dict[str, type[ProtocolCore]] = {
-    core.name: core for core in (FloodSub, GossipSub, StaticOverlay, Topiary, PulsarCast, ScoutSubs, *BASELINES)}
+    core.name: core for core in (FloodSub, GossipSub, StaticOverlay, Topiary, PulsarCast, ScoutSubs,
+                                       FastDelivery, *BASELINES)}
 
 
 def get_protocol(name: str) -> type[ProtocolCore]:

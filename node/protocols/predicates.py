@@ -84,6 +84,16 @@ class Predicate:
 
     covers = matches  # a filter covers another when it matches everything that one matches
 
+    def overlaps(self, other: "Predicate") -> bool:
+        """Could one event match both? Every attribute the two share has the same kind, and shared
+        ranges intersect (FastDelivery: is a multicast group of interest to a filter)."""
+        theirs = {a.name: a for a in other.attrs}
+        for a in self.attrs:
+            b = theirs.get(a.name)
+            if b is not None and (b.kind != a.kind or (a.kind == "R" and (a.hi < b.lo or b.hi < a.lo))):
+                return False
+        return True
+
     def merge(self, other: "Predicate") -> "Predicate | None":
         """The safe merge (see the module docstring), or None when the two may not merge."""
         if self == other:
@@ -98,6 +108,21 @@ class Predicate:
             return None
         hull = Attribute(a.name, "R", min(a.lo, b.lo), max(a.hi, b.hi))
         return Predicate(tuple(hull if x == a else x for x in self.attrs))
+
+
+def group_predicates(events: list[str]) -> list[str]:
+    """FastDelivery: the multicast groups a publisher of these events advertises - one per set of
+    attributes, each range the hull of the events' values (so the group covers every one of them)."""
+    hulls: dict[tuple[tuple[str, str], ...], list[Attribute]] = {}
+    for text in events:
+        pred = Predicate.parse(text)
+        shape = tuple((a.name, a.kind) for a in pred)
+        if shape not in hulls:
+            hulls[shape] = list(pred)
+        else:
+            hulls[shape] = [Attribute(a.name, a.kind, min(a.lo, b.lo), max(a.hi, b.hi))
+                            for a, b in zip(hulls[shape], pred)]
+    return [str(Predicate(tuple(attrs))) for attrs in hulls.values()]
 
 
 def expected_topics(matching: str, topics: list[str], subscriptions: list[str]) -> list[str]:
