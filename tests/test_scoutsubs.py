@@ -46,9 +46,13 @@ def got(net: MemNetwork, msg_id: str) -> set[str]:
     return {x for x, node in net.nodes.items() for d in node.delivered if d.msg_id == msg_id}
 
 
-@pytest.mark.parametrize("reliable", [False, True])
-def test_events_reach_exactly_the_matching_subscribers(reliable):
-    net = network(40, reliable=reliable)
+VARIANTS = [{"reliable": r, "redirect": d} for d in (False, True) for r in (False, True)]  # the paper's four
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: ("redirect" if v["redirect"] else "base")
+                         + ("-reliable" if v["reliable"] else "-unreliable"))
+def test_events_reach_exactly_the_matching_subscribers(variant):
+    net = network(40, **variant)
     groups = subscribe_groups(net)
     sent = []
     for i, event in enumerate(EVENTS * 2):
@@ -104,8 +108,9 @@ def test_hops_store_filters_under_the_route_merging_where_safe():
         assert [str(f) for f in entry] in (["price R 0 20/surf T"], ["surf T"])  # merged hull (or one attr)
 
 
-def test_reliable_variant_delivers_everything_when_subscribers_on_routes_die():
-    net = network(50, reliable=True)
+@pytest.mark.parametrize("redirect", [False, True])
+def test_reliable_variant_delivers_everything_when_subscribers_on_routes_die(redirect):
+    net = network(50, reliable=True, redirect=redirect)
     groups = subscribe_groups(net, seed=2)
     # kill two subscribers that other subscriptions route through (their tables hold routes)
     subscribers = {x for xs in groups.values() for x in xs}
@@ -125,3 +130,56 @@ def test_reliable_variant_delivers_everything_when_subscribers_on_routes_die():
         assert got(net, msg_id) >= matching(groups, event, publisher, alive), (event, victims)
     # the publisher's re-sends stopped: every rendezvous acknowledged
     assert all(not net.nodes[p].core.publishing for _, p, _ in sent)
+
+
+def _relays(net: MemNetwork) -> list[str]:
+    """Nodes with one route and no filters of their own: what the redirect variant jumps over."""
+    return [x for x, n in net.nodes.items() if not n.core.mine and len([r for r, fs in n.core._table().items() if fs]) == 1]
+
+
+def test_redirect_jumps_over_pure_relays_and_a_new_branch_withdraws_the_shortcut():
+    net = network(80, k=3, redirect=True)  # small buckets: routes of several hops
+    first = "n10"
+    net.nodes[first].core.subscribe("ipfs T")
+    net.run(until=net.now + 8)
+    relays = _relays(net)
+    assert relays, "a route of several hops has relays"
+    offered = {x: net.nodes[x].core.offered for x in relays}
+    assert all(offered.values())  # each relay offers a shortcut upstream
+    msg = net.nodes["n0"].core.publish("ipfs T", b"a")
+    net.run(until=net.now + 3)
+    assert got(net, msg) == {first}
+    skipped = [x for x in relays if not any(k[0] == msg for k in net.nodes[x].core.dispatches)]
+    assert skipped, "the event went over the relays, not through them"
+    # a second subscriber whose route joins at a relay: that relay becomes a branch point
+    for other in (f"n{i}" for i in range(20, 80)):
+        net.nodes[other].core.subscribe("ipfs T")
+        net.run(until=net.now + 5)
+        if any(len([r for r, fs in net.nodes[x].core._table().items() if fs]) > 1 for x in relays):
+            break
+        net.nodes[other].core.unsubscribe("ipfs T")
+    else:
+        pytest.fail("no subscriber's route joined a relay")
+    branch = [x for x in relays if len(net.nodes[x].core._table()) > 1]
+    assert all(net.nodes[x].core.offered == "" for x in branch)  # withdrawn
+    msg = net.nodes["n0"].core.publish("ipfs T", b"b")
+    net.run(until=net.now + 3)
+    assert got(net, msg) == {first, other}
+
+
+def test_redirect_sends_fewer_event_messages_on_long_routes():
+    counts = {}
+    for redirect in (False, True):
+        net = network(80, k=3, redirect=redirect)
+        groups = subscribe_groups(net, seed=4)
+        sent = []
+        for i, event in enumerate(EVENTS * 2):
+            publisher = f"n{(i * 11) % 80}"
+            sent.append((event, publisher, net.nodes[publisher].core.publish(event, b"x" * 100)))
+            net.run(until=net.now + 0.3)
+        net.run(until=net.now + 10)
+        for event, publisher, msg_id in sent:
+            assert got(net, msg_id) == matching(groups, event, publisher), (redirect, event)
+        counts[redirect] = sum(e.get("msgs", 0) for e in net.events("recv_rpc"))
+    print("event messages received, base vs redirect:", counts)
+    assert counts[True] < counts[False], counts

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0fscoutsubs.proto\x12\x11peerlab.scoutsubs\"S\n\x0cSubscription\x12\x11\n\tpredicate\x18\x01 \x01(\t\x12\x12\n\nsubscriber\x18\x02 \x01(\t\x12\x0c\n\x04\x61ttr\x18\x03 \x01(\t\x12\x0e\n\x06sub_id\x18\x04 \x01(\x04\"\x8c\x01\n\x05\x45vent\x12\x11\n\tpredicate\x18\x01 \x01(\t\x12\x11\n\tpublisher\x18\x02 \x01(\t\x12\x0b\n\x03seq\x18\x03 \x01(\x04\x12\x0f\n\x07payload\x18\x04 \x01(\x0c\x12\x10\n\x08\x62irth_ns\x18\x05 \x01(\x03\x12\x0c\n\x04\x61ttr\x18\x06 \x01(\t\x12\x0c\n\x04\x64own\x18\x07 \x01(\x08\x12\x11\n\ton_behalf\x18\x08 \x01(\t\"H\n\x03\x41\x63k\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\t\x12\x0e\n\x06sub_id\x18\x02 \x01(\x04\x12\x0c\n\x04\x61ttr\x18\x03 \x01(\t\x12\x11\n\ton_behalf\x18\x04 \x01(\t\"0\n\x0c\x42\x61\x63kupFilter\x12\r\n\x05route\x18\x01 \x01(\t\x12\x11\n\tpredicate\x18\x02 \x01(\t\"\xfd\x01\n\x07Message\x12\x34\n\tsubscribe\x18\x01 \x01(\x0b\x32\x1f.peerlab.scoutsubs.SubscriptionH\x00\x12)\n\x05\x65vent\x18\x02 \x01(\x0b\x32\x18.peerlab.scoutsubs.EventH\x00\x12+\n\tevent_ack\x18\x03 \x01(\x0b\x32\x16.peerlab.scoutsubs.AckH\x00\x12)\n\x07sub_ack\x18\x04 \x01(\x0b\x32\x16.peerlab.scoutsubs.AckH\x00\x12\x31\n\x06\x62\x61\x63kup\x18\x05 \x01(\x0b\x32\x1f.peerlab.scoutsubs.BackupFilterH\x00\x42\x06\n\x04\x62odyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0fscoutsubs.proto\x12\x11peerlab.scoutsubs\"e\n\x0cSubscription\x12\x11\n\tpredicate\x18\x01 \x01(\t\x12\x12\n\nsubscriber\x18\x02 \x01(\t\x12\x0c\n\x04\x61ttr\x18\x03 \x01(\t\x12\x0e\n\x06sub_id\x18\x04 \x01(\x04\x12\x10\n\x08shortcut\x18\x05 \x01(\t\"\x8c\x01\n\x05\x45vent\x12\x11\n\tpredicate\x18\x01 \x01(\t\x12\x11\n\tpublisher\x18\x02 \x01(\t\x12\x0b\n\x03seq\x18\x03 \x01(\x04\x12\x0f\n\x07payload\x18\x04 \x01(\x0c\x12\x10\n\x08\x62irth_ns\x18\x05 \x01(\x03\x12\x0c\n\x04\x61ttr\x18\x06 \x01(\t\x12\x0c\n\x04\x64own\x18\x07 \x01(\x08\x12\x11\n\ton_behalf\x18\x08 \x01(\t\"H\n\x03\x41\x63k\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\t\x12\x0e\n\x06sub_id\x18\x02 \x01(\x04\x12\x0c\n\x04\x61ttr\x18\x03 \x01(\t\x12\x11\n\ton_behalf\x18\x04 \x01(\t\"0\n\x0c\x42\x61\x63kupFilter\x12\r\n\x05route\x18\x01 \x01(\t\x12\x11\n\tpredicate\x18\x02 \x01(\t\"\xfd\x01\n\x07Message\x12\x34\n\tsubscribe\x18\x01 \x01(\x0b\x32\x1f.peerlab.scoutsubs.SubscriptionH\x00\x12)\n\x05\x65vent\x18\x02 \x01(\x0b\x32\x18.peerlab.scoutsubs.EventH\x00\x12+\n\tevent_ack\x18\x03 \x01(\x0b\x32\x16.peerlab.scoutsubs.AckH\x00\x12)\n\x07sub_ack\x18\x04 \x01(\x0b\x32\x16.peerlab.scoutsubs.AckH\x00\x12\x31\n\x06\x62\x61\x63kup\x18\x05 \x01(\x0b\x32\x1f.peerlab.scoutsubs.BackupFilterH\x00\x42\x06\n\x04\x62odyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,13 +32,13 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'scoutsubs_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_SUBSCRIPTION']._serialized_start=38
-  _globals['_SUBSCRIPTION']._serialized_end=121
-  _globals['_EVENT']._serialized_start=124
-  _globals['_EVENT']._serialized_end=264
-  _globals['_ACK']._serialized_start=266
-  _globals['_ACK']._serialized_end=338
-  _globals['_BACKUPFILTER']._serialized_start=340
-  _globals['_BACKUPFILTER']._serialized_end=388
-  _globals['_MESSAGE']._serialized_start=391
-  _globals['_MESSAGE']._serialized_end=644
+  _globals['_SUBSCRIPTION']._serialized_end=139
+  _globals['_EVENT']._serialized_start=142
+  _globals['_EVENT']._serialized_end=282
+  _globals['_ACK']._serialized_start=284
+  _globals['_ACK']._serialized_end=356
+  _globals['_BACKUPFILTER']._serialized_start=358
+  _globals['_BACKUPFILTER']._serialized_end=406
+  _globals['_MESSAGE']._serialized_start=409
+  _globals['_MESSAGE']._serialized_end=662
 # @@protoc_insertion_point(module_scope)

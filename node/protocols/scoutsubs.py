@@ -22,7 +22,11 @@ content-based pub/sub over Kademlia, after Hermes.
   subscription latency).
 - Refresh: subscriptions are re-sent every `sub_refresh`; filter tables are swapped for fresh ones
   every second refresh, which garbage-collects subscriptions no longer renewed.
-Not built: the redirect/shortcut variant (the paper found its effect not measurable at 60 nodes).
+- Redirect variant (`redirect: true`): a node with a single route and no filters of its own is a
+  pure relay; it offers upstream a shortcut to jump over it (its route, or that route's own
+  shortcut), carried in the subscriptions it sends up. Upstream sends that route's events straight
+  to the shortcut. A node that becomes a branch point (a second route, or a filter of its own)
+  re-announces, which withdraws the shortcut; a shortcut that cannot be dialled falls back to the route.
 """
 from __future__ import annotations
 
@@ -45,6 +49,8 @@ class ScoutSubsParams(DhtParams):
     op_resend: float = Field(10.0, gt=0, description="publisher and subscriber re-send period until acknowledged (s)")
     check_delivery: float = Field(30.0, gt=0, description="period of re-sends to routes missing an ack (s)")
     sub_refresh: float = Field(900.0, gt=0, description="subscriptions are re-sent this often; tables swap every 2x")
+    redirect: bool = Field(False, description="shortcuts over relays that serve a single route (the paper's "
+                                              "redirect variants)")
     handoff_check: float = Field(2.0, gt=0, description="a node acting as rendezvous checks this often whether "
                                                         "its table now knows a closer node, and hands its "
                                                         "filters over to it")
@@ -74,6 +80,7 @@ class Dispatch:
     on_behalf: str
     waiting: set[str] = field(default_factory=set)
     upstream: set[str] = field(default_factory=set)
+    via: dict[str, str] = field(default_factory=dict)  # redirect: shortcut -> the route it stands for
     done: bool = False
     checks: int = 0
 
@@ -104,6 +111,8 @@ class ScoutSubs(DhtCore):
         # the network forms, a closer node may appear later, and they are handed over to it
         self.as_rendezvous: dict[str, list[Predicate]] = {}
         self.up_via: dict[str, str] = {}  # attribute -> the hop our filters for it went up through
+        self.shortcuts: dict[str, str] = {}  # redirect: route -> where its events may go directly
+        self.offered = ""  # redirect: the shortcut we last offered upstream
         self.seq = int(self.clock() * 1e6)
         self.refreshes = 0
 
@@ -124,6 +133,7 @@ class ScoutSubs(DhtCore):
         attr = min(pred.names(), key=lambda a: rv_key(a) ^ self.dht.own)
         sub = self.mine[key] = Mine(pred, self.rng.getrandbits(63), attr, self.clock())
         self.io.trace("join", topic=key)
+        self._reannounce()  # a subscriber is a branch point: no shortcut over it
         self.dht.when_bootstrapped(lambda: self._send_subscription(sub))
 
     def unsubscribe(self, topic: str) -> None:
@@ -134,6 +144,7 @@ class ScoutSubs(DhtCore):
             raise Unsupported(str(err)) from None
         if self.mine.pop(key, None) is not None:
             self.io.trace("leave", topic=key)
+            self._reannounce()
 
     def publish(self, topic: str, data: bytes) -> str:
         try:
@@ -184,6 +195,7 @@ class ScoutSubs(DhtCore):
             for table in (self.sent_up, self.next_sent_up):
                 self._add(table.setdefault(sub.attr, []), pred)
             self.up_via[sub.attr] = hop
+            sub.shortcut = self._offer()
             self._send(hop, Message(subscribe=sub))
         self.next_hop(rv_key(sub.attr), self.dead | ({frm} if frm else set()) | ({avoid} if avoid else set()), go)
 
@@ -196,6 +208,28 @@ class ScoutSubs(DhtCore):
             for pred in preds:
                 self._route_subscription(Subscription(predicate=str(pred), subscriber=self.node_id, attr=attr,
                                                       sub_id=0), None, avoid=lost)
+
+    def _offer(self) -> str:
+        """Redirect: the shortcut we offer upstream - our single route (or its own shortcut) when we
+        only relay for it; "" (send to us) when we are a branch point or a subscriber."""
+        if not self.params.redirect or self.mine:
+            return ""
+        routes = [r for r, fs in self._table().items() if fs]
+        if len(routes) != 1:
+            return ""
+        return self.shortcuts.get(routes[0]) or routes[0]
+
+    def _reannounce(self) -> None:
+        """Our offer changed: tell every hop our filters went up through."""
+        offer = self._offer()
+        if offer == self.offered:
+            return
+        self.offered = offer
+        for attr, hop in sorted(self.up_via.items()):
+            preds = self.sent_up.get(attr)
+            if preds:
+                self._send(hop, Message(subscribe=Subscription(predicate=str(preds[0]), subscriber=self.node_id,
+                                                               attr=attr, sub_id=0, shortcut=offer)))
 
     def _ack_subscription(self, sub: Subscription) -> None:
         if not self.params.reliable:
@@ -221,9 +255,12 @@ class ScoutSubs(DhtCore):
             return
         for table in (self.filters, self.next_filters):
             self._add(table.setdefault(peer, []), pred)
+        if self.params.redirect:
+            self.shortcuts[peer] = sub.shortcut
         for backup in self._backups():
             self._send(backup, Message(backup=BackupFilter(route=peer, predicate=str(pred))))
         self._route_subscription(sub, peer)
+        self._reannounce()
 
     @staticmethod
     def _add(entry: list[Predicate], pred: Predicate) -> None:
@@ -257,7 +294,7 @@ class ScoutSubs(DhtCore):
                 for table in (self.sent_up, self.next_sent_up):
                     self._add(table.setdefault(attr, []), pred)
                 self._send(closer[0], Message(subscribe=Subscription(predicate=str(pred), subscriber=self.node_id,
-                                                                     attr=attr, sub_id=0)))
+                                                                     attr=attr, sub_id=0, shortcut=self._offer())))
 
     # events ------------------------------------------------------------------------------------
     def _up(self, ev: Event, frm: str | None) -> None:
@@ -305,7 +342,9 @@ class ScoutSubs(DhtCore):
         down.CopyFrom(ev)
         down.down, down.on_behalf = True, ""
         for route in routes:
-            self._down(down, route)
+            target = self._down(down, route)
+            if target != route:
+                state.via[target] = route
         if self.params.reliable:
             state.waiting = set(routes)
             state.upstream = {frm} if frm else set()
@@ -325,13 +364,18 @@ class ScoutSubs(DhtCore):
     def _wants(self, pred: Predicate) -> bool:
         return any(sub.predicate.matches(pred) for sub in self.mine.values())
 
-    def _down(self, ev: Event, route: str) -> None:
-        if route in self.dead:
+    def _down(self, ev: Event, route: str, shortcut: bool = True) -> str:
+        """Send an event down `route` (to its shortcut, redirect variant); returns where it went."""
+        target = (self.shortcuts.get(route) or route) if shortcut else route
+        if target in self.dead and target != route:
+            target = route
+        if target in self.dead:
             self._to_backups(ev, route)
-            return
-        if route not in self.links.up:
-            self.unsent.setdefault(route, []).append(("down", ev, route))
-        self._send(route, Message(event=ev), data=len(ev.payload))
+            return route
+        if target not in self.links.up:
+            self.unsent.setdefault(target, []).append(("down", ev, route))
+        self._send(target, Message(event=ev), data=len(ev.payload))
+        return target
 
     def _to_backups(self, ev: Event, route: str) -> None:
         """`route` failed: its backups (its nearest peers, who hold its table) forward for it."""
@@ -394,8 +438,8 @@ class ScoutSubs(DhtCore):
             else:
                 self._send(upstream, Message(event_ack=ack))
             return
-        route = ack.on_behalf or peer
         for (eid, _), state in list(self.dispatches.items()):
+            route = ack.on_behalf or state.via.get(peer, peer)
             if eid == ack.event_id and route in state.waiting:
                 state.waiting.discard(route)
                 if not state.waiting and not state.done:
@@ -404,8 +448,13 @@ class ScoutSubs(DhtCore):
     # failures ----------------------------------------------------------------------------------
     def on_app_unreachable(self, peer: str) -> None:
         self.dead.add(peer)
+        for route, shortcut in list(self.shortcuts.items()):
+            if shortcut == peer:
+                self.shortcuts[route] = ""
         for way, ev, other in self.unsent.pop(peer, []):
-            if way == "down":
+            if way == "down" and other != peer:  # a shortcut failed: the route itself
+                self._down(ev, other, shortcut=False)
+            elif way == "down":
                 self._to_backups(ev, peer)
             else:  # going up: around the failed hop (the next closest takes over as rendezvous)
                 self.up_wait.pop((event_id(ev), ev.attr), None)
@@ -460,7 +509,10 @@ class ScoutSubs(DhtCore):
             if state is not None and state.waiting and state.checks < 10:
                 state.checks += 1
                 for route in sorted(state.waiting):
-                    (self._to_backups if route in self.dead else self._down)(state.event, route)
+                    if route in self.dead:
+                        self._to_backups(state.event, route)
+                    elif (target := self._down(state.event, route)) != route:
+                        state.via[target] = route
                 self.io.set_timer(self.params.check_delivery, "ss.check", data)
         elif name == "ss.handoff":
             self._hand_over()
@@ -470,6 +522,7 @@ class ScoutSubs(DhtCore):
             if self.refreshes % 2 == 0:
                 self.filters, self.next_filters = self.next_filters, {}
                 self.sent_up, self.next_sent_up = self.next_sent_up, {}
+                self._reannounce()
             for sub in list(self.mine.values()):
                 self._send_subscription(sub)
             self.io.set_timer(self.params.sub_refresh, "ss.refresh")
