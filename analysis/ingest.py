@@ -65,10 +65,23 @@ def correct_clocks(events: DataFrame, offsets_ns: dict[str, int]) -> DataFrame:
 
 
 def subscriptions_frame(spark: SparkSession, manifest: dict[str, Any]) -> DataFrame:
-    """(node, topic) for every planned subscription of an honest node (attackers are not expected
-    to receive anything: delivery is measured among honest subscribers)."""
-    rows = [(n["id"], t) for n in manifest["plan"]["nodes"] for t in expected_topics(
-                manifest["plan"].get("matching", "topic"), manifest["plan"].get("topics", []), n["subscriptions"])
-            if n.get("role", "honest") == "honest"]
-    schema = T.StructType([T.StructField("node", T.StringType()), T.StructField("topic", T.StringType())])
+    """(node, topic, since) for every planned subscription of an honest node (attackers are not
+    expected to receive anything: delivery is measured among honest subscribers). `since` (unix ns)
+    is when a timed subscription was made: messages published before it are not expected; 0 for
+    subscriptions made at start."""
+    plan = manifest["plan"]
+    matching, topics = plan.get("matching", "topic"), plan.get("topics", [])
+    t0 = manifest.get("t0_ns") or 0
+    since: dict[tuple[str, str], int] = {}  # one row per (node, topic): its earliest subscription
+    for n in plan["nodes"]:
+        if n.get("role", "honest") != "honest":
+            continue
+        timed = [(0.0, n["subscriptions"])] + [(at, [f]) for at, f in n.get("late_subscriptions", [])]
+        for at, filters in timed:
+            for t in expected_topics(matching, topics, filters):
+                ns = int(t0 + at * 1e9) if at else 0
+                since[(n["id"], t)] = min(since.get((n["id"], t), ns), ns)
+    rows = [(node, t, ns) for (node, t), ns in since.items()]
+    schema = T.StructType([T.StructField("node", T.StringType()), T.StructField("topic", T.StringType()),
+                           T.StructField("since", T.LongType())])
     return spark.createDataFrame(rows, schema)

@@ -23,9 +23,12 @@ def publishes(events: DataFrame) -> DataFrame:
 
 
 def expected_receivers(pubs: DataFrame, subs: DataFrame) -> DataFrame:
-    """(msg_id, receiver) for every subscriber of the message's topic other than its publisher."""
-    return (pubs.join(subs, "topic").where(F.col("node") != F.col("origin"))
-            .select("msg_id", F.col("node").alias("receiver"), "t_pub"))
+    """(msg_id, receiver) for every subscriber of the message's topic other than its publisher (a
+    subscription with a `since` column: from that time on)."""
+    pairs = pubs.join(subs, "topic").where(F.col("node") != F.col("origin"))
+    if "since" in subs.columns:
+        pairs = pairs.where(F.col("t_pub") >= F.col("since"))
+    return pairs.select("msg_id", F.col("node").alias("receiver"), "t_pub")
 
 
 def deliveries(events: DataFrame, expected: DataFrame) -> DataFrame:

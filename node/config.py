@@ -44,6 +44,8 @@ class NodeConfig(BaseModel):
     subscriptions: list[str] = Field(default_factory=list)
     authors: list[str] = Field(default_factory=list, description="topics this node creates at start")
     schedule: list[tuple[float, str, int]] = Field(default_factory=list)
+    late_subscriptions: list[tuple[float, str]] = Field(default_factory=list,
+                                                        description="(seconds after T0, topic) to subscribe")
     control: ControlConfig
     event_log: str
     # Transport-mode latency (kernels without sch_netem): one-way delay per destination, ms.

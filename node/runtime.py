@@ -157,7 +157,8 @@ class NodeRuntime:
             self.stopped.set()
 
     def start(self, t0_ns: int) -> int:
-        """Arm the publish schedule relative to T0; returns how many publishes were armed."""
+        """Arm the publish schedule and the timed subscriptions relative to T0; returns how many
+        publishes were armed."""
         if self.t0_ns is not None:
             return 0
         self.t0_ns = t0_ns
@@ -171,6 +172,9 @@ class NodeRuntime:
             if delay >= 0:  # a restarted node skips what it missed
                 self._schedule_handles.append(loop.call_later(delay, self._guard, self.publish, topic, size))
                 armed += 1
+        for offset, topic in self.cfg.late_subscriptions:
+            delay = max(0.0, t0_ns / 1e9 + offset - now)  # a node restarted later subscribes at once
+            self._schedule_handles.append(loop.call_later(delay, self._guard, self.core.subscribe, topic))
         return armed
 
     def publish(self, topic: str, size: int) -> str:

@@ -32,9 +32,14 @@ def run_in_memory(plan: RunPlan, bandwidth: bool = False) -> list[MessageOutcome
     honest = {n.id for n in plan.nodes if n.role == "honest"}
     subscribers = {t: {n.id for n in plan.nodes if t in expected_topics(plan.matching, plan.topics, n.subscriptions)}
                    & honest for t in plan.topics}
+    late: dict[str, dict[str, float]] = {}  # topic -> timed subscriber -> when it subscribed
+    for n in plan.nodes:
+        for at, f in n.late_subscriptions if n.id in honest else []:
+            for topic in expected_topics(plan.matching, plan.topics, [f]):
+                late.setdefault(topic, {})[n.id] = min(at, late.get(topic, {}).get(n.id, at))
     out = []
     for t, topic, origin, msg_id in sim.sent:
-        want = subscribers[topic] - {origin}
+        want = (subscribers[topic] | {n for n, at in late.get(topic, {}).items() if at <= t}) - {origin}
         reached = got.get(msg_id, {})
         out.append(MessageOutcome(t, topic, len(want), [reached[n] - t for n in want if n in reached]))
     return out

@@ -38,6 +38,9 @@ class NodePlan(BaseModel):
                                 "its neighbours, or every node for protocols that choose their own")
     behaviour: dict[str, Any] = Field(default_factory=dict, description="attackers: the behaviour's settings")
     schedule: list[tuple[float, str, int]] = Field(description="(seconds after T0, topic, size) to publish")
+    late_subscriptions: list[tuple[float, str]] = Field(
+        default_factory=list, description="(seconds after T0, topic) subscribed during the run; expected "
+                                          "to receive what is published from then on")
     absent: bool = Field(False, description="not started with the others: it joins (a new identity) at "
                                             "joins_at, or never (an unused churn reserve node)")
     joins_at: float | None = Field(None, description="seconds after T0 at which an absent node joins")
@@ -312,14 +315,19 @@ def _node_index(node: str) -> int:
     return int(node[1:])
 
 
-def _predicate_subscriptions(sc: Scenario, rng: random.Random) -> list[list[str]]:
-    """Each topics.predicates group's filter goes to that many nodes, sampled."""
+def _predicate_subscriptions(sc: Scenario, rng: random.Random) -> tuple[list[list[str]], list[list[tuple[float, str]]]]:
+    """Each topics.predicates group's filter goes to that many nodes, sampled: at start, or (`at`)
+    during the run."""
     n = sc.nodes.count
     subs: list[set[str]] = [set() for _ in range(n)]
+    late: list[list[tuple[float, str]]] = [[] for _ in range(n)]
     for group in sc.topics.predicates or []:
         for i in rng.sample(range(n), group.subscribers):
-            subs[i].add(group.filter)
-    return [sorted(s) for s in subs]
+            if group.at is None:
+                subs[i].add(group.filter)
+            else:
+                late[i].append((group.at, group.filter))
+    return [sorted(s) for s in subs], [sorted(x) for x in late]
 
 
 def make_plan(sc: Scenario, seed: int | None = None) -> RunPlan:
@@ -333,8 +341,11 @@ def make_plan(sc: Scenario, seed: int | None = None) -> RunPlan:
     except (ValueError, OSError) as err:  # a data file that does not fit the scenario
         raise ScenarioError(f"scenario {sc.name!r}", [str(err)]) from None
     matrix, placement = placed.matrix, placed.per_node
-    subs = (_predicate_subscriptions if content else lambda s, r: _subscriptions(s, r, topics))(
-        sc, _stream(seed, "subscriptions"))
+    late: list[list[tuple[float, str]]] = [[] for _ in range(n)]
+    if content:
+        subs, late = _predicate_subscriptions(sc, _stream(seed, "subscriptions"))
+    else:
+        subs = _subscriptions(sc, _stream(seed, "subscriptions"), topics)
     attackers = _attackers(sc, _stream(seed, "attackers"), n)
     for i, attack in enumerate(attackers):
         if attack and attack.get("topic") and attack["topic"] not in subs[i]:
@@ -359,7 +370,8 @@ def make_plan(sc: Scenario, seed: int | None = None) -> RunPlan:
             f"workload.publishers: {sc.workload.publishers} publishers, but only {len(honest)} honest nodes "
             "are present at T0 (the others attack, join later or are churn reserve)"])
     publishers = sorted(rng.sample(honest, sc.workload.publishers))
-    schedule = _schedule(sc, rng, publishers, subs, topics)
+    everyone_subs = [s + [t for _, t in x] for s, x in zip(subs, late)]  # at start or later: publishers aim at both
+    schedule = _schedule(sc, rng, publishers, everyone_subs, topics)
     authors = _authors(sc, publishers, schedule, subs, topics) if core.topic_authors else {}
     if sc.churn and sc.churn.fraction is not None:
         present = [f"n{i}" for i in range(n) if f"n{i}" not in absent]
@@ -387,7 +399,7 @@ def make_plan(sc: Scenario, seed: int | None = None) -> RunPlan:
             subscriptions=subs[i], authors=authors.get(i, []), dial=dial[i], neighbours=sorted(neighbours[i], key=lambda x: int(x[1:])),
             contacts=[p for p in everyone if p != f"n{i}"] if core.uses_directory
             else sorted(neighbours[i], key=lambda x: int(x[1:])),
-            schedule=schedule.get(i, []), joins_at=joins_at.get(f"n{i}"), absent=f"n{i}" in absent,
+            schedule=schedule.get(i, []), late_subscriptions=late[i], joins_at=joins_at.get(f"n{i}"), absent=f"n{i}" in absent,
             placement={k: v[i] for k, v in placement.items()},
         ))
 

@@ -92,7 +92,7 @@ class Runner(RunRecord):
             if get_protocol(node.protocol).uses_directory else {},
             behaviour=node.behaviour,
             dial=node.dial, neighbours=node.neighbours, subscriptions=node.subscriptions,
-            authors=node.authors,
+            authors=node.authors, late_subscriptions=node.late_subscriptions,
             schedule=node.schedule, control=ControlConfig(token=self.ctx.token, **b.control_endpoint(node.id)),
             event_log=b.event_log_path(node.id),
             delays_ms=shaping.transport_delays(self.plan, node.id) if mode == shaping.TRANSPORT else {},

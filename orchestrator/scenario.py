@@ -118,6 +118,9 @@ class PredicateGroup(Strict):
 
     filter: str = Field(..., description="a predicate, e.g. 'surf T/bali T/price R 1000 1500'")
     subscribers: int = Field(..., gt=0, description="how many nodes subscribe to it (sampled by the planner)")
+    at: Duration | None = Field(None, ge=0, description="when they subscribe, in seconds after T0 (SmartPubSub's "
+                                                        "subburst: when publishing starts); unset: at start. "
+                                                        "They are expected to receive what is published from then on")
 
     @field_validator("filter")
     @classmethod

@@ -140,6 +140,11 @@ class Simulation:
         for peer in node.dial:
             self.net.connect(node_id, peer)
 
+    def _subscribe(self, node_id: str, topic: str) -> None:
+        node = self.net.nodes[node_id]
+        if node.up:
+            node.core.subscribe(topic)
+
     def _publish(self, node_id: str, topic: str, size: int) -> None:
         node = self.net.nodes[node_id]
         if node.up:
@@ -198,6 +203,8 @@ class Simulation:
         for node in plan.nodes:
             for offset, topic, size in node.schedule:
                 net.schedule(offset, lambda n=node.id, t=topic, s=size: self._publish(n, t, s))
+            for offset, topic in node.late_subscriptions:
+                net.schedule(offset, lambda n=node.id, t=topic: self._subscribe(n, t))
         for fault in plan.faults:
             net.schedule(fault.at, lambda f=fault: self._fault(f))
         end = self.t0 + plan.end

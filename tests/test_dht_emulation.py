@@ -1,9 +1,11 @@
 """The DHT protocols as real processes on the local backend (namespaces, tc, the analysis):
 PulsarCast with everyone publishing delivers everything to its subscribers and sends about a third
 of floodsub's bytes on the same stream; ScoutSubs' reliable variant delivers every matching event to
-the subscribers left after two are killed (scenarios/smartpubsub-fault.yaml, as shipped)."""
+the subscribers left after two are killed (scenarios/smartpubsub-fault.yaml, as shipped); FastDelivery
+delivers every matching event exactly once, in at most two hops (scenarios/smartpubsub-fastdelivery.yaml)."""
 from __future__ import annotations
 
+import gzip
 import json
 import subprocess
 import sys
@@ -56,3 +58,19 @@ def test_scoutsubs_reliable_delivers_everything_after_two_subscribers_die(tmp_pa
     assert subs["missing"] == subs["expected"] - subs["delivered"] > 0
     sub_latency = metrics["protocol"]["subscription_latency_ms"]
     assert sub_latency["subscriptions"] == 48 and sub_latency["p50_ms"] > 0  # every planned filter acked
+
+
+def test_fastdelivery_delivers_every_event_once_in_at_most_two_hops(tmp_path: Path, spark):
+    run_dir = run(tmp_path, "scenarios/smartpubsub-fastdelivery.yaml", "--set", "calibration.enabled=false")
+    metrics = analyse(run_dir, spark)
+    print("fastdelivery:", metrics["delivery_ratio"], metrics["latency_ms"], json.dumps(metrics["protocol"]))
+    assert metrics["messages"] == 60
+    assert metrics["delivery_ratio"] == 1.0
+    subs = metrics["protocol"]["subscribers"]
+    assert subs["duplicated"] == 0 and subs["missing"] == 0 and subs["delivered"] == subs["expected"] > 0
+    assert metrics["protocol"]["subscription_latency_ms"]["subscriptions"] == 48  # every filter joined a group
+    events = [json.loads(line) for f in (run_dir / "events").iterdir() for line in gzip.open(f, "rt")]
+    helpers = {e["peer"] for e in events if e["type"] == "helper" and e["reason"] == "recruited"}
+    assert helpers  # crowded regions recruited helpers
+    deliveries = [e for e in events if e["type"] == "deliver_message"]
+    assert deliveries and all(e["peer"] == e["origin"] or e["peer"] in helpers for e in deliveries)

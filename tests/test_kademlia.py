@@ -118,3 +118,48 @@ def test_a_full_bucket_keeps_a_live_oldest_contact_and_spares_the_newcomer():
     assert table.buckets[255] == [b, a]
     table.remove(b)                     # b failed: the replacement takes its place
     assert table.buckets[255] == [a, c]
+
+
+def test_a_value_put_while_the_network_forms_reaches_the_k_closest_of_the_formed_network():
+    # n0 stores a value when it knows one peer; 80 nodes join after. Its re-puts move the value to
+    # the k closest of the network as it is then, where every node's lookup finds it.
+    net = MemNetwork(seed=3, latency=0.01)
+    params = DhtParams(k=5)
+    for i in range(2):
+        net.add_node(f"n{i}", DhtCore, params)
+    net.connect("n0", "n1")
+    net.run(until=1.0)
+    key = content_key("a topic name")
+    net.nodes["n0"].core.dht.put(key, b"tid")
+    rng = random.Random(4)
+    for i in range(2, 80):
+        net.add_node(f"n{i}", DhtCore, params)
+        for j in rng.sample(range(2, i) if i > 4 else range(i), min(2, i - 2) or 1):
+            net.connect(f"n{i}", f"n{j}")
+        net.run(until=net.now + 0.05)
+    net.run(until=net.now + 130)
+    holders = {x for x, node in net.nodes.items() if key in node.core.dht.values}
+    assert set(true_closest(net, key, 5, "")) <= holders
+    found = {}
+    for x in ("n10", "n40", "n79"):
+        net.nodes[x].core.dht.get(key, lambda v, x=x: found.__setitem__(x, v))
+    net.run(until=net.now + 5)
+    assert found == {"n10": b"tid", "n40": b"tid", "n79": b"tid"}
+
+
+def test_a_put_that_finds_fewer_than_k_nodes_is_made_again_with_backoff_then_stops():
+    net = MemNetwork(seed=1, latency=0.01)
+    for i in range(3):
+        net.add_node(f"n{i}", DhtCore, DhtParams(k=5))
+    net.connect("n0", "n1")
+    net.connect("n0", "n2")
+    net.run(until=1.0)
+    start = net.now
+    net.nodes["n0"].core.dht.put(content_key("v"), b"v")
+    net.run(until=start + 300)
+    lookups = [e["ts"] / 1e9 - start for e in net.nodes["n0"].events if e["type"] == "dht_lookup"
+               and e["ts"] / 1e9 >= start]
+    # the put's lookup, then one per re-put: 2, 4, 8, 16, 32, 64 s apart (three nodes never make k)
+    assert len(lookups) == 7
+    gaps = [round(b - a) for a, b in zip(lookups, lookups[1:])]
+    assert gaps == [2, 4, 8, 16, 32, 64]

@@ -103,3 +103,48 @@ calibration: {enabled: false}
         latency[rate] = sim.net.nodes[other].delivered[0].time - sim.t0 - t_pub
     assert latency["8mbit"] == pytest.approx(0.010 + 1_000_000 * 1.047 * 8 / 8e6, rel=0.01)
     assert latency["80mbit"] == pytest.approx(0.010 + 1_000_000 * 1.047 * 8 / 80e6, rel=0.01)
+
+
+TIMED = """
+name: timed
+seed: 2
+nodes: {count: 30}
+protocol: {name: scoutsubs, params: {op_resend: 2, check_delivery: 3, rpc_timeout: 2, dial_timeout: 2}}
+topology: {algorithm: random, degree: 3}
+network: {latency: {model: constant, one_way: 10ms}}
+topics:
+  predicates:
+    - {filter: "ipfs T", subscribers: 8}
+    - {filter: "surf T/price R 0 800", subscribers: 6, at: 14s}
+workload: {publishers: 3, events: ["ipfs T", "surf T/price R 500 500"], rate: 2/s, warmup: 10s, duration: 10s,
+           drain: 8s}
+calibration: {enabled: false}
+"""
+
+
+@pytest.mark.spark
+def test_timed_subscriptions_are_made_during_the_run_and_expected_only_from_then_on(tmp_path: Path, spark):
+    from analysis.job import analyse
+
+    plan = make_plan(parse_scenario(TIMED))
+    late = {n.id: n.late_subscriptions for n in plan.nodes if n.late_subscriptions}
+    assert len(late) == 6 and all(x == [(14.0, "price R 0 800/surf T")] for x in late.values())  # canonical
+    assert not any("price R 0 800/surf T" in n.subscriptions for n in plan.nodes)
+    scenario = tmp_path / "timed.yaml"
+    scenario.write_text(TIMED + f"output: {{store: 'file://{tmp_path}/runs'}}\n")
+    result = peerlab("run", str(scenario), "--backend", "sim", "--no-report", timeout=300)
+    assert result.returncode == 0, result.stderr
+    run_dir = Path(result.stdout.strip().splitlines()[-1])
+    t0 = json.loads((run_dir / "manifest.json").read_text())["t0_ns"]
+    events = _events(run_dir)
+    joins = {n: e["ts"] for n, evs in events.items() for e in evs if e["type"] == "join" and e["topic"].startswith("price")}
+    assert set(joins) == set(late) and all(abs(ts - t0 - 14e9) < 1e6 for ts in joins.values())
+    # by hand: a publish expects the start subscribers of "ipfs T", or the timed ones if made by then
+    surf = [at for n in plan.nodes for at, topic, _ in n.schedule if topic != "ipfs T"]
+    assert min(surf) < 14.0 <= max(surf)  # events before and after the timed subscriptions
+    expected = sum(1 for n in plan.nodes for at, topic, _ in n.schedule for x in plan.nodes if x.id != n.id and (
+        ("ipfs T" in x.subscriptions) if topic == "ipfs T" else (x.id in late and at >= 14.0)))
+    metrics = analyse(run_dir, spark)
+    assert metrics["protocol"]["subscribers"]["expected"] == expected
+    assert metrics["delivery_ratio"] > 0.9
+    assert metrics["protocol"]["subscription_latency_ms"]["subscriptions"] == 14

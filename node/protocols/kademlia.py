@@ -9,7 +9,10 @@
 - Iterative lookups: `alpha` requests in flight toward the closest not yet asked; a lookup ends when
   the k closest contacts that answered have all been asked (FIND_VALUE: or when one returns the value).
 - Values live at the k nodes closest to their key (`put` = lookup + STORE to each); every holder
-  re-stores what it holds every `republish_interval`, and values expire after `value_ttl`.
+  re-stores what it holds every `republish_interval`, and values expire after `value_ttl`. A put
+  whose lookup found fewer than k nodes (a table still thin at start-up) is made again, after 2 s
+  and doubling up to 64 s, until it finds k. A holder that learns of a new node among the k closest
+  to a key, and is itself the closest to it among the others it knows, stores the value there too.
 - Bootstrap: when the first planned seed peer is up, look up our own key, then refresh every bucket
   farther than our closest neighbour; later, a bucket untouched for `refresh_interval` is refreshed by
   a lookup of a random key in its range.
@@ -30,6 +33,9 @@ from .base import Params, ProtocolIO
 
 KEY_BITS = 256
 T = Message.Type
+
+
+REPUT_FIRST, REPUT_LAST = 2.0, 64.0  # re-puts of a value stored while the table was thin (s)
 
 
 class DhtParams(Params):
@@ -253,6 +259,9 @@ class Kademlia:
             for i, bucket in enumerate(self.table.buckets):
                 if bucket and now - self._touched[i] >= self.params.refresh_interval:
                     self._refresh(i)
+        elif name == "kad.reput":
+            key, value, again = data
+            self.put(key, value, again=again)
         elif name == "kad.republish":
             self.io.set_timer(self.params.republish_interval, "kad.republish")
             now = self.clock()
@@ -273,10 +282,24 @@ class Kademlia:
                 pending.on_fail()
 
     def heard(self, peer: str) -> None:
+        new = peer not in self.table
         oldest = self.table.seen(peer)
         if oldest is not None and oldest not in self._pinging:
             self._pinging.add(oldest)
             self.request(oldest, Message(type=T.PING), lambda _m, p=oldest: self._alive(p))
+        if new and peer in self.table and self.values:
+            self._hand_values(peer)
+
+    def _hand_values(self, newcomer: str) -> None:
+        """A new contact among the k closest to a key we hold, when no other contact is closer to it
+        than we are, gets a copy (Kademlia, section 2.5: values follow the nodes that join)."""
+        for key, (value, _) in list(self.values.items()):
+            nearest = self.table.closest(key, self.params.k)
+            if newcomer not in nearest:
+                continue
+            others = [p for p in nearest if p != newcomer]
+            if not others or self.own ^ key < node_key(others[0]) ^ key:
+                self.request(newcomer, Message(type=T.STORE, key=to_bytes(key), value=value))
 
     def _alive(self, peer: str) -> None:
         self._pinging.discard(peer)
@@ -307,9 +330,15 @@ class Kademlia:
             return
         self._lookup(Lookup(key, True, done, self.clock()))
 
-    def put(self, key: int, value: bytes, done: Callable[[int], None] | None = None) -> None:
-        """Store at the k closest nodes (and here, if this node is among them); `done(copies)`."""
+    def put(self, key: int, value: bytes, done: Callable[[int], None] | None = None, again: float = REPUT_FIRST
+            ) -> None:
+        """Store at the k closest nodes (and here, if this node is among them); `done(copies)`.
+        While the lookup finds fewer than k nodes (the DHT is still forming around this node, so
+        they may not be the k closest the network will have), the value is put again after
+        `again` s, doubling, up to REPUT_LAST."""
         def store(nearest: list[str]) -> None:
+            if len(nearest) < self.params.k and again <= REPUT_LAST:
+                self.io.set_timer(again, "kad.reput", (key, value, again * 2))
             mine = len(nearest) < self.params.k or (node_key(nearest[-1]) ^ key) > (self.own ^ key)
             if mine:
                 self.values[key] = (value, self.clock())
@@ -382,9 +411,9 @@ class Kademlia:
     def _finish(self, lk: Lookup, result: Any) -> None:
         lk.finished = True
         self.lookups_done += 1
-        found = (1 if result is not None else 0) if lk.want_value else len(result)
         if lk.want_value and not isinstance(result, bytes):
-            result = None
+            result = None  # the lookup ended with the closest nodes, none holding the value
+        found = (1 if result is not None else 0) if lk.want_value else len(result)
         self.io.trace("dht_lookup", key=to_bytes(lk.key).hex()[:16], msgs=lk.rpcs, found=found,
                       delay_ms=round((self.clock() - lk.started) * 1000, 3), reason="value" if lk.want_value else "node")
         lk.done(result)
