@@ -42,6 +42,17 @@ def matching(groups: dict[str, list[str]], event: str, publisher: str, alive=Non
     return {x for x in want if x != publisher and (alive is None or x in alive)}
 
 
+def publish_events(net: MemNetwork, step: int) -> list[tuple[str, str, str]]:
+    """EVENTS twice, by publishers `step` apart, 0.3 s between; (event, publisher, msg_id) each."""
+    sent = []
+    for i, event in enumerate(EVENTS * 2):
+        publisher = f"n{(i * step) % len(net.nodes)}"
+        sent.append((event, publisher, net.nodes[publisher].core.publish(event, b"x" * 100)))
+        net.run(until=net.now + 0.3)
+    net.run(until=net.now + 10)
+    return sent
+
+
 def got(net: MemNetwork, msg_id: str) -> set[str]:
     return {x for x, node in net.nodes.items() for d in node.delivered if d.msg_id == msg_id}
 
@@ -54,12 +65,7 @@ VARIANTS = [{"reliable": r, "redirect": d} for d in (False, True) for r in (Fals
 def test_events_reach_exactly_the_matching_subscribers(variant):
     net = network(40, **variant)
     groups = subscribe_groups(net)
-    sent = []
-    for i, event in enumerate(EVENTS * 2):
-        publisher = f"n{(i * 7) % 40}"
-        sent.append((event, publisher, net.nodes[publisher].core.publish(event, b"x" * 100)))
-        net.run(until=net.now + 0.3)
-    net.run(until=net.now + 10)
+    sent = publish_events(net, 7)
     for event, publisher, msg_id in sent:
         assert got(net, msg_id) == matching(groups, event, publisher), event
     delivered = sum(len(n.delivered) for n in net.nodes.values())
@@ -172,12 +178,7 @@ def test_redirect_sends_fewer_event_messages_on_long_routes():
     for redirect in (False, True):
         net = network(80, k=3, redirect=redirect)
         groups = subscribe_groups(net, seed=4)
-        sent = []
-        for i, event in enumerate(EVENTS * 2):
-            publisher = f"n{(i * 11) % 80}"
-            sent.append((event, publisher, net.nodes[publisher].core.publish(event, b"x" * 100)))
-            net.run(until=net.now + 0.3)
-        net.run(until=net.now + 10)
+        sent = publish_events(net, 11)
         for event, publisher, msg_id in sent:
             assert got(net, msg_id) == matching(groups, event, publisher), (redirect, event)
         counts[redirect] = sum(e.get("msgs", 0) for e in net.events("recv_rpc"))
