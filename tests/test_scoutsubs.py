@@ -184,3 +184,19 @@ def test_redirect_sends_fewer_event_messages_on_long_routes():
         counts[redirect] = sum(e.get("msgs", 0) for e in net.events("recv_rpc"))
     print("event messages received, base vs redirect:", counts)
     assert counts[True] < counts[False], counts
+
+
+def test_refreshes_keep_every_route_across_table_swaps():
+    # a relay whose filter was already sent up must still send the refresh up once per table period,
+    # or its upstream's next table forgets the route and, at the upstream's swap, the branch goes dark
+    net = network(50, k=3, sub_refresh=10.0)
+    groups = subscribe_groups(net, seed=3)
+    for t in (21, 31, 41, 51):  # just after each refresh (swaps at 20 and 40)
+        net.run(until=t)
+        for x, node in net.nodes.items():
+            for attr, hop in node.core.up_via.items():
+                if node.core.sent_up.get(attr) and net.nodes[hop].up:
+                    assert x in net.nodes[hop].core.next_filters, (t, x, attr, hop)
+    sent = publish_events(net, 5)
+    for event, publisher, msg_id in sent:
+        assert got(net, msg_id) == matching(groups, event, publisher), event

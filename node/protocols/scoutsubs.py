@@ -183,8 +183,10 @@ class ScoutSubs(DhtCore):
 
     def _route_subscription(self, sub: Subscription, frm: str | None, avoid: str = "") -> None:
         pred = Predicate.parse(sub.predicate)
-        if frm is not None and any(f.covers(pred) for f in self.sent_up.get(sub.attr, [])):
-            self._ack_subscription(sub)  # upstream already sends us whatever this filter matches
+        # covered by what went up in this table period: upstream already sends us whatever it matches
+        # (not the previous period's: upstream's next table must hear of us before its swap)
+        if frm is not None and any(f.covers(pred) for f in self.next_sent_up.get(sub.attr, [])):
+            self._ack_subscription(sub)
             return
 
         def go(hop: str | None) -> None:
