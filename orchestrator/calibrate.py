@@ -2,8 +2,8 @@
 
 RTT on sampled neighbour pairs and upload throughput on sampled nodes, both through the nodes' own
 data connections (so transport-mode delays are measured too). Throughput is the fastest of
-`throughput_rounds` probes: a loaded host can only slow a probe down, never speed it past the shaper. Results, configured vs measured, go
-into the manifest; errors above the tolerance become warnings.
+`throughput_rounds` probes: a loaded host can only slow a probe down, never speed it past the shaper.
+Results, configured vs measured, go into the manifest; errors above the tolerance become warnings.
 """
 from __future__ import annotations
 
