@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from node.eventlog import load_schema
-from node.protocols.predicates import expected_topics
+from node.protocols.predicates import subscription_times
 
 _SPARK_TYPES = {"long": T.LongType(), "string": T.StringType(), "boolean": T.BooleanType(),
                 "double": T.DoubleType()}
@@ -72,16 +72,11 @@ def subscriptions_frame(spark: SparkSession, manifest: dict[str, Any]) -> DataFr
     plan = manifest["plan"]
     matching, topics = plan.get("matching", "topic"), plan.get("topics", [])
     t0 = manifest.get("t0_ns") or 0
-    since: dict[tuple[str, str], int] = {}  # one row per (node, topic): its earliest subscription
+    rows = []
     for n in plan["nodes"]:
-        if n.get("role", "honest") != "honest":
-            continue
-        timed = [(0.0, n["subscriptions"])] + [(at, [f]) for at, f in n.get("late_subscriptions", [])]
-        for at, filters in timed:
-            for t in expected_topics(matching, topics, filters):
-                ns = int(t0 + at * 1e9) if at else 0
-                since[(n["id"], t)] = min(since.get((n["id"], t), ns), ns)
-    rows = [(node, t, ns) for (node, t), ns in since.items()]
+        if n.get("role", "honest") == "honest":
+            times = subscription_times(matching, topics, n["subscriptions"], n.get("late_subscriptions", []))
+            rows += [(n["id"], t, int(t0 + at * 1e9) if at else 0) for t, at in times.items()]
     schema = T.StructType([T.StructField("node", T.StringType()), T.StructField("topic", T.StringType()),
                            T.StructField("since", T.LongType())])
     return spark.createDataFrame(rows, schema)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from node.protocols.predicates import expected_topics
+from node.protocols.predicates import subscription_times
 from orchestrator.plan import RunPlan
 from orchestrator.sim import Simulation
 
@@ -29,17 +29,15 @@ def run_in_memory(plan: RunPlan, bandwidth: bool = False) -> list[MessageOutcome
     for node_id, node in sim.net.nodes.items():
         for d in node.delivered:
             got.setdefault(d.msg_id, {})[node_id] = d.time - sim.t0
-    honest = {n.id for n in plan.nodes if n.role == "honest"}
-    subscribers = {t: {n.id for n in plan.nodes if t in expected_topics(plan.matching, plan.topics, n.subscriptions)}
-                   & honest for t in plan.topics}
-    late: dict[str, dict[str, float]] = {}  # topic -> timed subscriber -> when it subscribed
+    since: dict[str, dict[str, float]] = {}  # topic -> honest subscriber -> from when it expects messages
     for n in plan.nodes:
-        for at, f in n.late_subscriptions if n.id in honest else []:
-            for topic in expected_topics(plan.matching, plan.topics, [f]):
-                late.setdefault(topic, {})[n.id] = min(at, late.get(topic, {}).get(n.id, at))
+        if n.role == "honest":
+            times = subscription_times(plan.matching, plan.topics, n.subscriptions, n.late_subscriptions)
+            for topic, at in times.items():
+                since.setdefault(topic, {})[n.id] = at
     out = []
     for t, topic, origin, msg_id in sim.sent:
-        want = (subscribers[topic] | {n for n, at in late.get(topic, {}).items() if at <= t}) - {origin}
+        want = {n for n, at in since.get(topic, {}).items() if at <= t} - {origin}
         reached = got.get(msg_id, {})
         out.append(MessageOutcome(t, topic, len(want), [reached[n] - t for n in want if n in reached]))
     return out

@@ -136,7 +136,7 @@ class Topics(Strict):
     subscriptions: Annotated[Union[Interest, Zipf], Field(discriminator="model")] = Field(
         default_factory=lambda: Interest(model="interest", rate=1.0))
     predicates: list[PredicateGroup] | None = Field(
-        None, description="content-based protocols (scoutsubs, fastdelivery): who subscribes to which filter, instead of "
+        None, description="content-based protocols (matching by predicate): who subscribes to which filter, instead of "
                           "count and subscriptions; publishers publish workload.events")
 
     @model_validator(mode="after")
@@ -417,7 +417,8 @@ class Scenario(Strict):
             raise ValueError(f"{self.protocol.name} is content-based: give topics.predicates (filters and how many "
                              "subscribe to each) and workload.events (the event predicates published)")
         if not content and (self.topics.predicates is not None or self.workload.events is not None):
-            raise ValueError(f"topics.predicates and workload.events are for content-based protocols (scoutsubs, fastdelivery); "
+            content_based = ", ".join(n for n, c in PROTOCOLS.items() if c.matching == "predicate")
+            raise ValueError(f"topics.predicates and workload.events are for content-based protocols ({content_based}); "
                              f"{self.protocol.name} is topic-based: use topics.count and topics.subscriptions")
         if content and self.workload.publish_topics != "any":
             raise ValueError("workload.publish_topics: content-based publishers pick from workload.events; leave it out")

@@ -40,7 +40,7 @@ from .base import Unsupported
 from .dht_core import DhtCore
 from .kademlia import DhtParams, content_key
 from .match_index import MatchIndex
-from .predicates import Predicate, PredicateError
+from .predicates import Predicate, PredicateError, parse_for_app
 
 BOARD_PERIODS = 3  # a board keeps an advert for this many re-advertising periods
 
@@ -60,13 +60,6 @@ def rv_key(attr: str) -> int:
 
 def event_id(ev: Event) -> str:
     return f"{ev.publisher}/{ev.seq}"
-
-
-def _parse(text: str) -> Predicate:
-    try:
-        return Predicate.parse(text)
-    except PredicateError as err:
-        raise Unsupported(str(err)) from None
 
 
 @dataclass
@@ -124,7 +117,7 @@ class FastDelivery(DhtCore):
     # publisher ---------------------------------------------------------------------------------
     def create_topic(self, topic: str) -> str:
         """Create a multicast group whose predicate is `topic`, and advertise it."""
-        pred = _parse(topic)
+        pred = parse_for_app(topic)
         gid = str(pred)
         if gid not in self.groups:
             self.groups[gid] = Group(pred)
@@ -137,7 +130,7 @@ class FastDelivery(DhtCore):
             self._route(Message(advert=Advert(group=gid, publisher=self.node_id, attr=attr)), attr, None)
 
     def publish(self, topic: str, data: bytes) -> str:
-        pred = _parse(topic)
+        pred = parse_for_app(topic)
         groups = [g for g in self.groups.values() if g.pred.covers(pred)]
         if not groups:
             raise Unsupported(f"fastdelivery: {self.node_id} has no multicast group covering {str(pred)!r}; "
@@ -253,7 +246,7 @@ class FastDelivery(DhtCore):
 
     # subscriber --------------------------------------------------------------------------------
     def subscribe(self, topic: str) -> None:
-        pred = _parse(topic)
+        pred = parse_for_app(topic)
         key = str(pred)
         if key in self.mine:
             return
@@ -263,7 +256,7 @@ class FastDelivery(DhtCore):
         self.dht.when_bootstrapped(lambda: self._search(sub))
 
     def unsubscribe(self, topic: str) -> None:
-        sub = self.mine.pop(str(_parse(topic)), None)
+        sub = self.mine.pop(str(parse_for_app(topic)), None)
         if sub is None:
             return
         self.io.trace("leave", topic=str(sub.pred))

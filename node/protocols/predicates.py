@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
+from .base import Unsupported
+
 MAX_ATTRIBUTES = 5
 
 
@@ -110,6 +112,15 @@ class Predicate:
         return Predicate(tuple(hull if x == a else x for x in self.attrs))
 
 
+def parse_for_app(text: str) -> Predicate:
+    """A predicate handed in by the application (subscribe, publish): a malformed one is refused as
+    Unsupported, with the parser's reason, so the control API answers it as the caller's error."""
+    try:
+        return Predicate.parse(text)
+    except PredicateError as err:
+        raise Unsupported(str(err)) from None
+
+
 def group_predicates(events: list[str]) -> list[str]:
     """FastDelivery: the multicast groups a publisher of these events advertises - one per set of
     attributes, each range the hull of the events' values (so the group covers every one of them)."""
@@ -132,3 +143,14 @@ def expected_topics(matching: str, topics: list[str], subscriptions: list[str]) 
         return subscriptions
     filters = [Predicate.parse(f) for f in subscriptions]
     return [t for t in topics if any(f.matches(Predicate.parse(t)) for f in filters)]
+
+
+def subscription_times(matching: str, topics: list[str], subscriptions: list[str],
+                       late: list[tuple[float, str]]) -> dict[str, float]:
+    """Topic -> seconds after T0 from which a node expects its messages: 0 for what its start-up
+    subscriptions give it, else the earliest of its timed subscriptions (`late`) that gives it."""
+    since: dict[str, float] = {}
+    for at, filters in [(0.0, subscriptions)] + [(at, [f]) for at, f in late]:
+        for t in expected_topics(matching, topics, filters):
+            since[t] = min(since.get(t, at), at)
+    return since

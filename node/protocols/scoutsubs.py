@@ -37,10 +37,9 @@ from pydantic import Field
 
 from node.proto.scoutsubs_pb2 import Ack, BackupFilter, Event, Message, Subscription
 
-from .base import Unsupported
 from .dht_core import DhtCore
 from .kademlia import DhtParams, content_key, node_key
-from .predicates import Predicate, PredicateError
+from .predicates import Predicate, PredicateError, parse_for_app
 
 
 class ScoutSubsParams(DhtParams):
@@ -123,10 +122,7 @@ class ScoutSubs(DhtCore):
 
     # app ---------------------------------------------------------------------------------------
     def subscribe(self, topic: str) -> None:
-        try:
-            pred = Predicate.parse(topic)
-        except PredicateError as err:
-            raise Unsupported(str(err)) from None
+        pred = parse_for_app(topic)
         key = str(pred)
         if key in self.mine:
             return
@@ -138,19 +134,13 @@ class ScoutSubs(DhtCore):
 
     def unsubscribe(self, topic: str) -> None:
         """Stop renewing: the filter leaves the tables at their next swap (no explicit unsubscribe)."""
-        try:
-            key = str(Predicate.parse(topic))
-        except PredicateError as err:
-            raise Unsupported(str(err)) from None
+        key = str(parse_for_app(topic))
         if self.mine.pop(key, None) is not None:
             self.io.trace("leave", topic=key)
             self._reannounce()
 
     def publish(self, topic: str, data: bytes) -> str:
-        try:
-            pred = Predicate.parse(topic)
-        except PredicateError as err:
-            raise Unsupported(str(err)) from None
+        pred = parse_for_app(topic)
         self.seq += 1
         ev = Event(predicate=str(pred), publisher=self.node_id, seq=self.seq, payload=data,
                    birth_ns=int(self.clock() * 1e9))
@@ -344,9 +334,7 @@ class ScoutSubs(DhtCore):
         down.CopyFrom(ev)
         down.down, down.on_behalf = True, ""
         for route in routes:
-            target = self._down(down, route)
-            if target != route:
-                state.via[target] = route
+            self._dispatch_down(state, down, route)
         if self.params.reliable:
             state.waiting = set(routes)
             state.upstream = {frm} if frm else set()
@@ -378,6 +366,12 @@ class ScoutSubs(DhtCore):
             self.unsent.setdefault(target, []).append(("down", ev, route))
         self._send(target, Message(event=ev), data=len(ev.payload))
         return target
+
+    def _dispatch_down(self, state: Dispatch, ev: Event, route: str) -> None:
+        """`_down`, remembering which route a shortcut stands for (its ack is credited to the route)."""
+        target = self._down(ev, route)
+        if target != route:
+            state.via[target] = route
 
     def _to_backups(self, ev: Event, route: str) -> None:
         """`route` failed: its backups (its nearest peers, who hold its table) forward for it."""
@@ -513,8 +507,8 @@ class ScoutSubs(DhtCore):
                 for route in sorted(state.waiting):
                     if route in self.dead:
                         self._to_backups(state.event, route)
-                    elif (target := self._down(state.event, route)) != route:
-                        state.via[target] = route
+                    else:
+                        self._dispatch_down(state, state.event, route)
                 self.io.set_timer(self.params.check_delivery, "ss.check", data)
         elif name == "ss.handoff":
             self._hand_over()
