@@ -14,12 +14,17 @@ from typing import Any, Callable, ClassVar
 from node.proto.kademlia_pb2 import Envelope, Message
 
 from .base import ProtocolCore, parse_or_drop
-from .kademlia import DhtParams, Kademlia, node_key
+from .kademlia import DhtParams, Kademlia, content_key, node_key
 from .links import TIMER as LINKS_TIMER
 from .links import Links
 
 
 CLOSEST_HERE_TTL = 30.0  # seconds a lookup's "no node is closer to this key than us" is trusted
+
+
+def event_id(ev: Any) -> str:
+    """The id of a content-based event (ScoutSubs, FastDelivery): its publisher and sequence number."""
+    return f"{ev.publisher}/{ev.seq}"
 
 
 class DhtCore(ProtocolCore):
@@ -79,6 +84,15 @@ class DhtCore(ProtocolCore):
             self.links.on_dial_timeout(data)
         else:
             self.on_app_timer(name, data)
+
+    # rendezvous per attribute (content-based cores) -------------------------------------------------
+    def rv_key(self, attr: str) -> int:
+        """The DHT key whose closest node is this protocol's rendezvous for attribute `attr`."""
+        return content_key(f"{self.name}/attr/{attr}")
+
+    def nearest_attr(self, pred: Any) -> str:
+        """The attribute of predicate `pred` whose rendezvous key is closest to this node."""
+        return min(pred.names(), key=lambda a: self.rv_key(a) ^ self.dht.own)
 
     # routing toward a key --------------------------------------------------------------------------
     def next_hop(self, key: int, exclude: set[str], then: Callable[[str | None], None]) -> None:

@@ -37,8 +37,8 @@ from node.proto.fastdelivery_pb2 import (Advert, Delegate, Event, Groups, Member
                                          Relayed, Search)
 
 from .base import Unsupported
-from .dht_core import DhtCore
-from .kademlia import DhtParams, content_key
+from .dht_core import DhtCore, event_id
+from .kademlia import DhtParams
 from .match_index import MatchIndex
 from .predicates import Predicate, PredicateError, parse_for_app
 
@@ -52,14 +52,6 @@ class FastDeliveryParams(DhtParams):
                                                    "before it recruits a helper")
     search_refresh: float = Field(5.0, gt=0, description="subscribers search the boards, and publishers "
                                                          "re-advertise, this often (s)")
-
-
-def rv_key(attr: str) -> int:
-    return content_key("fastdelivery/attr/" + attr)
-
-
-def event_id(ev: Event) -> str:
-    return f"{ev.publisher}/{ev.seq}"
 
 
 @dataclass
@@ -250,7 +242,7 @@ class FastDelivery(DhtCore):
         key = str(pred)
         if key in self.mine:
             return
-        attr = min(pred.names(), key=lambda a: rv_key(a) ^ self.dht.own)
+        attr = self.nearest_attr(pred)
         sub = self.mine[key] = Mine(pred, attr, self.clock())
         self.io.trace("join", topic=key)
         self.dht.when_bootstrapped(lambda: self._search(sub))
@@ -347,7 +339,7 @@ class FastDelivery(DhtCore):
                 self.board.setdefault(attr, {})[(adv.publisher, adv.group)] = expiry
             else:
                 self._answer(msg.search)
-        self.next_hop(rv_key(attr), self.dead | ({frm} if frm else set()), go)
+        self.next_hop(self.rv_key(attr), self.dead | ({frm} if frm else set()), go)
 
     def _answer(self, search: Search) -> None:
         f = Predicate.parse(search.filter)

@@ -37,8 +37,8 @@ from pydantic import Field
 
 from node.proto.scoutsubs_pb2 import Ack, BackupFilter, Event, Message, Subscription
 
-from .dht_core import DhtCore
-from .kademlia import DhtParams, content_key, node_key
+from .dht_core import DhtCore, event_id
+from .kademlia import DhtParams, node_key
 from .predicates import Predicate, PredicateError, parse_for_app
 
 
@@ -53,14 +53,6 @@ class ScoutSubsParams(DhtParams):
     handoff_check: float = Field(2.0, gt=0, description="a node acting as rendezvous checks this often whether "
                                                         "its table now knows a closer node, and hands its "
                                                         "filters over to it")
-
-
-def rv_key(attr: str) -> int:
-    return content_key("scoutsubs/attr/" + attr)
-
-
-def event_id(ev: Event) -> str:
-    return f"{ev.publisher}/{ev.seq}"
 
 
 @dataclass
@@ -126,7 +118,7 @@ class ScoutSubs(DhtCore):
         key = str(pred)
         if key in self.mine:
             return
-        attr = min(pred.names(), key=lambda a: rv_key(a) ^ self.dht.own)
+        attr = self.nearest_attr(pred)
         sub = self.mine[key] = Mine(pred, self.rng.getrandbits(63), attr, self.clock())
         self.io.trace("join", topic=key)
         self._reannounce()  # a subscriber is a branch point: no shortcut over it
@@ -189,7 +181,7 @@ class ScoutSubs(DhtCore):
             self.up_via[sub.attr] = hop
             sub.shortcut = self._offer()
             self._send(hop, Message(subscribe=sub))
-        self.next_hop(rv_key(sub.attr), self.dead | ({frm} if frm else set()) | ({avoid} if avoid else set()), go)
+        self.next_hop(self.rv_key(sub.attr), self.dead | ({frm} if frm else set()) | ({avoid} if avoid else set()), go)
 
     def _reroute_up(self, lost: str) -> None:
         """The hop our filters went up through is gone: send them up again around it."""
@@ -275,7 +267,7 @@ class ScoutSubs(DhtCore):
     def _hand_over(self) -> None:
         """Filters held as rendezvous go up to a closer node the routing table has learnt since."""
         for attr, preds in list(self.as_rendezvous.items()):
-            key = rv_key(attr)
+            key = self.rv_key(attr)
             closer = [p for p in self.dht.table.closest(key, self.params.k)
                       if p not in self.dead and node_key(p) ^ key < self.dht.own ^ key]
             if not closer:
@@ -304,7 +296,7 @@ class ScoutSubs(DhtCore):
             if hop not in self.links.up:
                 self.unsent.setdefault(hop, []).append(("up", ev, frm))
             self._send(hop, Message(event=ev), data=len(ev.payload))
-        self.next_hop(rv_key(ev.attr), self.dead | ({frm} if frm else set()), go)
+        self.next_hop(self.rv_key(ev.attr), self.dead | ({frm} if frm else set()), go)
 
     def _dispatch(self, ev: Event, frm: str | None, on_behalf: str, came_down: bool = True) -> None:
         """Deliver if wanted here and send down every matching route but the one it came down from (a
