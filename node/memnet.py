@@ -1,6 +1,6 @@
 """The discrete-event network that drives sans-IO protocol cores in virtual time.
 
-It is both the cores' test network and the engine of the `sim` backend (orchestrator/sim.py):
+It is both the cores' test network and the engine of the `sim` backend (orchestrator/sim/engine.py):
 - latency: one-way delay per ordered pair (`latency(a, b)`, seconds), plus uniform jitter that never
   reorders a connection (TCP keeps order), and frame loss (as the node transport emulates it);
 - bandwidth (optional, per node): an uplink that serialises frames in FIFO order at the node's upload

@@ -48,7 +48,7 @@ def _scenario_args(p: argparse.ArgumentParser) -> None:
 
 def _load(args: argparse.Namespace):
     """The scenario's combinations (one, unless it or the command line has a matrix)."""
-    from orchestrator.matrix import expand
+    from orchestrator.model.matrix import expand
 
     return expand(args.scenario, args.overrides, args.matrix)
 
@@ -63,7 +63,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    from orchestrator.scenario import json_schema
+    from orchestrator.model.scenario import json_schema
 
     text = json.dumps(json_schema(), indent=2)
     if args.output:
@@ -85,7 +85,7 @@ def _fault_target(f: Any) -> str:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from orchestrator.plan import make_plan
+    from orchestrator.model.plan import make_plan
 
     combos = _load(args)
     if len(combos) > 1:
@@ -166,8 +166,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         err.print(f"[bold red]error:[/] the {args.backend} backend creates network namespaces or containers and tc "
                   "qdiscs: run peerlab as root (or with CAP_NET_ADMIN and CAP_SYS_ADMIN), or simulate with --backend sim")
         return 1
-    from orchestrator.runner import RunError, RunInterrupted, Runner
-    from orchestrator.simrunner import SimInterrupted, SimRunner
+    from orchestrator.run.runner import RunError, RunInterrupted, Runner
+    from orchestrator.sim.backend import SimInterrupted, SimRunner
 
     done: list[Path] = []
     for i, combo in enumerate(combos, 1):
@@ -215,7 +215,7 @@ def _upload(store: Any, run_id: str) -> None:
 
 
 def cmd_image(args: argparse.Namespace) -> int:
-    from orchestrator import image
+    from orchestrator.tools import image
     from orchestrator.backends.docker import docker_client
 
     base = args.base_image or image.base_image()
@@ -231,7 +231,7 @@ def cmd_image(args: argparse.Namespace) -> int:
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
-    from orchestrator.prepare import prepare
+    from orchestrator.tools.prepare import prepare
 
     extravars = _key_values(args.extra, "-e", "peerlab_install_docker=false")
     rc, stats = prepare(args.playbook, check=args.check, extravars=extravars)
@@ -285,7 +285,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_clean(args: argparse.Namespace) -> int:
     from orchestrator.backends.docker import docker_leftovers, remove_docker_objects
-    from orchestrator.cleanup import find_runs, forget_run, mark_status, remove_run_objects
+    from orchestrator.run.cleanup import find_runs, forget_run, mark_status, remove_run_objects
 
     if os.geteuid() != 0:
         err.print("[bold red]error:[/] cleaning namespaces needs root")
@@ -316,10 +316,10 @@ def cmd_clean(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from orchestrator.units import parse_duration, parse_size
+    from orchestrator.model.units import parse_duration, parse_size
 
     if args.target == "router":
-        from orchestrator.bench import bench_router
+        from orchestrator.tools.bench import bench_router
 
         try:
             sizes = [parse_size(x) for x in args.sizes.split(",")]
@@ -328,7 +328,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         bench_router(sizes, args.messages)
         return 0
     if args.target == "sim":
-        from orchestrator.bench_sim import bench_sim
+        from orchestrator.tools.bench_sim import bench_sim
 
         bench_sim(args.scenarios or ["scenarios/sim-gossipsub-1000.yaml"], args.overrides, err)
         return 0
@@ -339,7 +339,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             raise _UsageError("--events must be at least 1")
         return bench_analysis(args.events, args.master, args.workdir, args.keep, err)
     if args.target == "topiary-sweep":
-        from orchestrator.bench import bench_topiary_sweep
+        from orchestrator.tools.bench import bench_topiary_sweep
 
         bench_topiary_sweep(args.scenario, args.overrides, args.matrix, err)
         return 0
@@ -353,19 +353,19 @@ def cmd_bench(args: argparse.Namespace) -> int:
     except ValueError as e:
         raise _UsageError(f"--nodes takes a comma-separated list of counts, --duration a time like 60s ({e})")
     if args.target == "gossipsub":
-        from orchestrator.bench import bench_gossipsub
+        from orchestrator.tools.bench import bench_gossipsub
 
         bench_gossipsub(sizes, args.overrides, args.store, err)
         return 0
-    from orchestrator.bench import bench_local
+    from orchestrator.tools.bench import bench_local
 
     bench_local(sizes, duration, args.store, err)
     return 0
 
 
 def cmd_overlay(args: argparse.Namespace) -> int:
-    from orchestrator.overlays import ALGORITHMS
-    from orchestrator.overlays.experiment import Workload, format_table, run_experiment, to_json
+    from orchestrator.model.overlays import ALGORITHMS
+    from orchestrator.model.overlays.experiment import Workload, format_table, run_experiment, to_json
 
     algorithms = list(ALGORITHMS) if args.compare else [args.algorithm]
     if args.nodes > 1500 and "complete" in algorithms:
@@ -418,7 +418,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from orchestrator.doctor import checks, summary
+    from orchestrator.tools.doctor import checks, summary
 
     rows = checks()
     for r in rows:
@@ -488,7 +488,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tag-only", action="store_true", help="print the tag the image would have; build nothing")
     p.set_defaults(func=cmd_image)
 
-    from orchestrator.prepare import PLAYBOOKS
+    from orchestrator.tools.prepare import PLAYBOOKS
 
     p = sub.add_parser("prepare", help="prepare this machine with an Ansible playbook (host, kind, storage)",
                        description="Run one of playbooks/*.yml against localhost through ansible-runner: "
@@ -562,7 +562,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="examples:\n  peerlab overlay --algorithm cd-max-ref --nodes 1000 --topics 100 "
                "--subscriptions 10 --runs 10\n  peerlab overlay --compare --nodes 200 --json")
     p.add_argument("--algorithm", "-a", default="cd-max-ref", choices=sorted(__import__(
-        "orchestrator.overlays", fromlist=["ALGORITHMS"]).ALGORITHMS))
+        "orchestrator.model.overlays", fromlist=["ALGORITHMS"]).ALGORITHMS))
     p.add_argument("--compare", action="store_true", help="run every algorithm on the same workloads")
     p.add_argument("--nodes", type=int, default=200)
     p.add_argument("--topics", type=int, default=100)
@@ -596,7 +596,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from orchestrator.scenario import ScenarioError
+    from orchestrator.model.scenario import ScenarioError
 
     args = build_parser().parse_args(argv)
     try:

@@ -6,12 +6,10 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared"
+from tests.support.cli import ROOT, SHARED, docker_objects, peerlab, run_netns  # noqa: F401 - shared
 
 
 def pytest_collection_modifyitems(config, items):
@@ -34,17 +32,6 @@ def spark():
     session.stop()
 
 
-def peerlab(*args: str, timeout: float = 600, **kwargs) -> subprocess.CompletedProcess:
-    """Run the real CLI in a subprocess, as a user would."""
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=kwargs.pop("cwd", ROOT), **kwargs)
-
-
-def run_netns() -> set[str]:
-    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    return {line.split()[0] for line in out.splitlines() if line.startswith("pl")}
-
-
 @pytest.fixture(scope="session")
 def docker_engine():
     """The local Docker engine. CI (PEERLAB_REQUIRE_DOCKER=1, set by .ci/run after .ci/docker) fails
@@ -57,14 +44,6 @@ def docker_engine():
         if os.environ.get("PEERLAB_REQUIRE_DOCKER") == "1":
             pytest.fail(str(err))
         pytest.skip(f"{err} (.ci/docker installs and starts one)")
-
-
-def docker_objects(client) -> list[str]:
-    """Names of every container, network and volume a peerlab run labelled."""
-    label = {"label": "peerlab.run"}
-    return sorted([c.name for c in client.containers.list(all=True, filters=label)] +
-                  [n.name for n in client.networks.list(filters=label)] +
-                  [v.name for v in client.volumes.list(filters=label)])
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from .static_overlay import StaticOverlay
 
 
-# protocol name -> the overlay algorithm it always runs on (orchestrator/overlays)
+# protocol name -> the overlay algorithm it always runs on (orchestrator/model/overlays)
 TOPOLOGIES = {
     "random-overlay": "random",
     "complete-overlay": "complete",

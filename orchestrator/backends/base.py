@@ -1,4 +1,4 @@
-"""What every backend provides; the runner (`orchestrator.runner`) does all the rest the same way.
+"""What every backend provides; the runner (`orchestrator.run.runner`) does all the rest the same way.
 
 A backend differs from another only in: making the network, starting and stopping a node, applying
 shaping operations inside a node's network namespace and at the far end of its link, reaching its
@@ -18,8 +18,8 @@ from pyroute2 import NetNS
 
 from node.config import NodeConfig
 from orchestrator import shaping
-from orchestrator.control import ControlClient
-from orchestrator.plan import RunPlan
+from orchestrator.run.node_client import ControlClient
+from orchestrator.model.plan import RunPlan
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
     network pl<short>           (bridge, 10.S.0.0/16, the host side of each link on the host)
     pl<short>-n0-net            sandbox: holds n0's network namespace and address; root with
-                                NET_ADMIN only, it runs the shaper (`python -m orchestrator.shaper`)
+                                NET_ADMIN only, it runs the shaper (`python -m orchestrator.shaping`)
     pl<short>-n0                the node: non-root, no capabilities, in the sandbox's namespace
     volume pl<short>-events     every node's event log
 
@@ -23,9 +23,10 @@ from typing import Any
 from pyroute2 import IPRoute
 
 from node.config import NodeConfig
-from orchestrator import image, shaping
+from orchestrator import shaping
+from orchestrator.tools import image
 from orchestrator.backends.base import Backend, LinkEnds, RunContext, file_tail
-from orchestrator.control import ControlClient
+from orchestrator.run.node_client import ControlClient
 
 DATA_PORT = 4001
 CONTROL_PORT = 7000
@@ -132,7 +133,7 @@ class DockerBackend(Backend):
                 ipv4_address=self.address(node.id))})
             c = api.create_container(
                 self.image, name=self.sandbox(node.id), labels=self.labels, user="0",
-                entrypoint=["python", "-m", "orchestrator.shaper", "--hold"], networking_config=net,
+                entrypoint=["python", "-m", "orchestrator.shaping", "--hold"], networking_config=net,
                 host_config=api.create_host_config(network_mode=self.prefix, cap_drop=["ALL"],
                                                    cap_add=["NET_ADMIN"], security_opt=["no-new-privileges"],
                                                    init=True))
@@ -144,7 +145,7 @@ class DockerBackend(Backend):
 
     def _exec_shaper(self, container: str, ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
         result = self.client.containers.get(container).exec_run(
-            ["python", "-m", "orchestrator.shaper", "--ops", json.dumps(ops)], user="0")
+            ["python", "-m", "orchestrator.shaping", "--ops", json.dumps(ops)], user="0")
         out = result.output.decode(errors="replace").strip()
         try:
             done = json.loads(out.splitlines()[-1])

@@ -24,9 +24,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from node.config import NodeConfig
-from orchestrator import image, kube, shaping
+from orchestrator import shaping
+from orchestrator.backends import kube_cluster
+from orchestrator.tools import image
 from orchestrator.backends.base import Backend, LinkEnds, RunContext
-from orchestrator.control import ControlClient
+from orchestrator.run.node_client import ControlClient
 
 DATA_PORT = 4001
 CONTROL_PORT = 7000
@@ -39,7 +41,7 @@ STATUS_TTL = 1.0  # seconds a node's supervisor status is trusted (each query is
 
 def connect(namespace: str, context: str | None):
     """The cluster of the kubeconfig (tests put a fake one here)."""
-    return kube.KubeCluster(namespace, context)
+    return kube_cluster.KubeCluster(namespace, context)
 
 
 class KubernetesBackend(Backend):
@@ -50,7 +52,7 @@ class KubernetesBackend(Backend):
 
     def __init__(self, ctx: RunContext):
         super().__init__(ctx)
-        opts = kube.settings()
+        opts = kube_cluster.settings()
         self.cluster = connect(opts["namespace"], opts["context"])
         self.release = f"pl{ctx.short}"
         self.image = opts["image"] or image.image_tag()
@@ -123,7 +125,7 @@ class KubernetesBackend(Backend):
         return result["ok"], f"{result['why']} on the cluster node of pod {first}"
 
     def shape(self, where: str, ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        code, out = self.cluster.exec(where, "shaper", ["python", "-m", "orchestrator.shaper", "--ops",
+        code, out = self.cluster.exec(where, "shaper", ["python", "-m", "orchestrator.shaping", "--ops",
                                                         json.dumps(ops)])
         try:
             done = json.loads(out.strip().splitlines()[-1])

@@ -23,8 +23,8 @@ from pyroute2.netlink.rtnl import ndmsg
 
 from node.config import NodeConfig
 from orchestrator.backends.base import Backend, LinkEnds, RunContext, file_tail
-from orchestrator.cleanup import remove_run_objects
-from orchestrator.control import ControlClient
+from orchestrator.run.cleanup import remove_run_objects
+from orchestrator.run.node_client import ControlClient
 
 DATA_PORT = 4001
 NUD_PERMANENT = ndmsg.states["permanent"]

@@ -1,0 +1,76 @@
+"""Calibration: before T0, measure what the shaped network really does and compare with the plan.
+
+RTT on sampled neighbour pairs and upload throughput on sampled nodes, both through the nodes' own
+data connections (so transport-mode delays are measured too). Throughput is the fastest of
+`throughput_rounds` probes: a loaded host can only slow a probe down, never speed it past the shaper.
+Results, configured vs measured, go into the manifest; errors above the tolerance become warnings.
+"""
+from __future__ import annotations
+
+import asyncio
+import random
+import statistics
+from typing import Any
+
+from orchestrator.run.node_client import ControlClient
+from orchestrator.model.plan import RunPlan
+from orchestrator.model.scenario import Calibration
+
+PINGS = 5
+RTT_SLACK_MS = 1.0  # scheduler and kernel time on a loaded 2-core machine
+
+
+def _edges(plan: RunPlan) -> list[tuple[str, str]]:
+    """Planned links between nodes present at T0 (nodes that join later are not up yet)."""
+    return [(n.id, peer) for n in plan.nodes if not n.absent for peer in n.dial if not plan.node(peer).absent]
+
+
+def _error_pct(measured: float, configured: float) -> float:
+    return abs(measured - configured) / configured * 100 if configured else 0.0
+
+
+async def calibrate(plan: RunPlan, clients: dict[str, ControlClient], cal: Calibration) -> dict[str, Any]:
+    rng = random.Random(f"peerlab:{plan.seed}:calibration")
+    edges = _edges(plan)
+    pairs = rng.sample(edges, min(cal.pairs, len(edges)))
+
+    async def rtt(a: str, b: str) -> dict[str, Any]:
+        reply = await clients[a].post("/calibrate/ping", {"peer": b, "count": PINGS}, timeout=30)
+        measured = statistics.median(reply["rtt_ms"])
+        configured = plan.one_way_ms(a, b) + plan.one_way_ms(b, a)
+        ok = abs(measured - configured) <= cal.tolerance * configured + RTT_SLACK_MS
+        return {"a": a, "b": b, "configured_ms": configured, "measured_ms": round(measured, 3),
+                "error_pct": round(_error_pct(measured, configured), 2), "ok": ok}
+
+    rtts = await asyncio.gather(*(rtt(a, b) for a, b in pairs))
+
+    # throughput: disjoint sender/receiver pairs, measured at the same time
+    senders, used = [], set()
+    for a, b in rng.sample(edges, len(edges)):
+        if len(senders) >= cal.throughput_nodes:
+            break
+        if a not in used and b not in used:
+            senders.append((a, b))
+            used |= {a, b}
+
+    async def throughput(a: str, b: str) -> dict[str, Any]:
+        rounds = []
+        for _ in range(cal.throughput_rounds):
+            reply = await clients[a].post("/calibrate/throughput", {"peer": b, "bytes": cal.probe_bytes}, timeout=120)
+            rounds.append(round(reply["mbit"], 3))
+        configured = min(plan.node(a).bandwidth_up, plan.node(b).bandwidth_down) / 1e6
+        error = _error_pct(max(rounds), configured)
+        return {"from": a, "to": b, "configured_mbit": configured, "measured_mbit": max(rounds),
+                "rounds_mbit": rounds, "error_pct": round(error, 2), "ok": error <= cal.tolerance * 100}
+
+    rates = await asyncio.gather(*(throughput(a, b) for a, b in senders))
+    warnings = [f"RTT {r['a']}->{r['b']}: measured {r['measured_ms']} ms, configured {r['configured_ms']} ms"
+                for r in rtts if not r["ok"]]
+    warnings += [f"throughput {r['from']}->{r['to']}: measured {r['measured_mbit']} Mbit/s, configured "
+                 f"{r['configured_mbit']} Mbit/s" for r in rates if not r["ok"]]
+    return {
+        "rtt": list(rtts), "throughput": list(rates), "tolerance": cal.tolerance,
+        "latency_error_pct": round(statistics.mean(r["error_pct"] for r in rtts), 2) if rtts else None,
+        "bandwidth_error_pct": round(statistics.mean(r["error_pct"] for r in rates), 2) if rates else None,
+        "warnings": warnings,
+    }

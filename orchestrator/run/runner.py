@@ -1,0 +1,421 @@
+"""The runner: one run, the same steps for every backend.
+
+deploy -> shape -> start nodes -> connected -> calibrate -> barrier (T0) -> fault timeline -> drain
+-> stop -> teardown -> collect -> analysis. Teardown runs whatever happens (errors, Ctrl-C, SIGTERM);
+the run directory's `status` file says how the run ended.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import shutil
+import signal
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from node.config import Address, ControlConfig, NodeConfig
+from node.protocols import get_protocol
+from orchestrator import shaping
+from orchestrator.run import clock
+from orchestrator.backends import Backend, RunContext, get_backend
+from orchestrator.run.calibrate import calibrate
+from orchestrator.run.cleanup import RunState, forget_run, record_run
+from orchestrator.run.node_client import ControlClient, NodeError
+from orchestrator.model.plan import FaultEvent
+from orchestrator.run.record import RunRecord
+from orchestrator.model.scenario import Scenario
+
+
+class RunError(RuntimeError):
+    """A run that could not go on; the message names the node and shows its last output."""
+
+
+class RunInterrupted(RuntimeError):
+    """SIGINT or SIGTERM stopped the run; everything was torn down."""
+
+
+class Runner(RunRecord):
+    """A run on a real backend (nodes as processes, containers or pods)."""
+
+    def __init__(self, scenario: Scenario, *, backend: str = "local", seed: int | None = None,
+                 console: Console | None = None, shaping_mode: str = "auto", label: str = ""):
+        super().__init__(scenario, backend=backend, seed=seed, console=console, label=label)
+        self.backend_cls = get_backend(backend)
+        self.scratch = Path(tempfile.gettempdir()) / "peerlab" / self.short
+        self.ctx = RunContext(self.run_id, self.short, self.run_dir, self.scratch, self.plan, secrets.token_hex(16))
+        try:
+            self.backend: Backend = self.backend_cls(self.ctx)
+        except Exception:  # no engine, no cluster: nothing ran, so no run directory either
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+            raise
+        self.requested_mode = shaping_mode
+        self.clients: dict[str, ControlClient] = {}
+        self.configs: dict[str, NodeConfig] = {}
+        self.t0_ns: int | None = None
+        self.degraded: dict[str, dict[str, float]] = {}  # node -> its links' degradation, until restored
+        self.manifest["clock"] = {"method": "shared host clock (all nodes on this machine)",
+                                  "offsets_ns": {n.id: 0 for n in self.plan.nodes}}
+
+    @property
+    def present(self) -> list[str]:
+        """Nodes started at deploy time (the others join during the run, or never)."""
+        return [n.id for n in self.plan.nodes if not n.absent]
+
+    @property
+    def absent(self) -> set[str]:
+        return {n.id for n in self.plan.nodes if n.absent}
+
+    @staticmethod
+    async def _blocking(fn: Any, *args: Any) -> Any:
+        """Run blocking netlink work in a thread. If the run is cancelled meanwhile, the work still
+        finishes before the cancellation goes on, so teardown sees everything it made."""
+        fut = asyncio.get_running_loop().run_in_executor(None, fn, *args)
+        try:
+            return await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            await asyncio.wait([fut])
+            raise
+
+    # phases ------------------------------------------------------------------------------------
+    def _node_config(self, node_id: str, mode: str) -> NodeConfig:
+        node = self.plan.node(node_id)
+        b = self.backend
+        return NodeConfig(
+            run_id=self.run_id, node_id=node.id, protocol=node.protocol, params=node.params, role=node.role,
+            seed=self.plan.seed, listen=Address(host=b.address(node.id), port=b.data_port(node.id)),
+            peers={p: Address(host=b.address(p), port=b.data_port(p)) for p in node.contacts or node.neighbours},
+            directory={p: self.plan.node(p).subscriptions for p in node.contacts}
+            if get_protocol(node.protocol).uses_directory else {},
+            behaviour=node.behaviour,
+            dial=node.dial, neighbours=node.neighbours, subscriptions=node.subscriptions,
+            authors=node.authors, late_subscriptions=node.late_subscriptions,
+            schedule=node.schedule, control=ControlConfig(token=self.ctx.token, **b.control_endpoint(node.id)),
+            event_log=b.event_log_path(node.id),
+            delays_ms=shaping.transport_delays(self.plan, node.id) if mode == shaping.TRANSPORT else {},
+            jitter_ms=self.plan.jitter_ms if mode == shaping.TRANSPORT else 0.0,
+            loss=self.plan.loss if mode == shaping.TRANSPORT else 0.0,
+            resources_interval=self.scenario.output.resources_interval,
+        )
+
+    def _shaping_mode(self) -> tuple[str, str]:
+        has_netem, why = self.backend.probe_netem()
+        if self.requested_mode == "netem" and not has_netem:
+            raise RunError(f"--shaping netem was asked for, but {why}; use --shaping auto or transport")
+        if self.requested_mode == "transport" or not has_netem:
+            return shaping.TRANSPORT, why
+        return shaping.NETEM, why
+
+    def _shape(self, mode: str) -> None:
+        address_of = {n.id: self.backend.address(n.id) for n in self.plan.nodes}
+        with_netem = mode == shaping.NETEM
+        work: dict[str, list[dict[str, Any]]] = {}
+        for node in self.plan.nodes:
+            ends = self.backend.link_ends(node.id)
+            shape = shaping.node_shape(self.plan, node.id, address_of)
+            work.setdefault(ends.node_netns, []).append(shaping.egress_op(ends.node_ifname, shape, with_netem))
+        for far, links in self._far_ends().items():
+            work.setdefault(far, []).extend(shaping.download_op(ifname, self.plan.node(node_id).bandwidth_down)
+                                            for node_id, ifname in links)
+        self.backend.shape_all(work)
+
+    def _fail_node(self, node_id: str, what: str) -> RunError:
+        return RunError(f"node {node_id} {what}; its last output:\n{self.backend.output_tail(node_id)}")
+
+    async def _wait_healthy(self, node_ids: list[str], timeout: float) -> None:
+        pending = set(node_ids)
+        deadline = time.monotonic() + timeout
+        report_at = time.monotonic() + 5
+        while pending:
+            for node_id in sorted(pending):
+                if not self.backend.alive(node_id):
+                    raise self._fail_node(node_id, "exited during start-up")
+            results = await asyncio.gather(*(self.clients[n].get("/healthz", timeout=2) for n in pending),
+                                           return_exceptions=True)
+            pending = {n for n, r in zip(list(pending), results) if isinstance(r, Exception)}
+            if pending and time.monotonic() > deadline:
+                first = sorted(pending, key=lambda x: int(x[1:]))[0]
+                raise self._fail_node(first, f"did not answer on its control API within {timeout:.0f}s "
+                                             f"({len(pending)} nodes not up)")
+            if pending and time.monotonic() > report_at:
+                self.step(f"  {len(node_ids) - len(pending)}/{len(node_ids)} nodes answering")
+                report_at += 5
+            if pending:
+                await asyncio.sleep(0.2)
+
+    async def _wait_connected(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        report_at = time.monotonic() + 5
+        while True:
+            statuses = await asyncio.gather(*(self.clients[n].get("/status") for n in self.present))
+            missing = {s["node"]: sorted(set(s["neighbours"]) - set(s["connected"]) - self.absent)
+                       for s in statuses}
+            missing = {k: v for k, v in missing.items() if v}
+            if not missing:
+                return
+            if time.monotonic() > report_at:
+                self.step(f"  {len(statuses) - len(missing)}/{len(statuses)} nodes connected to all their neighbours")
+                report_at += 5
+            if time.monotonic() > deadline:
+                node_id, peers = next(iter(sorted(missing.items(), key=lambda kv: int(kv[0][1:]))))
+                raise self._fail_node(node_id, f"is not connected to {', '.join(peers[:5])} after {timeout:.0f}s "
+                                               f"({len(missing)} nodes short of their neighbours)")
+            await asyncio.sleep(0.25)
+
+    async def _measure_clocks(self, node_ids: list[str]) -> None:
+        """Nodes on other machines (backend.shared_clock False): their clock offsets, into the manifest."""
+        if self.backend.shared_clock:
+            return
+        measured = await clock.estimate({n: self.clients[n] for n in node_ids})
+        section = self.manifest["clock"]
+        if "rtt_ns" not in section:
+            section.update(method=measured["method"], offsets_ns={}, rtt_ns={}, max_error_ns=0)
+        section["offsets_ns"].update(measured["offsets_ns"])
+        section["rtt_ns"].update(measured["rtt_ns"])
+        section["max_error_ns"] = max(section["max_error_ns"], measured["max_error_ns"])
+
+    def _t0_for(self, node_id: str) -> int:
+        """T0 on the node's own clock."""
+        assert self.t0_ns is not None
+        return self.t0_ns + self.manifest["clock"]["offsets_ns"].get(node_id, 0)
+
+    async def _start_all(self) -> None:
+        lead = 1.0 + 0.01 * len(self.plan.nodes)  # time for every node to hear /start before T0
+        self.t0_ns = time.time_ns() + int(lead * 1e9)
+        await asyncio.gather(*(self.clients[n].post("/start", {"t0": self._t0_for(n)}) for n in self.present))
+        self.manifest["t0_ns"] = self.t0_ns
+
+    async def _restart(self, node_id: str) -> None:
+        self.backend.start_node(node_id, self.configs[node_id])
+        await self._wait_healthy([node_id], 30)
+        if node_id not in self.manifest["clock"].get("rtt_ns", {}):  # a join: not measured yet
+            await self._measure_clocks([node_id])
+        await self.clients[node_id].post("/start", {"t0": self._t0_for(node_id)})
+        # degradations outlive processes: tell the new one about its own and its peers'
+        node = self.plan.node(node_id)
+        known = {node_id, *(node.contacts or node.neighbours)}
+        for degraded, spec in self.degraded.items():
+            if degraded in known:
+                await self.clients[node_id].post("/links", {"node": degraded, **spec})
+
+    async def _apply_fault(self, fault: FaultEvent) -> bool:
+        """Execute one fault; False if it did not apply (said as a warning)."""
+        node = fault.node
+        if fault.action == "kill":  # waiting for the exit happens off the loop: restarts go on meanwhile
+            await self._blocking(self.backend.kill_node, node)
+        elif fault.action == "stop":
+            if self.backend.alive(node):
+                await self.clients[node].post("/stop", {"reason": "fault timeline"})
+                if await self._blocking(self.backend.wait_node, node, 10) is None:
+                    await self._blocking(self.backend.kill_node, node)
+        elif fault.action in ("restart", "join"):
+            if self.backend.alive(node):
+                self.warn(f"{fault.action} of {node} at {fault.at:g}s: it is still running; skipped")
+                return False
+            await self._restart(node)
+        elif fault.action == "partition":
+            await self._blocking(self._partition, fault.groups)
+        elif fault.action == "heal":
+            await self._blocking(self._heal)
+        elif fault.action == "degrade":
+            self.degraded[node] = {"delay_ms": fault.delay_ms, "loss": fault.loss}
+            if fault.bandwidth:
+                await self._blocking(self._set_rate, node, fault.bandwidth, fault.bandwidth)
+            await self._degrade_links(node, fault.delay_ms, fault.loss)
+        elif fault.action == "restore":
+            planned = self.plan.node(node)
+            if self.degraded.pop(node, None) is not None:
+                await self._blocking(self._set_rate, node, planned.bandwidth_up, planned.bandwidth_down)
+                await self._degrade_links(node, 0.0, 0.0)
+        return True
+
+    # network faults, on the live tc trees (orchestrator/shaping/__init__.py) and the node transports
+    def _partition(self, groups: list[list[str]]) -> None:
+        side = {x: i for i, g in enumerate(groups) for x in g}
+        address_of = {n.id: self.backend.address(n.id) for n in self.plan.nodes}
+        work: dict[str, list[dict[str, Any]]] = {}
+        for far, links in self._far_ends().items():
+            for node_id, ifname in links:
+                node = self.plan.node(node_id)
+                others = [address_of[p] for p in node.contacts or node.neighbours if side[p] != side[node_id]]
+                work.setdefault(far, []).append(shaping.cut_op(ifname, others))
+        self.backend.shape_all(work)
+
+    def _heal(self) -> None:
+        self.backend.shape_all({far: [shaping.heal_op(ifname) for _, ifname in links]
+                                for far, links in self._far_ends().items()})
+
+    def _far_ends(self) -> dict[str, list[tuple[str, str]]]:
+        """The switch side of every node's link, by namespace (one handle per namespace)."""
+        by_far: dict[str, list[tuple[str, str]]] = {}
+        for node in self.plan.nodes:
+            ends = self.backend.link_ends(node.id)
+            by_far.setdefault(ends.far_netns, []).append((node.id, ends.far_ifname))
+        return by_far
+
+    def _set_rate(self, node_id: str, up_bps: int, down_bps: int) -> None:
+        ends = self.backend.link_ends(node_id)
+        work: dict[str, list[dict[str, Any]]] = {}
+        work.setdefault(ends.node_netns, []).append(shaping.rate_op(ends.node_ifname, up_bps))
+        work.setdefault(ends.far_netns, []).append(shaping.rate_op(ends.far_ifname, down_bps))
+        self.backend.shape_all(work)
+
+    async def _degrade_links(self, node_id: str, delay_ms: float, loss: float) -> None:
+        """Latency and loss on every link of the node, both ways: its own transport (towards all its
+        peers) and each running peer's transport (towards it) are told; zeros restore."""
+        node = self.plan.node(node_id)
+        body = {"node": node_id, "delay_ms": delay_ms, "loss": loss}
+        targets = [p for p in [node_id, *(node.contacts or node.neighbours)] if self.backend.alive(p)]
+        results = await asyncio.gather(*(self.clients[p].post("/links", body) for p in targets),
+                                       return_exceptions=True)
+        for result in results:
+            if isinstance(result, Exception):  # a peer that died meanwhile has no links to degrade
+                self.warn(f"degrade of {node_id}: {result}")
+
+    def _record_fault(self, fault: FaultEvent, took_effect: int) -> None:
+        self.manifest["faults_executed"].append(
+            {**fault.model_dump(exclude_defaults=True), "at": fault.at, "action": fault.action, "t_ns": took_effect,
+             "offset_s": round((took_effect - self.t0_ns) / 1e9, 3)})
+        what = fault.node or (f"into {len(fault.groups)} sides" if fault.groups else "the network")
+        self.step(f"fault: {fault.action} {what} at T0+{(took_effect - self.t0_ns) / 1e9:.2f}s")
+
+    async def _timeline(self) -> None:
+        """Faults in time order. A restart or join (a process start, ~0.5 s) runs in the background so
+        later faults keep their time; the next fault on the same node waits for it."""
+        assert self.t0_ns is not None
+        pending: dict[str, asyncio.Task] = {}
+
+        async def execute(fault: FaultEvent) -> None:
+            issued = time.time_ns()
+            if await self._apply_fault(fault):
+                # a kill takes effect when the signal is sent; the others once they are done
+                self._record_fault(fault, issued if fault.action == "kill" else time.time_ns())
+
+        for fault in self.plan.faults:
+            delay = self.t0_ns / 1e9 + fault.at - time.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            busy = [pending.pop(fault.node)] if fault.node in pending else (
+                [] if fault.node else [pending.pop(k) for k in list(pending)])
+            if busy:
+                await asyncio.gather(*busy)
+            if fault.action in ("restart", "join"):
+                pending[fault.node] = asyncio.create_task(execute(fault))
+            else:
+                await execute(fault)
+        if pending:
+            await asyncio.gather(*pending.values())
+        remaining = self.t0_ns / 1e9 + self.plan.end - time.time()
+        if remaining > 0:
+            await asyncio.sleep(remaining)
+
+    async def _stop_all(self) -> None:
+        alive = [n.id for n in self.plan.nodes if self.backend.alive(n.id)]
+        await asyncio.gather(*(self.clients[n].post("/stop", {"reason": "run finished"}) for n in alive),
+                             return_exceptions=True)
+        loop = asyncio.get_running_loop()
+        for node_id in alive:
+            code = await loop.run_in_executor(None, self.backend.wait_node, node_id, 10)
+            if code is None:
+                self.warn(f"{node_id} did not stop within 10s; killed")
+                self.backend.kill_node(node_id)
+
+    # the run -----------------------------------------------------------------------------------
+    async def _execute(self) -> None:
+        plan = self.plan
+        n = len(plan.nodes)
+        self.step(f"plan: {n} nodes, protocol {plan.protocol}, {len(plan.topics)} topics, "
+                  f"{plan.publishes()} publishes over {plan.duration:g}s, seed {plan.seed}")
+        started = time.monotonic()
+        self.step(f"deploy: {self.backend.name} backend, {n} network namespaces")
+        # pyroute2's sync API runs an event loop of its own: netlink work goes to a worker thread
+        await self._blocking(self.backend.create_network)
+        # probed where the nodes run (on Kubernetes: in a pod, on the cluster's kernel)
+        mode, why = await self._blocking(self._shaping_mode)
+        self.manifest["shaping"] = {"mode": mode, "probe": why,
+                                    "latency": "netem in the kernel" if mode == shaping.NETEM
+                                    else "per-destination delay in the node transport",
+                                    "bandwidth": "HTB in the kernel (upload on the node, download on "
+                                                 f"{self.backend.download_side})"}
+        self.step(f"shape: {mode} mode ({why}); HTB on {2 * n} interfaces")
+        await self._blocking(self._shape, mode)
+        for node in plan.nodes:
+            self.configs[node.id] = self._node_config(node.id, mode)
+            self.clients[node.id] = self.backend.control(node.id)
+            if not node.absent:
+                self.backend.start_node(node.id, self.configs[node.id])
+        await self._wait_healthy(self.present, 30 + 0.3 * n)
+        await self._wait_connected(30 + 0.2 * n)
+        await self._measure_clocks(self.present)
+        self.manifest["startup_s"] = round(time.monotonic() - started, 2)
+        self.step(f"nodes up and connected in {self.manifest['startup_s']:.1f}s")
+        if self.scenario.calibration.enabled:
+            self.step("calibrate: RTT and throughput through the data plane")
+            cal = await calibrate(plan, self.clients, self.scenario.calibration)
+            self.manifest["calibration"] = cal
+            for w in cal["warnings"]:
+                self.warn(f"calibration off by more than {cal['tolerance']:.0%}: {w}")
+            self.step(f"calibration: RTT error {cal['latency_error_pct']}%, throughput error "
+                      f"{cal['bandwidth_error_pct']}% "
+                      f"({', '.join(str(r['measured_mbit']) for r in cal['throughput'])} Mbit/s)")
+        await self._start_all()
+        self.step(f"T0: running {plan.end:g}s (warm-up {plan.warmup:g}s, publishing {plan.duration:g}s, "
+                  f"drain {plan.drain:g}s, {len(plan.faults)} faults)")
+        await self._timeline()
+        self.step("drain over: stopping nodes")
+        await self._stop_all()
+
+    @staticmethod
+    def _cancel_on_signals(task: asyncio.Task) -> dict[int, Any]:
+        """SIGINT and SIGTERM cancel the run (teardown follows). Not loop.add_signal_handler: pyroute2
+        forks helpers that inherit asyncio's wake-up fd, and their SIGTERM would cancel our run."""
+        owner = os.getpid()
+        loop = asyncio.get_running_loop()
+
+        def handler(signum: int, frame: Any) -> None:
+            if os.getpid() != owner:
+                os._exit(128 + signum)
+            loop.call_soon_threadsafe(task.cancel)
+        return {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    async def run_async(self) -> Path:
+        record_run(RunState(self.short, self.run_id, os.getpid(), str(self.run_dir), str(self.scratch)))
+        self.begin()
+        status, detail = "failed", ""
+        previous = self._cancel_on_signals(asyncio.current_task())
+        try:
+            await self._execute()
+            status = "completed"
+        except asyncio.CancelledError:
+            status, detail = "interrupted", "interrupted by a signal; torn down"
+            raise
+        except (RunError, NodeError) as err:
+            detail = str(err)
+            raise RunError(str(err)) from None
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            for client in self.clients.values():
+                await client.close()
+            self.step("teardown: stopping processes, removing namespaces")
+            await self._blocking(self.backend.teardown)
+            collected = self.collect({n.id: self.backend.event_log(n.id) for n in self.plan.nodes})
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            forget_run(self.short)
+            self.finish(status, detail, collected)
+        return self.run_dir
+
+    def run(self) -> Path:
+        try:
+            return asyncio.run(self.run_async())
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            raise RunInterrupted(f"run {self.run_id} interrupted; torn down") from None
+
+
+def run_scenario(scenario: Scenario, **kwargs: Any) -> Path:
+    return Runner(scenario, **kwargs).run()
+

@@ -1,0 +1,227 @@
+"""A RunPlan executed in virtual time on the discrete-event network (node/memnet.py): the `sim` backend.
+
+The same plan a real backend deploys (latency per pair as shaping applies it, per-node bandwidth,
+jitter, loss, subscriptions, dial lists, attackers, publish schedules, the fault timeline) drives the
+same unchanged protocol cores; each node's events go to its own JSON-lines file, exactly as the node
+runtime writes them (start, behaviour, t0, stop, connect/disconnect, and the core's own), so the
+analysis and reports are the ones of emulated runs. Nothing here reads the wall clock except the
+speed figures, so a seed gives the same event logs, bit for bit.
+
+What is not modelled: CPU time (a core's work takes no virtual time), TCP dynamics (slow start,
+retransmission: loss drops whole frames, as the transport-mode emulation does), and the kernel's
+fair sharing between connections (the uplink is one FIFO with a priority lane).
+"""
+from __future__ import annotations
+
+import json
+import random
+import resource
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from node.memnet import MemNetwork
+from node.protocols import get_protocol
+from orchestrator.model.plan import FaultEvent, RunPlan
+
+FLUSH_EVERY = 200_000  # buffered event lines before they are appended to the files
+
+
+class EventFiles:
+    """Per-node JSON-lines files, written in batches (a simulation has no process to lose)."""
+
+    def __init__(self, directory: Path, node_ids: list[str]):
+        self.directory = directory
+        directory.mkdir(parents=True, exist_ok=True)
+        self.paths = {n: directory / f"{n}.jsonl" for n in node_ids}
+        for path in self.paths.values():
+            path.write_text("")
+        self._buffers: dict[str, list[str]] = {n: [] for n in node_ids}
+        self._pending = 0
+        self.written = 0
+        self._dumps = json.JSONEncoder(separators=(",", ":")).encode
+
+    def __call__(self, node_id: str, event: dict[str, Any]) -> None:
+        self._buffers[node_id].append(self._dumps(event))
+        self._pending += 1
+        if self._pending >= FLUSH_EVERY:
+            self.flush()
+
+    def flush(self) -> None:
+        for node_id, lines in self._buffers.items():
+            if lines:
+                with open(self.paths[node_id], "a", encoding="utf-8") as f:
+                    f.write("\n".join(lines) + "\n")
+                lines.clear()
+        self.written += self._pending
+        self._pending = 0
+
+
+@dataclass
+class SimStats:
+    nodes: int
+    virtual_s: float = 0.0
+    wall_s: float = 0.0
+    engine_events: int = 0       # scheduled actions executed (frame hops, timers, publishes, ...)
+    log_events: int = 0
+    peak_in_flight_frames: int = 0
+    peak_rss_mib: float = 0.0
+    faults_executed: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def speed(self) -> float:
+        """Simulated seconds per wall-clock second."""
+        return self.virtual_s / self.wall_s if self.wall_s else float("inf")
+
+    @property
+    def events_per_s(self) -> float:
+        return self.engine_events / self.wall_s if self.wall_s else float("inf")
+
+    def summary(self) -> str:
+        return (f"{self.virtual_s:.1f} simulated s in {self.wall_s:.1f} wall s ({self.speed:.2f} sim s/wall s), "
+                f"{self.engine_events:,} engine events ({self.events_per_s:,.0f}/s), {self.log_events:,} log events, "
+                f"peak {self.peak_in_flight_frames:,} frames in flight, peak RSS {self.peak_rss_mib:.0f} MiB")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "sim_s_per_wall_s": round(self.speed, 3),
+                "engine_events_per_s": round(self.events_per_s)}
+
+
+def _peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+class Simulation:
+    """Builds the network from the plan; `run()` executes start-up, T0, the schedule and the faults.
+
+    `sink(node_id, event)` gets every event (None: memnet keeps them per node, schema-checked);
+    `bandwidth=False` drops the bandwidth model (latency only: quicker parameter sweeps)."""
+
+    def __init__(self, plan: RunPlan, sink: Callable[[str, dict[str, Any]], None] | None = None, *,
+                 bandwidth: bool = True, keep_deliveries: bool = False):
+        self.plan = plan
+        index = {n.id: n.index for n in plan.nodes}
+        delay = [[plan.one_way_ms(a.id, b.id) / 1000 for b in plan.nodes] for a in plan.nodes]
+        self.net = MemNetwork(plan.seed, lambda a, b: delay[index[a]][index[b]], jitter=plan.jitter_ms / 1000,
+                              loss=plan.loss, sink=sink, keep_deliveries=keep_deliveries)
+        self.bandwidth = bandwidth
+        self.t0 = 0.5 + 2 * max((delay[index[n.id]][index[p]] for n in plan.nodes for p in n.dial), default=0.0)
+        self._degraded: set[str] = set()
+        self.stats = SimStats(nodes=len(plan.nodes))
+        self._rngs = {n.id: random.Random(f"{plan.seed}:{n.id}") for n in plan.nodes}
+        self.net.before_boot = self._started
+        self.sent: list[tuple[float, str, str, str]] = []  # (t_pub, topic, origin, msg_id)
+
+    def _emit(self, node_id: str, type_: str, **fields: Any) -> None:
+        self.net.emit(node_id, {"ts": int(self.net.now * 1e9), "node": node_id, "type": type_, **fields})
+
+    def _started(self, node_id: str) -> None:
+        node = self.plan.node(node_id)
+        self._emit(node_id, "start", protocol=node.protocol)
+        self._emit(node_id, "behaviour", behaviour=node.role)
+
+    def _add(self, node_id: str) -> None:
+        node = self.plan.node(node_id)
+        cls = get_protocol(node.protocol)
+        up, down = (node.bandwidth_up, node.bandwidth_down) if self.bandwidth else (0, 0)
+        ip = f"10.{node.index // 65536 % 256}.{node.index // 256 % 256}.{node.index % 256}"
+        self.net.add_node(node_id, cls, cls.Params(**node.params), ip=ip, behaviour=node.behaviour or None,
+                          bandwidth=(up, down) if up and down else None)
+
+    def _join(self, node_id: str) -> None:
+        """What the node runtime does once its core started: subscribe, dial (node/runtime.py)."""
+        node = self.plan.node(node_id)
+        core = self.net.nodes[node_id].core
+        for topic in node.authors:
+            core.create_topic(topic)
+        for topic in node.subscriptions:
+            core.subscribe(topic)
+        for peer in node.dial:
+            self.net.connect(node_id, peer)
+
+    def _subscribe(self, node_id: str, topic: str) -> None:
+        node = self.net.nodes[node_id]
+        if node.up:
+            node.core.subscribe(topic)
+
+    def _publish(self, node_id: str, topic: str, size: int) -> None:
+        node = self.net.nodes[node_id]
+        if node.up:
+            msg_id = node.core.publish(topic, self._rngs[node_id].randbytes(size))
+            self.sent.append((self.net.now - self.t0, topic, node_id, msg_id))
+
+    def _fault(self, fault: FaultEvent) -> None:
+        """Execute one fault as the runner does (orchestrator/run/runner.py), at its exact virtual time."""
+        net, action = self.net, fault.action
+        node = net.nodes.get(fault.node)
+        if action in ("kill", "stop") and node is not None and node.up:
+            if action == "stop":
+                self._emit(fault.node, "stop", reason="fault timeline")
+            net.crash(fault.node, reason="closed by peer")
+        elif action == "restart" and node is not None and not node.up:
+            net.restart(fault.node)
+            self._join(fault.node)
+            self._emit(fault.node, "t0", t0=int(self.t0 * 1e9))
+        elif action == "join" and node is None:
+            self._add(fault.node)
+            self._join(fault.node)
+            self._emit(fault.node, "t0", t0=int(self.t0 * 1e9))
+        elif action == "partition":
+            net.partition(fault.groups)
+        elif action == "heal":
+            net.heal()
+        elif action == "degrade":
+            rate = (fault.bandwidth, fault.bandwidth) if fault.bandwidth else None
+            net.degrade(fault.node, fault.delay_ms / 1000, fault.loss, rate)
+            self._degraded.add(fault.node)
+        elif action == "restore" and fault.node in self._degraded:
+            self._degraded.discard(fault.node)
+            planned = self.plan.node(fault.node)
+            net.degrade(fault.node, bandwidth=(planned.bandwidth_up, planned.bandwidth_down))
+        else:
+            return  # the runner skips these too (a restart of a running node, a kill of a dead one)
+        self.stats.faults_executed.append({**fault.model_dump(exclude_defaults=True), "at": fault.at,
+                                           "action": action, "t_ns": int(net.now * 1e9),
+                                           "offset_s": round(net.now - self.t0, 6)})
+
+    def start_up(self) -> None:
+        """Every node starts, subscribes and dials; virtual time runs to T0 (connections are up)."""
+        present = [n.id for n in self.plan.nodes if not n.absent]
+        for node_id in present:
+            self._add(node_id)
+        for node_id in present:
+            self._join(node_id)
+        self.net.run(until=self.t0)
+
+    def run(self, progress: Callable[[str], None] | None = None, every: float = 10.0) -> SimStats:
+        started = time.perf_counter()
+        net, plan = self.net, self.plan
+        self.start_up()
+        for node_id in net.nodes:
+            self._emit(node_id, "t0", t0=int(self.t0 * 1e9))
+        for node in plan.nodes:
+            for offset, topic, size in node.schedule:
+                net.schedule(offset, lambda n=node.id, t=topic, s=size: self._publish(n, t, s))
+            for offset, topic in node.late_subscriptions:
+                net.schedule(offset, lambda n=node.id, t=topic: self._subscribe(n, t))
+        for fault in plan.faults:
+            net.schedule(fault.at, lambda f=fault: self._fault(f))
+        end = self.t0 + plan.end
+        mark = self.t0
+        while mark < end:
+            mark = min(end, mark + every)
+            net.run(until=mark, max_events=1 << 62)
+            if progress:
+                wall = time.perf_counter() - started
+                progress(f"sim: T0+{mark - self.t0:.0f}s of {plan.end:g}s, {net.processed:,} events, "
+                         f"{wall:.0f}s wall, {net.in_flight:,} frames in flight")
+        for node_id, node in net.nodes.items():
+            if node.up:
+                self._emit(node_id, "stop", reason="run finished")
+        self.stats.virtual_s = round(end, 6)
+        self.stats.wall_s = round(time.perf_counter() - started, 3)
+        self.stats.engine_events = net.processed
+        self.stats.peak_in_flight_frames = net.peak_in_flight
+        self.stats.peak_rss_mib = round(_peak_rss_mib(), 1)
+        return self.stats

@@ -1,0 +1,1 @@
+"""The commands around runs: benchmarks, `doctor`, the node image, and `prepare` (Ansible playbooks)."""

@@ -1,0 +1,84 @@
+"""`peerlab doctor`: what this machine offers and which backends and shaping modes can run here."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from typing import Any
+from orchestrator.paths import ROOT
+
+
+def _cmd_version(cmd: list[str]) -> str | None:
+    if not shutil.which(cmd[0]):
+        return None
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    text = (out.stdout or out.stderr).strip().splitlines()
+    return text[0] if text else cmd[0]
+
+
+def checks() -> list[dict[str, Any]]:
+    from orchestrator.shaping import probe_htb, probe_netem
+
+    root = os.geteuid() == 0
+    rows: list[dict[str, Any]] = [{"what": "root (or CAP_NET_ADMIN)", "ok": root,
+                                   "detail": "yes" if root else "run peerlab as root for the local backend"}]
+    if root:
+        htb, htb_why = probe_htb()
+        netem, netem_why = probe_netem()
+        rows.append({"what": "network namespaces + HTB", "ok": htb, "detail": htb_why})
+        rows.append({"what": "netem", "ok": netem, "detail": netem_why + (
+            "" if netem else " -> latency is applied in the node transport (shaping mode 'transport')")})
+    java = _cmd_version(["java", "-version"])
+    rows.append({"what": "java (for PySpark reports)", "ok": java is not None,
+                 "detail": java or "missing: apt-get install openjdk-17-jre-headless"})
+    docker = _cmd_version(["docker", "version", "--format", "{{.Server.Version}}"])
+    engine = bool(docker and docker[0].isdigit())
+    rows.append({"what": "docker engine", "ok": engine, "detail": docker if engine else
+                 "no engine answering (for --backend docker: .ci/docker installs docker.io and starts dockerd)"})
+    local_helm = ROOT / ".tools" / "bin" / "helm"
+    helm = _cmd_version([str(local_helm) if local_helm.exists() else "helm", "version", "--short"])
+    rows.append({"what": "helm", "ok": helm is not None,
+                 "detail": helm or "missing (.ci/tools installs it into .tools/bin; for the chart's checks)"})
+    rows.append(_kubernetes_row())
+    return rows
+
+
+def _kubernetes_row() -> dict[str, Any]:
+    """Is a cluster configured (kubeconfig context), and does its API server answer?"""
+    try:
+        from kubernetes import client, config
+
+        _, current = config.list_kube_config_contexts()
+        config.load_kube_config()
+        host = client.Configuration.get_default_copy().host
+        version = client.VersionApi().get_code(_request_timeout=5).git_version
+        return {"what": "kubernetes cluster", "ok": True,
+                "detail": f"context {current['name']}: {host}, Kubernetes {version}"}
+    except Exception as err:  # noqa: BLE001 - no kubeconfig, no server: said, not raised
+        return {"what": "kubernetes cluster", "ok": False,
+                "detail": f"none reachable ({str(err).splitlines()[0][:120] or err.__class__.__name__}); "
+                          "for --backend kubernetes: peerlab prepare kind, or point KUBECONFIG at a cluster"}
+
+
+def summary(rows: list[dict[str, Any]]) -> list[str]:
+    ok = {r["what"]: r["ok"] for r in rows}
+    lines = []
+    if ok.get("root (or CAP_NET_ADMIN)") and ok.get("network namespaces + HTB"):
+        mode = "netem (kernel)" if ok.get("netem") else "transport (HTB in the kernel, latency in the node)"
+        lines.append(f"backend local: can run; shaping mode {mode}")
+    else:
+        lines.append("backend local: cannot run here (needs root, network namespaces and HTB)")
+    if ok.get("root (or CAP_NET_ADMIN)") and ok.get("docker engine"):
+        lines.append("backend docker: can run (needs the node image's base: python:3.12-slim or $PEERLAB_BASE_IMAGE)")
+    else:
+        lines.append("backend docker: cannot run here (needs root and a Docker engine)")
+    if ok.get("kubernetes cluster") and ok.get("helm"):
+        lines.append("backend kubernetes: can run (load the node image into the cluster first)")
+    else:
+        lines.append("backend kubernetes: cannot run here (needs helm and a reachable cluster)")
+    lines.append("backend sim: can run (virtual time in one process; needs nothing else)")
+    lines.append("reports: " + ("can run" if ok.get("java (for PySpark reports)") else "need Java (use --no-report meanwhile)"))
+    return lines

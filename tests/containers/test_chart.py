@@ -1,0 +1,108 @@
+"""The Helm chart, checked statically with the real helm (v4) and the Kubernetes 1.35 schemas: no
+Kubernetes server can run here (the kind workflow runs it for real in users' CI)."""
+import json
+import subprocess
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from node.protocols import PROTOCOLS
+from tests.support.cli import ROOT
+
+CHART = ROOT / "charts" / "peerlab"
+HELM = ROOT / ".tools" / "bin" / "helm"
+LARGE = CHART / "ci" / "large-values.yaml"
+
+
+def helm(*args: str) -> subprocess.CompletedProcess:
+    if not HELM.exists():
+        pytest.fail(f"{HELM} is missing: run .ci/tools (make setup does)")
+    return subprocess.run([str(HELM), *args], capture_output=True, text=True, timeout=120)
+
+
+def rendered(*values: str) -> list[dict]:
+    result = helm("template", "run", str(CHART), "--namespace", "peerlab", *values)
+    assert result.returncode == 0, result.stderr
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+@pytest.mark.parametrize("values", [[], ["-f", str(LARGE)]], ids=["defaults", "large"])
+def test_lint_strict_and_valid_against_kubernetes_1_35(values):
+    lint = helm("lint", "--strict", str(CHART), *values)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    docs = rendered(*values)
+    assert {d["kind"] for d in docs} >= {"StatefulSet", "Service", "ConfigMap", "Secret", "Role", "RoleBinding",
+                                         "ServiceAccount"}
+    for doc in docs:
+        kubernetes_validate.validate(doc, "1.35.0", strict=True)  # raises on any schema error
+
+
+@pytest.mark.parametrize("setting, field", [("nodes.count=-1", "nodes.count"), ("protocol=bogus", "protocol"),
+                                            ("run.short=XYZ", "run.short"), ("control.token=short", "control.token")])
+def test_values_schema_rejects_bad_values(setting, field):
+    result = helm("template", "run", str(CHART), "--set", setting)
+    assert result.returncode != 0
+    assert "values don't meet the specifications of the schema" in result.stderr
+    assert field.split(".")[-1] in result.stderr, result.stderr
+
+
+def test_schema_knows_exactly_the_registered_protocols():
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    assert sorted(schema["properties"]["protocol"]["enum"]) == sorted(PROTOCOLS)
+
+
+def test_pods_node_unprivileged_shaper_net_admin_only():
+    docs = rendered("-f", str(LARGE))
+    sets = {d["metadata"]["labels"]["peerlab.role"]: d for d in docs if d["kind"] == "StatefulSet"}
+    assert sets["node"]["spec"]["replicas"] == 5000 and sets["attacker"]["spec"]["replicas"] == 250
+    for sts in sets.values():
+        assert sts["spec"]["podManagementPolicy"] == "Parallel"
+        pod = sts["spec"]["template"]["spec"]
+        node, shaper = (next(c for c in pod["containers"] if c["name"] == n) for n in ("node", "shaper"))
+        assert node["securityContext"]["runAsNonRoot"] is True
+        assert node["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+        assert node["securityContext"]["allowPrivilegeEscalation"] is False
+        assert shaper["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["NET_ADMIN"]}
+        assert not shaper["securityContext"].get("privileged")
+        assert pod["nodeSelector"]["peerlab.io/pool"] == "emulation" and pod["tolerations"]
+        token = next(e for e in node["env"] if e["name"] == "PEERLAB_CONTROL_TOKEN")
+        assert token["valueFrom"]["secretKeyRef"]["key"] == "token"
+    service = next(d for d in docs if d["kind"] == "Service")
+    assert service["spec"]["clusterIP"] == "None" and service["spec"]["publishNotReadyAddresses"] is True
+    role = next(d for d in docs if d["kind"] == "Role")
+    assert all("*" not in r["verbs"] and "*" not in r["resources"] for r in role["rules"])
+    namespace = next(d for d in docs if d["kind"] == "Namespace")
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    plan = next(d for d in docs if d["kind"] == "ConfigMap")
+    assert json.loads(plan["data"]["plan.json"])["protocol"] == "gossipsub"
+    assert "token" not in json.dumps(plan["data"])
+    node = next(c for c in sets["node"]["spec"]["template"]["spec"]["containers"] if c["name"] == "node")
+    assert node["command"][:4] == ["python", "-m", "node.supervisor", "serve"]
+    rules = {(tuple(r["resources"]), v) for r in role["rules"] for v in r["verbs"]}
+    assert (("pods/proxy",), "get") in rules and (("pods",), "delete") not in rules
+
+
+def test_log_shipping_sidecar_only_when_enabled_and_complete():
+    defaults = [d for d in rendered() if d["kind"] == "StatefulSet"]
+    assert all(c["name"] != "shipper" for d in defaults for c in d["spec"]["template"]["spec"]["containers"])
+    sts = next(d for d in rendered("-f", str(LARGE)) if d["kind"] == "StatefulSet")
+    shipper = next(c for c in sts["spec"]["template"]["spec"]["containers"] if c["name"] == "shipper")
+    assert "s3://peerlab-runs/runs/20261122-120000-gossipsub-large-abc123/events/$POD_NAME/" in shipper["args"][0]
+    assert shipper["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert {"name": "AWS_ENDPOINT_URL", "value": "http://seaweedfs-s3.storage:8333"} in shipper["env"]
+    assert shipper["envFrom"] == [{"secretRef": {"name": "peerlab-s3"}}]
+    missing = helm("template", "run", str(CHART), "--set", "logShipping.enabled=true")
+    assert missing.returncode != 0 and "secretName" in missing.stderr
+
+
+def test_node_takes_its_control_token_from_the_secret_env(tmp_path, monkeypatch):
+    from node.config import load_config
+
+    config = {"run_id": "r", "node_id": "n0", "protocol": "floodsub", "seed": 1,
+              "listen": {"host": "10.0.0.2", "port": 4001}, "control": {"port": 7000, "token": "x" * 16},
+              "event_log": str(tmp_path / "e.jsonl")}
+    (tmp_path / "n0.json").write_text(json.dumps(config))
+    assert load_config(str(tmp_path / "n0.json")).control.token == "x" * 16
+    monkeypatch.setenv("PEERLAB_CONTROL_TOKEN", "s" * 32)
+    assert load_config(str(tmp_path / "n0.json")).control.token == "s" * 32

@@ -1,0 +1,153 @@
+"""The docker backend for real: containers of the node image on a per-run network, shaped by the
+shaper entry point; the quickstart delivers as on the local backend; churn kills and restarts node
+containers; containers are unprivileged; nothing is left behind."""
+import gzip
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from orchestrator import shaping
+from orchestrator.backends.docker import remove_docker_objects
+from orchestrator.run.runner import Runner
+from orchestrator.model.scenario import parse_scenario
+from tests.support.cli import docker_objects, peerlab, run_netns
+from tests.support.scenarios import SMALL
+
+pytestmark = [pytest.mark.emulation, pytest.mark.docker, pytest.mark.slow]
+
+
+def test_quickstart_on_docker_into_s3_delivers_as_on_local(tmp_path: Path, docker_engine, s3_endpoint):
+    """The README's quickstart on the docker backend, stored in an s3:// store (a real S3 endpoint);
+    the report computed again from the store equals the run's own."""
+    before = run_netns()
+    result = peerlab("run", "scenarios/quickstart.yaml", "--backend", "docker",
+                     "--set", "output.store=s3://peerlab/runs", timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    run_dir = Path(result.stdout.strip().splitlines()[-1])
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["backend"] == "docker" and manifest["status"] == "completed"
+    m = json.loads((run_dir / "analysis" / "metrics.json").read_text())
+    # the outcome tests/test_quickstart.py asserts for the local backend
+    assert m["nodes"] == 30 and m["messages"] == 60
+    assert m["delivery_ratio"] == 1.0
+    assert 50.0 <= m["latency_ms"]["p50"] <= 65.0, m["latency_ms"]
+    for r in manifest["calibration"]["throughput"]:
+        assert abs(r["measured_mbit"] - 50.0) <= 5.0, r
+    assert docker_objects(docker_engine) == []
+    assert run_netns() == before
+
+    keys = {o["Key"] for page in s3_endpoint.get_paginator("list_objects_v2").paginate(Bucket="peerlab")
+            for o in page.get("Contents", [])}
+    prefix = f"runs/{run_dir.name}/"
+    assert {f"{prefix}events/n{i}.jsonl.gz" for i in range(30)} <= keys
+    assert {prefix + "manifest.json", prefix + "analysis/metrics.json", prefix + "analysis/report.html"} <= keys
+    again = peerlab("report", f"s3://peerlab/runs/{run_dir.name}", timeout=600,
+                    env={**os.environ, "PEERLAB_CACHE": str(tmp_path / "fresh-cache")})
+    assert again.returncode == 0, again.stderr[-3000:]
+    staged = tmp_path / "fresh-cache" / "s3" / "peerlab" / "runs" / run_dir.name
+    assert json.loads((staged / "analysis" / "metrics.json").read_text()) == m
+
+
+def test_docker_churn_kills_and_restarts_containers(tmp_path: Path, docker_engine):
+    scenario = tmp_path / "small.yaml"
+    scenario.write_text(SMALL + f"output: {{store: 'file://{tmp_path}/runs'}}\n")
+    result = peerlab("run", str(scenario), "--backend", "docker", "--no-report", timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    run_dir = Path(result.stdout.strip().splitlines()[-1])
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert [(f["action"], f["node"]) for f in manifest["faults_executed"]] == [("kill", "n7"), ("restart", "n7")]
+    for r in manifest["calibration"]["rtt"]:
+        assert abs(r["measured_ms"] - 40.0) <= 0.1 * 40 + 1, r
+    with gzip.open(run_dir / "events" / "n7.jsonl.gz", "rt") as f:
+        events = [json.loads(line) for line in f]
+    starts = [e for e in events if e["type"] == "start"]
+    assert len(starts) == 2  # one log across both containers of n7 (the run's volume)
+    after_restart = [e for e in events if e["type"] == "deliver_message" and e["ts"] > starts[1]["ts"]]
+    assert after_restart, "n7 delivered nothing after its restart"
+    assert docker_objects(docker_engine) == []
+
+
+def test_containers_are_unprivileged_and_the_sandbox_keeps_shaping(tmp_path: Path, docker_engine):
+    scenario = parse_scenario(f"name: tiny\nnodes: {{count: 2}}\noutput: {{store: 'file://{tmp_path}/runs'}}\n")
+    runner = Runner(scenario, backend="docker")
+    backend = runner.backend
+    try:
+        backend.create_network()
+        runner._shape(shaping.TRANSPORT)
+        config = runner._node_config("n0", shaping.TRANSPORT)
+        backend.start_node("n0", config)
+        node = docker_engine.containers.get(f"pl{runner.short}-n0").attrs
+        sandbox = docker_engine.containers.get(f"pl{runner.short}-n0-net").attrs
+        assert node["Config"]["User"] == "10001:10001"
+        assert node["HostConfig"]["CapDrop"] == ["ALL"] and not node["HostConfig"]["CapAdd"]
+        assert sandbox["HostConfig"]["CapAdd"] == ["NET_ADMIN"] and sandbox["HostConfig"]["CapDrop"] == ["ALL"]
+        assert not node["HostConfig"]["Privileged"] and not sandbox["HostConfig"]["Privileged"]
+
+        def tree() -> list[str]:
+            return backend.shape(backend.sandbox("n0"), [{"op": "describe", "ifname": "eth0"}])[0]["lines"]
+
+        shaped = tree()
+        assert "class htb 1:1 parent root rate 50000000bit" in shaped
+        backend.kill_node("n0")
+        assert not backend.alive("n0")
+        backend.start_node("n0", config)
+        assert backend.alive("n0")
+        assert tree() == shaped  # the namespace and its tc tree outlive the node's container
+        far = backend.link_ends("n0")
+        down = backend.shape(far.far_netns, [{"op": "describe", "ifname": far.far_ifname}])[0]["lines"]
+        assert any("rate 50000000bit" in line for line in down)
+    finally:
+        backend.teardown()
+    assert docker_objects(docker_engine) == []
+
+
+def test_clean_removes_what_a_crashed_docker_run_left(docker_engine):
+    labels = {"peerlab.run": "c1ea4e"}
+    docker_engine.networks.create("plc1ea4e", labels=labels)
+    docker_engine.volumes.create("plc1ea4e-events", labels=labels)
+    assert docker_objects(docker_engine) == ["plc1ea4e", "plc1ea4e-events"]
+    result = peerlab("clean", timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "removed 0 containers, 1 networks, 1 volumes" in result.stderr
+    assert docker_objects(docker_engine) == []
+
+
+def test_image_runs_the_charts_pod_layout(docker_engine):
+    """The node image as charts/peerlab runs it in a pod: the supervisor as uid 10001 on a read-only
+    root with the chart's two volumes, and the shaper (NET_ADMIN only) in the same namespace making
+    the ifb that carries the download cap. No Kubernetes here: the containers are the pod's."""
+    from orchestrator.tools import image
+    from orchestrator.backends.docker import LABEL
+
+    tag = image.build(docker_engine, say=lambda _: None)
+    labels = {LABEL: "90d0d0"}
+    shaper = docker_engine.containers.run(
+        tag, entrypoint=["python", "-m", "orchestrator.shaping", "--hold"], detach=True, labels=labels,
+        user="0", cap_drop=["ALL"], cap_add=["NET_ADMIN"], read_only=True, name="pl90d0d0-pod-shaper")
+    try:
+        node = docker_engine.containers.run(
+            tag, entrypoint=["python", "-m", "node.supervisor", "serve", "--dir", "/run/peerlab"], detach=True,
+            labels=labels, user="10001:10001", cap_drop=["ALL"], read_only=True, name="pl90d0d0-pod-node",
+            network_mode=f"container:{shaper.id}", security_opt=["no-new-privileges"],
+            tmpfs={"/run/peerlab": "", "/var/lib/peerlab/events": ""})
+        status = None
+        for _ in range(50):
+            result = node.exec_run(["python", "-m", "node.supervisor", "status", "--dir", "/run/peerlab"])
+            if result.exit_code == 0:
+                status = json.loads(result.output.decode().strip().splitlines()[-1])
+                break
+            time.sleep(0.2)
+        assert status == {"running": False, "pid": None, "starts": 0, "exit_code": None}
+        ops = json.dumps([shaping.ingress_op("eth0", "ifb0"), shaping.download_op("ifb0", 50_000_000),
+                          {"op": "describe", "ifname": "ifb0"}])
+        out = shaper.exec_run(["python", "-m", "orchestrator.shaping", "--ops", ops], user="0")
+        assert out.exit_code == 0, out.output
+        assert "class htb 1:1 parent root rate 50000000bit" in json.loads(out.output.decode())[-1]["lines"]
+        refused = node.exec_run(["python", "-m", "orchestrator.shaping", "--ops", ops])  # no NET_ADMIN there
+        assert refused.exit_code != 0
+    finally:
+        remove_docker_objects("90d0d0", docker_engine)
+    assert docker_objects(docker_engine) == []

@@ -1,0 +1,33 @@
+"""The node image's recipe, without an engine: what it installs stays within peerlab's dependencies,
+and its tag follows its content and base."""
+import tomllib
+
+from orchestrator.tools import image
+from tests.support.cli import ROOT
+
+
+def _name(requirement: str) -> str:
+    return requirement.split(">")[0].split("=")[0].split("<")[0].strip().lower()
+
+
+def test_image_requirements_are_pinned_as_in_pyproject():
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    wanted = [line.strip() for line in (ROOT / "node" / "requirements.txt").read_text().splitlines()
+              if line.strip() and not line.startswith("#")]
+    assert wanted and set(wanted) <= set(deps), set(wanted) - set(deps)
+    assert {_name(r) for r in wanted} >= {"pydantic", "pyroute2", "aiohttp", "protobuf"}
+
+
+def test_tag_follows_content_and_base(monkeypatch, tmp_path):
+    tag = image.image_tag("python:3.12-slim")
+    assert tag.startswith("peerlab-node:") and tag == image.image_tag("python:3.12-slim")
+    assert image.image_tag("peerlab-base:bookworm") != tag
+    extra = ROOT / "node" / "zz_tag_probe.py"
+    try:
+        extra.write_text("# changes the node\n")
+        assert image.image_tag("python:3.12-slim") != tag
+    finally:
+        extra.unlink()
+    assert image.image_tag("python:3.12-slim") == tag
+    monkeypatch.setenv("PEERLAB_BASE_IMAGE", "peerlab-base:bookworm")
+    assert image.base_image() == "peerlab-base:bookworm"

@@ -1,0 +1,182 @@
+"""The kubernetes backend on a stand-in cluster (tests/fake_cluster.py): the release's values pass the
+chart's schema with the real helm; pods are local namespaces running the node image's real main
+process (the node supervisor); shaping goes through the shaper entry point into each pod, with the
+download cap on an ifb; nodes crash and restart inside their pod; clock offsets are measured; every
+log is collected before the release goes. No Kubernetes server can run here: the API calls
+themselves (orchestrator/backends/kube_cluster.py) run for real in the kind workflow (.github/workflows/kind.yml)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from analysis.job import analyse
+from orchestrator.backends import kubernetes as k8s_backend
+from orchestrator.run.runner import Runner
+from orchestrator.model.scenario import parse_scenario
+from tests.support.cli import ROOT, run_netns
+from tests.support.fake_cluster import FakeCluster
+
+pytestmark = pytest.mark.emulation
+
+
+def supervisor(directory: Path, cmd: str, *args: str, stdin: str | None = None) -> dict:
+    out = subprocess.run([sys.executable, "-m", "node.supervisor", cmd, "--dir", str(directory), *args],
+                         input=stdin, capture_output=True, text=True, timeout=60, cwd=ROOT)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_supervisor_starts_kills_and_restarts_a_node(tmp_path: Path):
+    """The pod's main process: the node is down until started, dies by SIGKILL, comes back with the
+    same config; a second start while it runs is refused; SIGTERM takes the node down with it."""
+    config = json.dumps({"run_id": "test", "node_id": "n0", "protocol": "floodsub",
+                         "listen": {"host": "127.0.0.1", "port": 0}, "event_log": str(tmp_path / "n0.jsonl"),
+                         "control": {"token": "t" * 16, "unix": str(tmp_path / "n0.sock")}})
+    serve = subprocess.Popen([sys.executable, "-m", "node.supervisor", "serve", "--dir", str(tmp_path / "sup")],
+                             cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert "waiting for requests" in serve.stdout.readline()
+        assert supervisor(tmp_path / "sup", "status") == {"running": False, "pid": None, "starts": 0,
+                                                           "exit_code": None}
+        first = supervisor(tmp_path / "sup", "start", stdin=config + "\n")
+        assert first["running"] and first["starts"] == 1
+        assert "error" in supervisor(tmp_path / "sup", "start", stdin=config + "\n")
+        assert supervisor(tmp_path / "sup", "wait", "--timeout", "0.5")["running"]  # still up
+        killed = supervisor(tmp_path / "sup", "kill")
+        assert killed["running"] is False and killed["exit_code"] == -9
+        again = supervisor(tmp_path / "sup", "start", stdin=config + "\n")
+        assert again["running"] and again["starts"] == 2 and again["pid"] != first["pid"]
+        pid = again["pid"]
+    finally:
+        serve.terminate()
+        serve.wait(15)
+    assert serve.returncode == 0
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+@pytest.mark.spark
+def test_ci_smoke_on_the_kubernetes_backend(tmp_path: Path, monkeypatch, spark):
+    monkeypatch.setattr(k8s_backend, "connect", FakeCluster)
+    monkeypatch.setenv("PEERLAB_IMAGE", "peerlab-node:ci")
+    before = run_netns()
+    scenario = parse_scenario((ROOT / "scenarios" / "ci-smoke.yaml").read_text())
+    scenario = scenario.model_copy(update={"output": scenario.output.model_copy(
+        update={"store": f"file://{tmp_path}/runs"})})
+    run_dir = Runner(scenario, backend="kubernetes").run()
+    cluster = FakeCluster.instances[-1]
+
+    # the values the backend wrote are the chart's (real helm), and render valid Kubernetes 1.35 objects
+    (values,) = cluster.installs
+    assert values["nodes"]["count"] == 8 and values["image"] == {"repository": "peerlab-node", "tag": "ci",
+                                                                 "pullPolicy": "IfNotPresent"}
+    assert json.loads(values["plan"])["protocol"] == "floodsub"
+    for doc in cluster.rendered:
+        kubernetes_validate.validate(doc, "1.35.0", strict=True)
+
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "completed" and manifest["backend"] == "kubernetes"
+    assert "ifb" in manifest["shaping"]["bandwidth"] and "cluster node" in manifest["shaping"]["probe"]
+    clock = manifest["clock"]
+    assert clock["method"].startswith("NTP-style") and set(clock["offsets_ns"]) == {f"n{i}" for i in range(8)}
+    # one machine, one clock: what is measured is the method's own error, bounded by rtt/2
+    assert all(abs(off) <= clock["rtt_ns"][n] // 2 + 1 for n, off in clock["offsets_ns"].items())
+    assert [(f["action"], f.get("node")) for f in manifest["faults_executed"]] == [
+        ("kill", "n7"), ("restart", "n7"), ("partition", None), ("heal", None)]
+    for r in manifest["calibration"]["throughput"]:  # download capped on the ifb, upload on eth0
+        assert abs(r["measured_mbit"] - 50.0) <= 5.0, r
+    for r in manifest["calibration"]["rtt"]:
+        assert abs(r["measured_ms"] - 40.0) <= 4.0, r
+
+    metrics = analyse(run_dir, spark)
+    print("ci-smoke on the kubernetes backend:", json.dumps({k: metrics[k] for k in
+                                                            ("messages", "delivery_ratio", "latency_ms")}))
+    assert metrics["messages"] == 64
+    # the only losses: what n7 missed while it was down (floodsub does not repair)
+    assert metrics["delivery_ratio"] >= 0.9
+    assert 20.0 <= metrics["latency_ms"]["p50"] <= 35.0
+    assert len(list((run_dir / "events").glob("n*.jsonl.gz"))) == 8
+    restarted = (run_dir / "events" / "n7.jsonl.gz")
+    assert restarted.stat().st_size > 0
+    # nothing left: supervisors and nodes gone, namespaces removed
+    assert run_netns() == before
+    assert not cluster.pods
+
+
+def test_values_name_the_image_and_counts_by_role(monkeypatch, tmp_path: Path):
+    """Attackers get their own StatefulSet; ordinal i of each is the i-th node of that role."""
+    monkeypatch.setattr(k8s_backend, "connect", FakeCluster)
+    text = (ROOT / "scenarios" / "topiary-eclipse.yaml").read_text()
+    scenario = parse_scenario(text, overrides=[f"output.store=file://{tmp_path}/runs"])
+    runner = Runner(scenario, backend="kubernetes")
+    try:
+        backend = runner.backend
+        values = backend.values()
+        honest = [n.id for n in scenario_plan(runner) if n.role == "honest"]
+        attackers = [n.id for n in scenario_plan(runner) if n.role != "honest"]
+        assert values["nodes"]["count"] == len(honest) and values["attackers"]["count"] == len(attackers) > 0
+        assert backend.pods[honest[3]].endswith("-nodes-3") and backend.pods[attackers[0]].endswith("-attackers-0")
+        assert values["image"]["tag"] and yaml.safe_dump(values)
+    finally:
+        shutil.rmtree(runner.scratch, ignore_errors=True)
+
+
+def scenario_plan(runner: Runner):
+    return runner.plan.nodes
+
+
+KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters:
+  - name: c
+    cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}
+users:
+  - name: u
+    user: {token: sekrit-token}
+contexts:
+  - name: ctx
+    context: {cluster: c, user: u, namespace: default}
+current-context: ctx
+"""
+
+
+def test_control_goes_through_the_api_server_pod_proxy(tmp_path: Path, monkeypatch):
+    """The kubeconfig's server and credentials reach the pod's control port via the API server; the
+    node's token travels in its own header, so the API server's Authorization stays its own."""
+    from orchestrator.backends.kube_cluster import KubeCluster
+
+    (tmp_path / "kubeconfig").write_text(KUBECONFIG)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
+    cluster = KubeCluster("peerlab-ci")
+    client = cluster.control_client("pl123456-nodes-3", 7000, "n3", "t" * 32)
+    assert client._base == "https://127.0.0.1:1/api/v1/namespaces/peerlab-ci/pods/pl123456-nodes-3:7000/proxy"
+    assert client._headers == {"Authorization": "Bearer sekrit-token", "X-Peerlab-Token": "t" * 32}
+    assert client._ssl is False  # insecure-skip-tls-verify
+
+
+def test_unreachable_or_missing_cluster_is_a_clear_error(tmp_path: Path):
+    """Without a kubeconfig, or with an API server nobody answers, the run stops before anything is
+    made and says what to do."""
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text((ROOT / "scenarios" / "ci-smoke.yaml").read_text().replace(
+        "file://./runs", f"file://{tmp_path}/runs"))
+    env = {**os.environ, "KUBECONFIG": str(tmp_path / "missing"), "PEERLAB_STATE_DIR": str(tmp_path / "state")}
+    missing = subprocess.run([sys.executable, "-m", "orchestrator.cli", "run", str(scenario), "--backend",
+                              "kubernetes", "--no-report"], capture_output=True, text=True, env=env, cwd=ROOT,
+                             timeout=120)
+    assert missing.returncode == 1 and "no Kubernetes cluster configured" in missing.stderr, missing.stderr
+    assert not list((tmp_path / "runs").glob("*"))  # nothing ran: no run directory
+    (tmp_path / "kubeconfig").write_text(KUBECONFIG)
+    env["KUBECONFIG"] = str(tmp_path / "kubeconfig")
+    refused = subprocess.run([sys.executable, "-m", "orchestrator.cli", "run", str(scenario), "--backend",
+                              "kubernetes", "--no-report"], capture_output=True, text=True, env=env, cwd=ROOT,
+                             timeout=300)
+    assert refused.returncode == 1, refused.stderr
+    assert "helm install" in refused.stderr and "127.0.0.1:1" in refused.stderr, refused.stderr[-2000:]

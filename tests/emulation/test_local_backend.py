@@ -1,0 +1,148 @@
+"""Real runs on the local backend: namespaces, tc, processes; shaped bytes and latency measured;
+faults executed; nothing left behind; a SIGKILLed orchestrator cleaned up by `peerlab clean`."""
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import ROOT, peerlab, run_netns
+from tests.support.scenarios import SMALL
+
+pytestmark = [pytest.mark.emulation, pytest.mark.slow]
+
+def _node_processes(short: str) -> list[str]:
+    """Processes of the run with this short id (the fork server and its node children carry the
+    run's scratch directory, /tmp/peerlab/<short>, on their command line)."""
+    out = subprocess.run(["pgrep", "-af", f"/peerlab/{short}"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if "pgrep" not in line]
+
+
+def test_small_run_end_to_end(tmp_path: Path):
+    scenario = tmp_path / "small.yaml"
+    scenario.write_text(SMALL + f"output: {{store: 'file://{tmp_path}/runs'}}\n")
+    before = run_netns()
+    result = peerlab("run", str(scenario), "--no-report", timeout=300)
+    assert result.returncode == 0, result.stderr
+    run_dir = Path(result.stdout.strip().splitlines()[-1])
+    assert run_dir.parent == tmp_path / "runs"
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "completed"
+    assert json.loads((run_dir / "status").read_text())["status"] == "completed"
+    assert sorted(p.name for p in (run_dir / "events").iterdir()) == sorted(f"n{i}.jsonl.gz" for i in range(8))
+
+    # shaping measured through the data plane: bytes and latency as configured
+    cal = manifest["calibration"]
+    assert manifest["shaping"]["mode"] in ("netem", "transport")
+    for r in cal["rtt"]:
+        assert abs(r["measured_ms"] - 40.0) <= 0.1 * 40 + 1, r
+    for r in cal["throughput"]:
+        assert abs(r["measured_mbit"] - 50.0) <= 5.0, r
+        assert len(r["rounds_mbit"]) == 3 and max(r["rounds_mbit"]) <= 55.0, r  # the shaper caps every round
+
+    # the fault timeline ran, and the killed node's log kept what it wrote before SIGKILL
+    executed = [(f["action"], f["node"]) for f in manifest["faults_executed"]]
+    assert executed == [("kill", "n7"), ("restart", "n7")]
+    kill_at = manifest["faults_executed"][0]["offset_s"]
+    assert 1.9 <= kill_at <= 2.6
+    with gzip.open(run_dir / "events" / "n7.jsonl.gz", "rt") as f:
+        events = [json.loads(line) for line in f]
+    assert sum(e["type"] == "start" for e in events) == 2
+    t0 = manifest["t0_ns"]
+    delivered_before_kill = [e for e in events if e["type"] == "deliver_message" and e["ts"] < t0 + kill_at * 1e9]
+    assert delivered_before_kill, "n7 delivered nothing before it was killed"
+
+    # nothing left behind
+    assert run_netns() == before
+    short = manifest["run_id"].rsplit("-", 1)[1]
+    assert _node_processes(short) == []
+    assert not Path("/tmp/peerlab", short).exists()
+
+
+def test_bad_scenario_touches_nothing(tmp_path: Path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nnodes: {count: 3}\nworkload: {publishers: 4}\n")
+    before = run_netns()
+    result = peerlab("run", str(bad))
+    assert result.returncode == 2 and "workload.publishers" in result.stderr and "Traceback" not in result.stderr
+    assert run_netns() == before
+    assert not (tmp_path / "runs").exists() and not (ROOT / "runs" / "x").exists()
+
+
+def test_sigkilled_orchestrator_is_cleaned(tmp_path: Path):
+    scenario = tmp_path / "long.yaml"
+    scenario.write_text(SMALL.replace("duration: 6s", "duration: 120s").replace("faults: [{at: 2s, action: kill, nodes: [n7], restart_after: 2s}]", "")
+                        + f"output: {{store: 'file://{tmp_path}/runs'}}\n")
+    before = run_netns()
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(scenario), "--no-report"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    line = ""
+    while "T0:" not in line:
+        line = proc.stderr.readline()
+        assert line or proc.poll() is None, "run ended before T0"
+        assert time.monotonic() < deadline
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    left = run_netns() - before
+    assert len(left) == 9  # 8 nodes + the switch: the crash really left them
+    short = next(iter(left))[2:8]
+    # the fork server sees its stdin close and exits; the 8 nodes stay until cleaned
+    deadline = time.monotonic() + 5
+    while len(_node_processes(short)) != 8 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(_node_processes(short)) == 8
+
+    result = peerlab("clean")
+    assert result.returncode == 0, result.stderr
+    assert "removed 9 namespaces" in result.stderr
+    assert run_netns() - before == set(), result.stderr
+    assert _node_processes(short) == []
+    run_dir = next((tmp_path / "runs").iterdir())
+    assert json.loads((run_dir / "status").read_text())["status"] == "crashed"
+    assert "nothing to clean" in peerlab("clean").stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signals_tear_the_run_down(tmp_path: Path, sig):
+    scenario = tmp_path / "long.yaml"
+    scenario.write_text(f"name: sig\nnodes: {{count: 5}}\nworkload: {{duration: 120s}}\n"
+                        f"output: {{store: 'file://{tmp_path}/runs'}}\n")
+    before = run_netns()
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(scenario), "--no-report"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = ""
+    while "T0:" not in line:
+        line = proc.stderr.readline()
+        assert line or proc.poll() is None, "run ended before T0"
+    proc.send_signal(sig)
+    out, errors = proc.communicate(timeout=60)
+    assert proc.returncode == 130, errors
+    assert "Traceback" not in errors and "interrupted" in errors
+    run_dir = Path(out.strip().splitlines()[-1])
+    assert json.loads((run_dir / "status").read_text())["status"] == "interrupted"
+    assert len(list((run_dir / "events").glob("*.jsonl.gz"))) == 5  # logs collected all the same
+    assert run_netns() == before
+    short = run_dir.name.rsplit("-", 1)[1]
+    assert _node_processes(short) == []
+
+
+def test_back_to_back_runs_leave_nothing(tmp_path: Path):
+    scenario = tmp_path / "tiny.yaml"
+    scenario.write_text(f"name: tiny\nnodes: {{count: 4}}\nworkload: {{warmup: 0.5s, duration: 2s, drain: 1s}}\n"
+                        f"calibration: {{enabled: false}}\noutput: {{store: 'file://{tmp_path}/runs'}}\n")
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    before = run_netns()
+    for _ in range(2):
+        result = peerlab("run", str(scenario), "--no-report")
+        assert result.returncode == 0, result.stderr
+    assert run_netns() == before
+    assert subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout == links
+    assert subprocess.run(["pgrep", "-f", "node.forkserver"], capture_output=True).returncode == 1
+    assert not list(Path("/run/peerlab").glob("*.json"))  # no run registered any more
+    assert len(list((tmp_path / "runs").iterdir())) == 2

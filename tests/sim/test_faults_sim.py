@@ -1,0 +1,86 @@
+"""Network faults and joins in virtual time (the sim backend's executor of the fault timeline):
+partitions hold frames until the heal, degraded links are slower, joined nodes take part."""
+from __future__ import annotations
+
+from orchestrator.model.plan import make_plan
+from orchestrator.model.scenario import parse_scenario
+from orchestrator.sim.engine import Simulation
+
+BASE = """name: f
+seed: 4
+nodes: {count: 16}
+protocol: gossipsub
+network: {latency: {model: constant, one_way: 20ms}}
+workload: {publishers: 4, rate: 5/s, warmup: 3s, duration: 24s, drain: 4s, message_size: 1KB}
+"""
+
+
+def simulate(extra: str) -> tuple[Simulation, dict[str, dict[str, float]]]:
+    sim = Simulation(make_plan(parse_scenario(BASE + extra)))
+    sim.run()
+    got: dict[str, dict[str, float]] = {}  # msg_id -> receiver -> seconds after T0
+    for node_id, node in sim.net.nodes.items():
+        for e in node.events:
+            if e["type"] == "deliver_message":
+                got.setdefault(e["msg_id"], {})[node_id] = e["ts"] / 1e9 - sim.t0
+    return sim, got
+
+
+def test_partition_keeps_messages_on_the_publishers_side_until_the_heal():
+    sim, got = simulate("faults: [{at: 8s, action: partition, groups: [[n0, n1, n2, n3, n4, n5, n6, n7]], "
+                        "duration: 8s}]\n")
+    side = {f"n{i}": i < 8 for i in range(16)}
+    during = [(t, origin, m) for t, _, origin, m in sim.sent if 8.0 < t < 16.0]
+    assert len(during) > 20
+    for t, origin, msg_id in during:
+        receivers = got.get(msg_id, {})
+        own = [n for n in side if side[n] == side[origin] and n != origin]
+        assert all(receivers.get(n, 99) < 16.0 for n in own), msg_id  # its side had it before the heal
+        across = [receivers[n] for n in receivers if side[n] != side[origin]]
+        assert all(x >= 16.0 for x in across)  # nothing crossed while the cut held
+    late = [m for t, _, o, m in sim.sent if 8.0 < t < 16.0 and len(got.get(m, {})) == 15]
+    assert late  # TCP kept them: after the heal they reached the other side too
+    after = [m for t, _, _, m in sim.sent if t > 18.0]
+    assert after and all(len(got.get(m, {})) == 15 for m in after)  # healed: everyone again
+    assert [f["action"] for f in sim.stats.faults_executed] == ["partition", "heal"]
+
+
+def test_degraded_node_receives_later_and_recovers_after_restore():
+    sim, got = simulate("faults: [{at: 8s, action: degrade, nodes: [n9], delay: 300ms, duration: 8s}]\n")
+    pub = {m: t for t, _, _, m in sim.sent}
+    slow = [got[m]["n9"] - pub[m] for m in pub if 9.0 < pub[m] < 15.0 and "n9" in got.get(m, {})]
+    fast = [got[m]["n9"] - pub[m] for m in pub if pub[m] > 17.0 and "n9" in got.get(m, {})]
+    assert slow and fast
+    assert min(slow) >= 0.300 + 0.020  # the added latency, on top of the planned link
+    assert max(fast) < 0.2  # restored
+
+
+def test_a_joining_node_is_absent_then_receives():
+    sim, got = simulate("faults: [{at: 10s, action: join, nodes: [n15]}]\n")
+    starts = [e for e in sim.net.nodes["n15"].events if e["type"] == "start"]
+    assert len(starts) == 1 and starts[0]["ts"] / 1e9 - sim.t0 >= 10.0
+    pub = {m: t for t, _, _, m in sim.sent}
+    # older than the gossip history (3 heartbeats) when it joined: never seen
+    assert all("n15" not in got.get(m, {}) for m in pub if pub[m] < 6.0)
+    later = [m for m in pub if pub[m] > 13.0]
+    assert later and all("n15" in got.get(m, {}) for m in later)
+
+
+def test_frames_across_a_partition_are_released_at_the_next_retransmission():
+    from node.memnet import MemNetwork
+    from node.protocols import FloodSub
+
+    net = MemNetwork(seed=1, latency=0.05)
+    for n in ("a", "b"):
+        net.add_node(n, FloodSub)
+        net.nodes[n].core.subscribe("t")
+    net.connect("a", "b")
+    net.run(until=1.0)
+    net.partition([["a"], ["b"]])
+    net.nodes["a"].core.publish("t", b"x")   # held at t=1.0
+    net.run(until=3.0)
+    assert not net.nodes["b"].delivered
+    net.heal()  # RTO 0.2 + 0.1 RTT = 0.3, doubling: retransmissions at 1.3, 1.9, 3.1 -> 3.1
+    net.run(until=5.0)
+    (d,) = net.nodes["b"].delivered
+    assert abs(d.time - (3.1 + 0.05)) < 1e-6

@@ -1,0 +1,29 @@
+"""What tests share: where the checkout is, the real CLI in a subprocess, and what runs leave
+behind (network namespaces, Docker objects)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SHARED = ROOT.parent / "shared"
+
+
+def peerlab(*args: str, timeout: float = 600, **kwargs) -> subprocess.CompletedProcess:
+    """Run the real CLI in a subprocess, as a user would."""
+    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=kwargs.pop("cwd", ROOT), **kwargs)
+
+
+def run_netns() -> set[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return {line.split()[0] for line in out.splitlines() if line.startswith("pl")}
+
+
+def docker_objects(client) -> list[str]:
+    """Names of every container, network and volume a peerlab run labelled."""
+    label = {"label": "peerlab.run"}
+    return sorted([c.name for c in client.containers.list(all=True, filters=label)] +
+                  [n.name for n in client.networks.list(filters=label)] +
+                  [v.name for v in client.volumes.list(filters=label)])
