@@ -27,12 +27,12 @@ from typing import Any, Callable
 
 from node import behaviours
 from node.eventlog import check_event
+from node.linkmodel import (DIAL_BACKOFF_FIRST, DIAL_TIMEOUT, REDIAL_AFTER_CLOSE, Degradations, next_backoff,
+                            release_time)
 from node.protocols.base import ProtocolCore
 
 MSS = 1448            # TCP payload per segment (1500 MTU, timestamps option)
 SEGMENT_HEADERS = 66  # Ethernet 14 + IPv4 20 + TCP 32: what HTB counts beside the payload
-REDIAL_FIRST, REDIAL_MAX = 0.2, 2.0  # node/transport.py's dial loop
-DIAL_TIMEOUT = 5.0                   # ...and its connect timeout (a dial into a partition)
 RTO_MIN = 0.2                        # Linux TCP's minimum retransmission timeout
 
 
@@ -174,7 +174,7 @@ class MemNetwork:
         self.before_boot: Callable[[str], None] | None = None  # called as a node's process starts
         self.side: dict[str, int] = {}                # partition: node -> its side (empty: no partition)
         self._held: dict[tuple[str, str], tuple[float, list[tuple[bytes, bool]]]] = {}  # frames across the cut
-        self.degraded: dict[str, tuple[float, float]] = {}  # node -> (added latency s, loss) of its links
+        self.degraded = Degradations()  # the fault timeline's degraded access links
         self.processed = 0             # events executed, for speed figures
         self.in_flight = 0             # frames sent and not yet arrived or dropped
         self.peak_in_flight = 0
@@ -245,7 +245,7 @@ class MemNetwork:
         if a == b:
             return
         self.dials.setdefault(a, set()).add(b)
-        self._redial(a, b, 0.1)
+        self._redial(a, b, DIAL_BACKOFF_FIRST)
 
     def _reachable(self, a: str, b: str) -> bool:
         return not self.side or self.side.get(a) == self.side.get(b)
@@ -281,7 +281,7 @@ class MemNetwork:
                                "reason": reason})
                 node.core.on_peer_down(other)
                 if other in self.dials.get(me, ()):
-                    self.schedule(REDIAL_FIRST, lambda me=me, other=other: self._redial(me, other, 0.1))
+                    self.schedule(REDIAL_AFTER_CLOSE, self._redial, me, other, DIAL_BACKOFF_FIRST)
 
     def _redial(self, a: str, b: str, backoff: float) -> None:
         if not self.nodes[a].up or b not in self.dials.get(a, ()) or frozenset((a, b)) in self.links:
@@ -291,7 +291,7 @@ class MemNetwork:
             self._open(a, b)
             return
         wait = backoff if target is None or not target.up or self._reachable(a, b) else DIAL_TIMEOUT + backoff
-        self.schedule(wait, self._redial, a, b, min(backoff * 2, REDIAL_MAX))
+        self.schedule(wait, self._redial, a, b, next_backoff(backoff))
 
     def crash(self, node_id: str, reason: str = "peer crashed") -> None:
         """The node vanishes: its links drop, its queued frames and pending timers are forgotten."""
@@ -342,25 +342,17 @@ class MemNetwork:
                 bandwidth: tuple[float, float] | None = None) -> None:
         """Add `delay` seconds and `loss` to every link of the node, both ways (zeros restore);
         `bandwidth` = (up, down) bit/s sets its link rates (frames on the wire keep theirs)."""
-        if delay or loss:
-            self.degraded[node_id] = (delay, loss)
-        else:
-            self.degraded.pop(node_id, None)
+        self.degraded.set(node_id, delay, loss)
         access = self.access.get(node_id)
         if bandwidth and access:
             access.up_rate, access.down_rate = bandwidth[0] / 8, bandwidth[1] / 8
 
     def _delay(self, a: str, b: str) -> float:
         base = self._latency(a, b)
-        if self.degraded:
-            base += self.degraded.get(a, (0.0, 0.0))[0] + self.degraded.get(b, (0.0, 0.0))[0]
-        return base
+        return base + self.degraded.added_delay(a, b) if self.degraded else base
 
     def _lost(self, a: str, b: str) -> bool:
-        loss = self.loss
-        if self.degraded and (a in self.degraded or b in self.degraded):
-            kept = (1 - loss) * (1 - self.degraded.get(a, (0.0, 0.0))[1]) * (1 - self.degraded.get(b, (0.0, 0.0))[1])
-            loss = 1 - kept
+        loss = self.degraded.loss(a, b, self.loss) if self.degraded else self.loss
         return bool(loss) and self.rng.random() < loss
 
     # frames --------------------------------------------------------------------------------------
@@ -427,13 +419,13 @@ class MemNetwork:
         """The last bit leaves `src` at `depart` (its first `tx` before); deliver after latency and the
         downlink."""
         delay = self._delay(src, dst)
-        if self.jitter:
-            delay = max(0.0, delay + self.rng.uniform(-self.jitter, self.jitter))
-        arrival = (self.now if depart is None else depart) + delay
-        if self.jitter:
+        departed = self.now if depart is None else depart
+        if self.jitter:  # without jitter nothing overtakes: no per-direction state on the hot path
             key = (src, dst)
-            arrival = max(arrival, self._last_arrival.get(key, 0.0))
-            self._last_arrival[key] = arrival
+            arrival = self._last_arrival[key] = release_time(departed, delay, self.jitter, self.rng,
+                                                             self._last_arrival.get(key, 0.0))
+        else:
+            arrival = departed + delay
         # a frame in flight is one heap entry and its argument tuple, no closures (thousands at once)
         self.schedule(arrival - self.now, self._arrive, src, dst, conn, payload, tx, size)
 

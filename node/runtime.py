@@ -16,6 +16,8 @@ from node import behaviours
 from node.config import NodeConfig
 from node.eventlog import EventLog
 from node.framing import Frame, Probe
+from node.lifecycle import NodeLifecycle
+from node.linkmodel import Degradations
 from node.protocols import get_protocol
 from node.transport import Transport
 
@@ -34,13 +36,13 @@ class NodeRuntime:
         self.core = behaviours.build(
             core_cls, cfg.node_id, core_cls.Params(**cfg.params), self, time.monotonic,
             random.Random(self.rng.getrandbits(64)), cfg.behaviour,
-            lambda delay, fn: asyncio.get_running_loop().call_later(delay, self._guard, fn))
+            lambda delay, fn: asyncio.get_running_loop().call_later(delay, self.guard, fn))
         self.transport = Transport(
             cfg.node_id, cfg.run_id, cfg.protocol, delays_ms=cfg.delays_ms, jitter_ms=cfg.jitter_ms,
             max_frame=cfg.max_frame, queue_limit=cfg.send_queue_limit, rng=random.Random(self.rng.getrandbits(64)),
             on_peer_up=self._peer_up, on_peer_down=self._peer_down, on_frame=self._frame)
+        self.life = NodeLifecycle(cfg.node_id, cfg, self, self.rng)
         self.t0_ns: int | None = None
-        self.published = 0
         self.delivered = 0
         self.state = "init"
         self.stopped = asyncio.Event()
@@ -48,9 +50,8 @@ class NodeRuntime:
         self._pings: dict[int, asyncio.Future] = {}
         self._bulk_reports: dict[int, asyncio.Future] = {}
         self._bulk_rx: dict[tuple[str, int], dict[str, int]] = {}
-        self._schedule_handles: list[asyncio.TimerHandle] = []
         self.link_loss: dict[str, float] = {}  # degraded links (fault timeline): loss towards the peer
-        self._degraded: dict[str, tuple[float, float]] = {}  # node -> (added s, loss) of its access link
+        self._degraded = Degradations()
 
     # ProtocolIO ----------------------------------------------------------------------------------
     def send(self, peer: str, payload: bytes, priority: bool = False) -> None:
@@ -71,7 +72,7 @@ class NodeRuntime:
         self.transport.disconnect(peer)
 
     def set_timer(self, delay: float, name: str, data: Any = None) -> Any:
-        return asyncio.get_running_loop().call_later(delay, self._guard, self.core.on_timer, name, data)
+        return asyncio.get_running_loop().call_later(delay, self.guard, self.core.on_timer, name, data)
 
     def cancel_timer(self, handle: Any) -> None:
         handle.cancel()
@@ -91,26 +92,41 @@ class NodeRuntime:
     def directory(self) -> dict[str, frozenset[str]]:
         return self._directory
 
-    # transport callbacks -------------------------------------------------------------------------
-    def _guard(self, fn, *args: Any) -> None:
+    # NodeHost (node/lifecycle.py) ----------------------------------------------------------------
+    def guard(self, fn, *args: Any) -> Any:
         """Run a core input; a bug in a core is reported on stderr but does not kill the node."""
         try:
-            fn(*args)
+            return fn(*args)
         except Exception:  # noqa: BLE001 - keep the node alive, report loudly
             traceback.print_exc(file=sys.stderr)
+            return None
+
+    def call_later(self, delay: float, fn, *args: Any) -> asyncio.TimerHandle:
+        return asyncio.get_running_loop().call_later(delay, self.guard, fn, *args)
+
+    def cancel(self, handle: asyncio.TimerHandle) -> None:
+        handle.cancel()
+
+    clock = staticmethod(time.time)
+
+    @property
+    def published(self) -> int:
+        return self.life.published
+
+    # transport callbacks -------------------------------------------------------------------------
 
     def _peer_up(self, peer: str, outbound: bool) -> None:
         self.trace("connect", peer=peer, outbound=outbound)
-        self._guard(self.core.on_peer_up, peer, outbound)
+        self.guard(self.core.on_peer_up, peer, outbound)
 
     def _peer_down(self, peer: str, reason: str) -> None:
         self.trace("disconnect", peer=peer, reason=reason)
-        self._guard(self.core.on_peer_down, peer)
+        self.guard(self.core.on_peer_down, peer)
 
     def _frame(self, peer: str, frame: Frame) -> None:
         kind = frame.WhichOneof("body")
         if kind == "rpc":
-            self._guard(self.core.on_frame, peer, frame.rpc)
+            self.guard(self.core.on_frame, peer, frame.rpc)
         elif kind == "probe":
             self._probe(peer, frame.probe)
 
@@ -120,15 +136,9 @@ class NodeRuntime:
 
         await self.transport.listen(self.cfg.listen.host, self.cfg.listen.port)
         control = await serve_control(self)
-        self.trace("start", protocol=self.cfg.protocol)
-        self.trace("behaviour", behaviour=self.cfg.role)
-        self._guard(self.core.on_start)
-        for topic in self.cfg.authors:
-            self._guard(self.core.create_topic, topic)
-        for topic in self.cfg.subscriptions:
-            self._guard(self.core.subscribe, topic)
-        for peer in self.cfg.dial:
-            self.connect(peer)
+        self.life.announce()
+        self.guard(self.core.on_start)
+        self.life.join()
         self.state = "ready"
         sampler = asyncio.create_task(self._sample_resources()) if self.cfg.resources_interval else None
         try:
@@ -136,8 +146,7 @@ class NodeRuntime:
         finally:
             if sampler:
                 sampler.cancel()
-            for handle in self._schedule_handles:
-                handle.cancel()
+            self.life.disarm()
             await self.transport.close()
             await control.cleanup()
             self.events.close()
@@ -151,9 +160,8 @@ class NodeRuntime:
             await asyncio.sleep(self.cfg.resources_interval)
 
     def stop(self, reason: str) -> None:
-        if self.state != "stopped":
+        if self.life.stop(reason):
             self.state = "stopped"
-            self.trace("stop", reason=reason)
             self.stopped.set()
 
     def start(self, t0_ns: int) -> int:
@@ -162,41 +170,22 @@ class NodeRuntime:
         if self.t0_ns is not None:
             return 0
         self.t0_ns = t0_ns
-        self.trace("t0", t0=t0_ns)
         self.state = "running"
-        loop = asyncio.get_running_loop()
-        now = time.time()
-        armed = 0
-        for offset, topic, size in self.cfg.schedule:
-            delay = t0_ns / 1e9 + offset - now
-            if delay >= 0:  # a restarted node skips what it missed
-                self._schedule_handles.append(loop.call_later(delay, self._guard, self.publish, topic, size))
-                armed += 1
-        for offset, topic in self.cfg.late_subscriptions:
-            delay = max(0.0, t0_ns / 1e9 + offset - now)  # a node restarted later subscribes at once
-            self._schedule_handles.append(loop.call_later(delay, self._guard, self.core.subscribe, topic))
-        return armed
+        return self.life.arm(t0_ns)
 
     def publish(self, topic: str, size: int) -> str:
-        msg_id = self.core.publish(topic, self.rng.randbytes(size))
-        self.published += 1
-        return msg_id
+        return self.life.publish(topic, size)
 
     def degrade(self, node: str, delay_ms: float, loss: float) -> None:
         """The fault timeline degrades (zeros: restores) `node`'s access link: this node itself (all its
         links) or one peer (the link to it). A link's added latency is the sum of its two ends', its
         loss their combination; both on top of the plan's, applied in this node's transport."""
-        if delay_ms or loss:
-            self._degraded[node] = (delay_ms / 1000, loss)
-        else:
-            self._degraded.pop(node, None)
-        mine = self._degraded.get(self.node_id, (0.0, 0.0))
+        self._degraded.set(node, delay_ms / 1000, loss)
         for peer in self.cfg.peers if node == self.node_id else [node]:
-            theirs = self._degraded.get(peer, (0.0, 0.0))
-            self.transport.degrade(peer, mine[0] + theirs[0])
-            kept = (1 - self.cfg.loss) * (1 - mine[1]) * (1 - theirs[1])
-            if kept < 1 - self.cfg.loss:
-                self.link_loss[peer] = 1 - kept
+            self.transport.degrade(peer, self._degraded.added_delay(self.node_id, peer))
+            link_loss = self._degraded.loss(self.node_id, peer, self.cfg.loss)
+            if link_loss > self.cfg.loss:
+                self.link_loss[peer] = link_loss
             else:
                 self.link_loss.pop(peer, None)
         self.trace("degrade", peer=node, delay_ms=float(delay_ms), loss=float(loss))

@@ -13,6 +13,7 @@ import random
 from collections import deque
 from typing import Callable
 
+from node.linkmodel import DIAL_BACKOFF_FIRST, DIAL_TIMEOUT, REDIAL_AFTER_CLOSE, next_backoff, release_time
 from node.framing import DecodeError, Frame, FrameDecoder, FrameTooLarge, Hello, encode_frame
 
 log = logging.getLogger("node.transport")
@@ -40,12 +41,9 @@ class PeerConnection:
         data = encode_frame(frame)
         if self._queued_bytes + len(data) > self.transport.queue_limit:
             return False
-        loop = asyncio.get_running_loop()
-        release = loop.time()
-        delay = self.transport.delay_to(self.peer)
-        if delay or self.transport.jitter:
-            jitter = self.transport.rng.uniform(-self.transport.jitter, self.transport.jitter)
-            release = max(self._last_release, release + max(0.0, delay + jitter))
+        t = self.transport
+        release = release_time(asyncio.get_running_loop().time(), t.delay_to(self.peer), t.jitter, t.rng,
+                               self._last_release)
         self._last_release = release
         (self._priority if priority else self._queue).append((release, data))
         self._queued_bytes += len(data)
@@ -135,21 +133,21 @@ class Transport:
         return task
 
     async def _dial_loop(self, peer: str, host: str, port: int) -> None:
-        backoff = 0.1
+        backoff = DIAL_BACKOFF_FIRST
         while not self._stopping:
             if peer in self.connections:  # it dialled us first: the link exists, both ways
                 await asyncio.sleep(0.5)
                 continue
             try:
-                reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 5)
+                reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), DIAL_TIMEOUT)
             except (OSError, asyncio.TimeoutError):
                 await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 2.0)
+                backoff = next_backoff(backoff)
                 continue
-            backoff = 0.1
+            backoff = DIAL_BACKOFF_FIRST
             await self._run_connection(reader, writer, outbound=True, expected=peer)
             if not self._stopping:
-                await asyncio.sleep(0.2)
+                await asyncio.sleep(REDIAL_AFTER_CLOSE)
 
     async def _accepted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()

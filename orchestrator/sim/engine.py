@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from node import ids
+from node.lifecycle import NodeLifecycle
 from node.memnet import MemNetwork
 from node.protocols import get_protocol
 from orchestrator.model.plan import FaultEvent, RunPlan
@@ -88,6 +90,37 @@ class SimStats:
                 "engine_events_per_s": round(self.events_per_s)}
 
 
+class SimHost:
+    """What a node's lifecycle (node/lifecycle.py) runs on in virtual time."""
+
+    def __init__(self, sim: "Simulation", node_id: str):
+        self.net = sim.net
+        self.node_id = node_id
+        self._emit = sim._emit
+
+    @property
+    def core(self):
+        return self.net.nodes[self.node_id].core
+
+    def trace(self, type_: str, **fields: Any) -> None:
+        self._emit(self.node_id, type_, **fields)
+
+    def connect(self, peer: str) -> None:
+        self.net.connect(self.node_id, peer)
+
+    def call_later(self, delay: float, fn: Callable[..., Any], *args: Any) -> int:
+        return self.net.schedule(delay, fn, *args)
+
+    def cancel(self, handle: int) -> None:
+        self.net.cancel(handle)
+
+    def guard(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return fn(*args)  # a core's exception stops a simulation: it is a bug to see, not to survive
+
+    def clock(self) -> float:
+        return self.net.now
+
+
 def _peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -110,46 +143,38 @@ class Simulation:
         self._degraded: set[str] = set()
         self.stats = SimStats(nodes=len(plan.nodes))
         self._rngs = {n.id: random.Random(f"{plan.seed}:{n.id}") for n in plan.nodes}
+        self.lives: dict[str, NodeLifecycle] = {}
         self.net.before_boot = self._started
         self.sent: list[tuple[float, str, str, str]] = []  # (t_pub, topic, origin, msg_id)
 
     def _emit(self, node_id: str, type_: str, **fields: Any) -> None:
         self.net.emit(node_id, {"ts": int(self.net.now * 1e9), "node": node_id, "type": type_, **fields})
 
+    def _life(self, node_id: str) -> NodeLifecycle:
+        """A new process's lifecycle (a restart gets a new one, as the runtime's process does)."""
+        life = self.lives[node_id] = NodeLifecycle(node_id, self.plan.node(node_id), SimHost(self, node_id),
+                                                   self._rngs[node_id])
+        life.on_publish = lambda topic, msg_id: self.sent.append((self.net.now - self.t0, topic, node_id, msg_id))
+        return life
+
     def _started(self, node_id: str) -> None:
-        node = self.plan.node(node_id)
-        self._emit(node_id, "start", protocol=node.protocol)
-        self._emit(node_id, "behaviour", behaviour=node.role)
+        self.lives[node_id].announce()
 
     def _add(self, node_id: str) -> None:
         node = self.plan.node(node_id)
         cls = get_protocol(node.protocol)
         up, down = (node.bandwidth_up, node.bandwidth_down) if self.bandwidth else (0, 0)
-        ip = f"10.{node.index // 65536 % 256}.{node.index // 256 % 256}.{node.index % 256}"
-        self.net.add_node(node_id, cls, cls.Params(**node.params), ip=ip, behaviour=node.behaviour or None,
-                          bandwidth=(up, down) if up and down else None)
+        self._life(node_id)
+        self.net.add_node(node_id, cls, cls.Params(**node.params), ip=ids.address(node_id),
+                          behaviour=node.behaviour or None, bandwidth=(up, down) if up and down else None)
 
-    def _join(self, node_id: str) -> None:
-        """What the node runtime does once its core started: subscribe, dial (node/runtime.py)."""
-        node = self.plan.node(node_id)
-        core = self.net.nodes[node_id].core
-        for topic in node.authors:
-            core.create_topic(topic)
-        for topic in node.subscriptions:
-            core.subscribe(topic)
-        for peer in node.dial:
-            self.net.connect(node_id, peer)
+    def _restart(self, node_id: str) -> None:
+        self._life(node_id)
+        self.net.restart(node_id)
+        self.lives[node_id].join()
 
-    def _subscribe(self, node_id: str, topic: str) -> None:
-        node = self.net.nodes[node_id]
-        if node.up:
-            node.core.subscribe(topic)
-
-    def _publish(self, node_id: str, topic: str, size: int) -> None:
-        node = self.net.nodes[node_id]
-        if node.up:
-            msg_id = node.core.publish(topic, self._rngs[node_id].randbytes(size))
-            self.sent.append((self.net.now - self.t0, topic, node_id, msg_id))
+    def _arm(self, node_id: str) -> None:
+        self.lives[node_id].arm(int(self.t0 * 1e9))
 
     def _fault(self, fault: FaultEvent) -> None:
         """Execute one fault as the runner does (orchestrator/run/runner.py), at its exact virtual time."""
@@ -157,16 +182,16 @@ class Simulation:
         node = net.nodes.get(fault.node)
         if action in ("kill", "stop") and node is not None and node.up:
             if action == "stop":
-                self._emit(fault.node, "stop", reason="fault timeline")
+                self.lives[fault.node].stop("fault timeline")
+            self.lives[fault.node].disarm()  # a killed process takes its timers with it
             net.crash(fault.node, reason="closed by peer")
         elif action == "restart" and node is not None and not node.up:
-            net.restart(fault.node)
-            self._join(fault.node)
-            self._emit(fault.node, "t0", t0=int(self.t0 * 1e9))
+            self._restart(fault.node)
+            self._arm(fault.node)
         elif action == "join" and node is None:
             self._add(fault.node)
-            self._join(fault.node)
-            self._emit(fault.node, "t0", t0=int(self.t0 * 1e9))
+            self.lives[fault.node].join()
+            self._arm(fault.node)
         elif action == "partition":
             net.partition(fault.groups)
         elif action == "heal":
@@ -190,21 +215,16 @@ class Simulation:
         present = [n.id for n in self.plan.nodes if not n.absent]
         for node_id in present:
             self._add(node_id)
-        for node_id in present:
-            self._join(node_id)
+        for node_id in present:  # once all are there, so no first dial finds its peer missing
+            self.lives[node_id].join()
         self.net.run(until=self.t0)
 
     def run(self, progress: Callable[[str], None] | None = None, every: float = 10.0) -> SimStats:
         started = time.perf_counter()
         net, plan = self.net, self.plan
         self.start_up()
-        for node_id in net.nodes:
-            self._emit(node_id, "t0", t0=int(self.t0 * 1e9))
-        for node in plan.nodes:
-            for offset, topic, size in node.schedule:
-                net.schedule(offset, lambda n=node.id, t=topic, s=size: self._publish(n, t, s))
-            for offset, topic in node.late_subscriptions:
-                net.schedule(offset, lambda n=node.id, t=topic: self._subscribe(n, t))
+        for node_id in list(net.nodes):
+            self._arm(node_id)
         for fault in plan.faults:
             net.schedule(fault.at, lambda f=fault: self._fault(f))
         end = self.t0 + plan.end
@@ -218,7 +238,7 @@ class Simulation:
                          f"{wall:.0f}s wall, {net.in_flight:,} frames in flight")
         for node_id, node in net.nodes.items():
             if node.up:
-                self._emit(node_id, "stop", reason="run finished")
+                self.lives[node_id].stop("run finished")
         self.stats.virtual_s = round(end, 6)
         self.stats.wall_s = round(time.perf_counter() - started, 3)
         self.stats.engine_events = net.processed
