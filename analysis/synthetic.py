@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 from analysis.ingest import event_arrow_schema
+from node import ids
 
 T0_NS = 1_700_000_000 * 10**9
 MSG_SPACING_NS = 5_000_000  # one publish every 5 ms network-wide
@@ -53,7 +54,7 @@ def _batches(shape: Shape, subs: list[tuple[str, str]], events: int, seed: int,
     schema = event_arrow_schema()
     rng = np.random.default_rng(seed + 1)
     node_names = pa.array([f"n{i}" for i in range(shape.nodes)])
-    members = [np.array([int(n[1:]) for n, t in subs if t == f"t{k}"]) for k in range(shape.topics)]
+    members = [np.array([ids.node_index(n) for n, t in subs if t == f"t{k}"]) for k in range(shape.topics)]
     per_message = events_per_message(shape)
     first, written = 0, 0
     while written < events:

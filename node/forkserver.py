@@ -21,10 +21,11 @@ import signal
 import sys
 import traceback
 
+from pyroute2 import netns
+
 import node.control  # noqa: F401  (preloaded for the children)
 import node.runtime  # noqa: F401
 from node.__main__ import main as node_main
-from pyroute2 import netns
 
 
 def _child(cmd: dict) -> None:

@@ -209,7 +209,8 @@ def run_atheris(name: str, frames: int) -> None:
 
 
 def run_hypothesis(name: str, frames: int, seed: int = 1) -> None:
-    from hypothesis import HealthCheck, Phase, given, seed as hseed, settings
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as hseed
     from hypothesis import strategies as st
 
     target, tally = make_target(name), Tally(name, "hypothesis")

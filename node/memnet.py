@@ -27,8 +27,14 @@ from typing import Any, Callable
 
 from node import behaviours
 from node.eventlog import check_event
-from node.linkmodel import (DIAL_BACKOFF_FIRST, DIAL_TIMEOUT, REDIAL_AFTER_CLOSE, Degradations, next_backoff,
-                            release_time)
+from node.linkmodel import (
+    DIAL_BACKOFF_FIRST,
+    DIAL_TIMEOUT,
+    REDIAL_AFTER_CLOSE,
+    Degradations,
+    next_backoff,
+    release_time,
+)
 from node.protocols.base import ProtocolCore
 
 MSS = 1448            # TCP payload per segment (1500 MTU, timestamps option)

@@ -13,8 +13,8 @@ import random
 from collections import deque
 from typing import Callable
 
-from node.linkmodel import DIAL_BACKOFF_FIRST, DIAL_TIMEOUT, REDIAL_AFTER_CLOSE, next_backoff, release_time
 from node.framing import DecodeError, Frame, FrameDecoder, FrameTooLarge, Hello, encode_frame
+from node.linkmodel import DIAL_BACKOFF_FIRST, DIAL_TIMEOUT, REDIAL_AFTER_CLOSE, next_backoff, release_time
 
 log = logging.getLogger("node.transport")
 READ_CHUNK = 256 * 1024

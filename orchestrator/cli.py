@@ -215,8 +215,8 @@ def _upload(store: Any, run_id: str) -> None:
 
 
 def cmd_image(args: argparse.Namespace) -> int:
-    from orchestrator.tools import image
     from orchestrator.backends.docker import docker_client
+    from orchestrator.tools import image
 
     base = args.base_image or image.base_image()
     if args.tag_only:

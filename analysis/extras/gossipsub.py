@@ -4,7 +4,6 @@ deviation over messages, skipping the first published messages (the seed exclude
 from everything but bandwidth: cold TCP windows make them slow)."""
 from __future__ import annotations
 
-
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 

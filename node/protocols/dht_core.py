@@ -18,7 +18,6 @@ from .kademlia import DhtParams, Kademlia, content_key, node_key
 from .links import TIMER as LINKS_TIMER
 from .links import Links
 
-
 CLOSEST_HERE_TTL = 30.0  # seconds a lookup's "no node is closer to this key than us" is trusted
 
 

@@ -33,8 +33,18 @@ from typing import Any
 
 from pydantic import Field
 
-from node.proto.fastdelivery_pb2 import (Advert, Delegate, Event, Groups, Member, Message, Premium, PremiumAck,
-                                         Relayed, Search)
+from node.proto.fastdelivery_pb2 import (
+    Advert,
+    Delegate,
+    Event,
+    Groups,
+    Member,
+    Message,
+    Premium,
+    PremiumAck,
+    Relayed,
+    Search,
+)
 
 from .base import Unsupported
 from .dht_core import DhtCore, event_id

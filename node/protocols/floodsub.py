@@ -6,8 +6,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from .pubsub_wire import (RPC, DecodeError, decode_rpc, default_msg_id, encode_rpc, make_message, message_topics,
-                          rpc_sizes, subscriptions_rpc)
+from .pubsub_wire import (
+    RPC,
+    DecodeError,
+    decode_rpc,
+    default_msg_id,
+    encode_rpc,
+    make_message,
+    message_topics,
+    rpc_sizes,
+    subscriptions_rpc,
+)
 from .topic_core import TopicCore, TopicParams
 
 

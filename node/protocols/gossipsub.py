@@ -41,8 +41,16 @@ from google.protobuf.message import DecodeError
 from pydantic import Field, model_validator
 
 from node.proto.fragment_pb2 import Fragment
-from node.proto.pubsub_pb2 import (RPC, ControlGraft, ControlIDontWant, ControlIHave, ControlIWant,
-                                   ControlMessage, ControlPrune, Message)
+from node.proto.pubsub_pb2 import (
+    RPC,
+    ControlGraft,
+    ControlIDontWant,
+    ControlIHave,
+    ControlIWant,
+    ControlMessage,
+    ControlPrune,
+    Message,
+)
 
 from .gossipsub_score import PeerScore, ScoreParams
 from .pubsub_wire import decode_rpc, default_msg_id, make_message, message_topics, subscriptions_rpc

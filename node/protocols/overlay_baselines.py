@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from .static_overlay import StaticOverlay
 
-
 # protocol name -> the overlay algorithm it always runs on (orchestrator/model/overlays)
 TOPOLOGIES = {
     "random-overlay": "random",

@@ -18,8 +18,8 @@ from pyroute2 import NetNS
 
 from node.config import NodeConfig
 from orchestrator import shaping
-from orchestrator.run.node_client import ControlClient
 from orchestrator.model.plan import RunPlan
+from orchestrator.run.node_client import ControlClient
 
 
 @dataclass

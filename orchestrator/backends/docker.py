@@ -22,11 +22,12 @@ from typing import Any
 
 from pyroute2 import IPRoute
 
+from node import ids
 from node.config import NodeConfig
 from orchestrator import shaping
-from orchestrator.tools import image
 from orchestrator.backends.base import Backend, LinkEnds, RunContext, file_tail
 from orchestrator.run.node_client import ControlClient
+from orchestrator.tools import image
 
 DATA_PORT = 4001
 CONTROL_PORT = 7000
@@ -103,8 +104,7 @@ class DockerBackend(Backend):
         return f"{self.prefix}-{node_id}-net"
 
     def address(self, node_id: str) -> str:
-        host = int(node_id[1:]) + 2  # .0.1 is the bridge
-        return f"10.{self.subnet}.{host >> 8}.{host & 0xFF}"
+        return ids.address(node_id, self.subnet)
 
     def data_port(self, node_id: str) -> int:
         return DATA_PORT

@@ -18,8 +18,8 @@ from typing import Any, Callable
 
 import yaml
 
-from orchestrator.run.node_client import ControlClient
 from orchestrator.paths import ROOT
+from orchestrator.run.node_client import ControlClient
 
 CHART = ROOT / "charts" / "peerlab"
 

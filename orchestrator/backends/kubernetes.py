@@ -26,9 +26,9 @@ from typing import Any, Callable
 from node.config import NodeConfig
 from orchestrator import shaping
 from orchestrator.backends import kube_cluster
-from orchestrator.tools import image
 from orchestrator.backends.base import Backend, LinkEnds, RunContext
 from orchestrator.run.node_client import ControlClient
+from orchestrator.tools import image
 
 DATA_PORT = 4001
 CONTROL_PORT = 7000

@@ -21,6 +21,7 @@ from pathlib import Path
 from pyroute2 import NetNS, netns
 from pyroute2.netlink.rtnl import ndmsg
 
+from node import ids
 from node.config import NodeConfig
 from orchestrator.backends.base import Backend, LinkEnds, RunContext, file_tail
 from orchestrator.run.cleanup import remove_run_objects
@@ -52,11 +53,10 @@ class LocalBackend(Backend):
         return f"{self.prefix}-{node_id}"
 
     def address(self, node_id: str) -> str:
-        host = int(node_id[1:]) + 2
-        return f"10.{self.subnet}.{host >> 8}.{host & 0xFF}"
+        return ids.address(node_id, self.subnet)
 
     def mac(self, node_id: str) -> str:
-        i = int(node_id[1:])
+        i = ids.node_index(node_id)
         return f"02:50:{self.subnet:02x}:{(i >> 16) & 0xFF:02x}:{(i >> 8) & 0xFF:02x}:{i & 0xFF:02x}"
 
     def data_port(self, node_id: str) -> int:

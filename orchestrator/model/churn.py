@@ -12,6 +12,8 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+from node import ids
+
 from .scenario import Churn, Lifetime
 
 TRACE_MAX_BYTES = 50 * 1024 * 1024
@@ -113,4 +115,4 @@ def read_trace(path: str, node_ids: set[str], end: float) -> list[Transition]:
 
 
 def _index(node: str) -> int:
-    return int(node[1:])
+    return ids.node_index(node)

@@ -12,8 +12,7 @@ from typing import Any
 
 import yaml
 
-from orchestrator.model.scenario import (Scenario, ScenarioError, canonical_path, read_data, read_file,
-                                   validate_data)
+from orchestrator.model.scenario import Scenario, ScenarioError, canonical_path, read_data, read_file, validate_data
 
 
 @dataclass

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from node import ids
 from node.protocols import PROTOCOLS
 from node.protocols.predicates import expected_topics, group_predicates
 
@@ -86,11 +87,11 @@ class RunPlan(BaseModel):
         return self.warmup + self.duration + self.drain
 
     def node(self, node_id: str) -> NodePlan:
-        return self.nodes[int(node_id[1:])]
+        return self.nodes[ids.node_index(node_id)]
 
     def one_way_ms(self, a: str, b: str) -> float:
         """The latency shaping applies from a to b: the model's value rounded to the bucket width."""
-        raw = self.latency_ms[int(a[1:])][int(b[1:])]
+        raw = self.latency_ms[ids.node_index(a)][ids.node_index(b)]
         width = self.latency_bucket_ms
         return round(round(raw / width) * width, 6)
 
@@ -154,7 +155,7 @@ def _attack_edges(sc: Scenario, rng: random.Random, attackers: list[dict[str, An
     honest = [i for i, a in enumerate(attackers) if a is None]
     for a in eclipse:
         attackers[a]["colluders"] = [f"n{b}" for b in eclipse if b != a]
-    linked = {(int(p[1:]), i) for i, d in enumerate(dial) for p in d}
+    linked = {(ids.node_index(p), i) for i, d in enumerate(dial) for p in d}
     linked |= {(b, a) for a, b in linked}
     for x, a in enumerate(eclipse):
         for b in eclipse[x + 1:]:
@@ -242,7 +243,7 @@ def _authors(sc: Scenario, publishers: list[int], schedule: dict[int, list[tuple
 
 def _order(e: FaultEvent) -> tuple[int, int]:
     """Same-time events: network-wide first, then by node index."""
-    return (0, 0) if not e.node else (1, int(e.node[1:]))
+    return (0, 0) if not e.node else (1, ids.node_index(e.node))
 
 
 def _faults(sc: Scenario, seed: int, n: int) -> tuple[list[FaultEvent], dict[str, float]]:
@@ -255,12 +256,12 @@ def _faults(sc: Scenario, seed: int, n: int) -> tuple[list[FaultEvent], dict[str
         if f.action == "partition":
             if f.groups:
                 listed = {x for g in f.groups for x in g}
-                sides = [sorted(g, key=_node_index) for g in f.groups if g]
+                sides = [ids.by_index(g) for g in f.groups if g]
                 rest = [x for x in everyone if x not in listed]
                 sides += [rest] if rest else []
             else:
                 cut = sorted(frng.sample(range(n), max(1, round(f.split * n))))
-                sides = [[f"n{i}" for i in cut], [x for x in everyone if int(x[1:]) not in cut]]
+                sides = [[f"n{i}" for i in cut], [x for x in everyone if ids.node_index(x) not in cut]]
             if len(sides) < 2:
                 raise ScenarioError(f"scenario {sc.name!r}", ["faults: a partition needs at least two sides"])
             out.append(FaultEvent(at=f.at, action="partition", groups=sides))
@@ -311,10 +312,6 @@ def _churn_faults(sc: Scenario, rng: random.Random, present: list[str], reserve:
             for t in moves]
 
 
-def _node_index(node: str) -> int:
-    return int(node[1:])
-
-
 def _predicate_subscriptions(sc: Scenario, rng: random.Random) -> tuple[list[list[str]], list[list[tuple[float, str]]]]:
     """Each topics.predicates group's filter goes to that many nodes, sampled: at start, or (`at`)
     during the run."""
@@ -349,13 +346,13 @@ def make_plan(sc: Scenario, seed: int | None = None) -> RunPlan:
     attackers = _attackers(sc, _stream(seed, "attackers"), n)
     for i, attack in enumerate(attackers):
         if attack and attack.get("topic") and attack["topic"] not in subs[i]:
-            subs[i] = sorted(subs[i] + [attack["topic"]], key=lambda t: int(t[1:]))
+            subs[i] = ids.by_index(subs[i] + [attack["topic"]])
     dial = _topology(sc, _stream(seed, "topology"), subs, topics)
     _attack_edges(sc, _stream(seed, "attack-edges"), attackers, dial)
     neighbours: list[set[str]] = [set(d) for d in dial]
     for i, peers in enumerate(dial):
         for p in peers:
-            neighbours[int(p[1:])].add(f"n{i}")
+            neighbours[ids.node_index(p)].add(f"n{i}")
     faults, joins_at = _faults(sc, seed, n)
     churn_rng = _stream(seed, "churn")
     reserve: list[str] = []
@@ -396,9 +393,9 @@ def make_plan(sc: Scenario, seed: int | None = None) -> RunPlan:
             protocol=sc.protocol.name, params={**base_params, **(g.params if g else {})},
             bandwidth_up=(g and g.bandwidth_up) or sc.network.bandwidth_up,
             bandwidth_down=(g and g.bandwidth_down) or sc.network.bandwidth_down,
-            subscriptions=subs[i], authors=authors.get(i, []), dial=dial[i], neighbours=sorted(neighbours[i], key=lambda x: int(x[1:])),
+            subscriptions=subs[i], authors=authors.get(i, []), dial=dial[i], neighbours=ids.by_index(neighbours[i]),
             contacts=[p for p in everyone if p != f"n{i}"] if core.uses_directory
-            else sorted(neighbours[i], key=lambda x: int(x[1:])),
+            else ids.by_index(neighbours[i]),
             schedule=schedule.get(i, []), late_subscriptions=late[i], joins_at=joins_at.get(f"n{i}"), absent=f"n{i}" in absent,
             placement={k: v[i] for k, v in placement.items()},
         ))

@@ -12,6 +12,7 @@ from urllib.parse import urlparse
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
+from node import ids
 from node.behaviours import BEHAVIOURS, CONTROL
 from node.protocols import PROTOCOLS
 from node.protocols.predicates import Predicate, PredicateError
@@ -389,10 +390,10 @@ class Scenario(Strict):
         n = self.nodes.count
         if self.workload.publishers > n:
             raise ValueError(f"workload.publishers ({self.workload.publishers}) exceeds nodes.count ({n})")
-        ids = {f"n{i}" for i in range(n)}
+        known = {f"n{i}" for i in range(n)}
         for i, fault in enumerate(self.faults):
             listed = list(fault.nodes or []) + [x for g in fault.groups or [] for x in g]
-            unknown = [x for x in listed if x not in ids]
+            unknown = [x for x in listed if x not in known]
             if unknown:
                 raise ValueError(f"faults[{i}].{'groups' if fault.groups else 'nodes'}: unknown node ids {unknown} "
                                  f"(ids are n0..n{n - 1})")
@@ -409,7 +410,7 @@ class Scenario(Strict):
                              f"workload.publishers ({self.workload.publishers})")
         for i, attack in enumerate(self.attackers):
             if attack.topic is not None and not (attack.topic.startswith("t") and attack.topic[1:].isdigit()
-                                                 and int(attack.topic[1:]) < self.topics.count):
+                                                 and ids.node_index(attack.topic) < self.topics.count):
                 raise ValueError(f"attackers[{i}].topic: {attack.topic!r} is not a topic (t0..t{self.topics.count - 1})")
         core = PROTOCOLS[self.protocol.name]
         content = core.matching == "predicate"

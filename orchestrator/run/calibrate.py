@@ -12,9 +12,9 @@ import random
 import statistics
 from typing import Any
 
-from orchestrator.run.node_client import ControlClient
 from orchestrator.model.plan import RunPlan
 from orchestrator.model.scenario import Calibration
+from orchestrator.run.node_client import ControlClient
 
 PINGS = 5
 RTT_SLACK_MS = 1.0  # scheduler and kernel time on a loaded 2-core machine

@@ -13,9 +13,9 @@ from typing import Any
 
 from rich.console import Console
 
-from orchestrator.run.cleanup import mark_status
 from orchestrator.model.plan import RunPlan, make_plan
 from orchestrator.model.scenario import Scenario
+from orchestrator.run.cleanup import mark_status
 from orchestrator.store import Store, open_store
 
 

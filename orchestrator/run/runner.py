@@ -18,17 +18,18 @@ from typing import Any
 
 from rich.console import Console
 
+from node import ids
 from node.config import Address, ControlConfig, NodeConfig
 from node.protocols import get_protocol
 from orchestrator import shaping
-from orchestrator.run import clock
 from orchestrator.backends import Backend, RunContext, get_backend
+from orchestrator.model.plan import FaultEvent
+from orchestrator.model.scenario import Scenario
+from orchestrator.run import clock
 from orchestrator.run.calibrate import calibrate
 from orchestrator.run.cleanup import RunState, forget_run, record_run
 from orchestrator.run.node_client import ControlClient, NodeError
-from orchestrator.model.plan import FaultEvent
 from orchestrator.run.record import RunRecord
-from orchestrator.model.scenario import Scenario
 
 
 class RunError(RuntimeError):
@@ -138,7 +139,7 @@ class Runner(RunRecord):
                                            return_exceptions=True)
             pending = {n for n, r in zip(list(pending), results) if isinstance(r, Exception)}
             if pending and time.monotonic() > deadline:
-                first = sorted(pending, key=lambda x: int(x[1:]))[0]
+                first = ids.by_index(pending)[0]
                 raise self._fail_node(first, f"did not answer on its control API within {timeout:.0f}s "
                                              f"({len(pending)} nodes not up)")
             if pending and time.monotonic() > report_at:

@@ -11,8 +11,8 @@ from typing import Any
 
 from rich.console import Console
 
-from orchestrator.run.record import RunRecord
 from orchestrator.model.scenario import Scenario
+from orchestrator.run.record import RunRecord
 from orchestrator.sim.engine import EventFiles, Simulation
 
 

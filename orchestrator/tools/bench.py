@@ -23,9 +23,9 @@ from typing import Any
 
 from rich.console import Console
 
-from orchestrator.run.runner import Runner
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.paths import ROOT
+from orchestrator.run.runner import Runner
 
 SCENARIO = """
 name: bench-local-{n}
@@ -195,8 +195,8 @@ def bench_topiary_sweep(path: str, overrides: list[str], matrix_args: list[str],
     same plan as the scenario, against the same plan run as random-overlay. Prints one line per
     combination: converged receive rate and delay (mean of the last 5 windows of epoch length)."""
     from orchestrator.model.matrix import expand
-    from orchestrator.sim.outcomes import converged, per_window, run_in_memory
     from orchestrator.model.plan import make_plan
+    from orchestrator.sim.outcomes import converged, per_window, run_in_memory
 
     def measure(sc) -> dict[str, float]:
         plan = make_plan(sc)

@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 from typing import Any
+
 from orchestrator.paths import ROOT
 
 

@@ -10,6 +10,7 @@ import hashlib
 import os
 from pathlib import Path
 from typing import Callable
+
 from orchestrator.paths import ROOT
 
 DOCKERFILE = "node/Dockerfile"

@@ -13,6 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
 from orchestrator.paths import ROOT
 
 PLAYBOOKS = {p.stem: p for p in sorted((ROOT / "playbooks").glob("*.yml"))}

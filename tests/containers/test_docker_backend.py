@@ -11,8 +11,8 @@ import pytest
 
 from orchestrator import shaping
 from orchestrator.backends.docker import remove_docker_objects
-from orchestrator.run.runner import Runner
 from orchestrator.model.scenario import parse_scenario
+from orchestrator.run.runner import Runner
 from tests.support.cli import docker_objects, peerlab, run_netns
 from tests.support.scenarios import SMALL
 
@@ -119,8 +119,8 @@ def test_image_runs_the_charts_pod_layout(docker_engine):
     """The node image as charts/peerlab runs it in a pod: the supervisor as uid 10001 on a read-only
     root with the chart's two volumes, and the shaper (NET_ADMIN only) in the same namespace making
     the ifb that carries the download cap. No Kubernetes here: the containers are the pod's."""
-    from orchestrator.tools import image
     from orchestrator.backends.docker import LABEL
+    from orchestrator.tools import image
 
     tag = image.build(docker_engine, say=lambda _: None)
     labels = {LABEL: "90d0d0"}

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from analysis.job import analyse
-
 from tests.support.cli import ROOT
+
 pytestmark = [pytest.mark.emulation, pytest.mark.spark, pytest.mark.slow]
 
 SMALL_STREAM = ["--set", "nodes.count=30", "--set", "topics.count=6", "--set", "workload.publishers=10",

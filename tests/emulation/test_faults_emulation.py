@@ -11,13 +11,12 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from analysis.job import analyse
 from pyroute2 import netns
 
+from analysis.job import analyse
 from orchestrator.run.cleanup import STATE_DIR
-
 from tests.support.cli import ROOT
+
 pytestmark = pytest.mark.emulation
 
 

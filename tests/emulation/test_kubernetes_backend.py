@@ -19,8 +19,8 @@ import yaml
 
 from analysis.job import analyse
 from orchestrator.backends import kubernetes as k8s_backend
-from orchestrator.run.runner import Runner
 from orchestrator.model.scenario import parse_scenario
+from orchestrator.run.runner import Runner
 from tests.support.cli import ROOT, run_netns
 from tests.support.fake_cluster import FakeCluster
 

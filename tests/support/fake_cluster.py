@@ -19,11 +19,11 @@ import yaml
 from pyroute2 import IPRoute, NetNS
 
 from orchestrator.backends.base import RunContext, file_tail
+from orchestrator.backends.kube_cluster import CHART, helm_binary
 from orchestrator.backends.local import LocalBackend
+from orchestrator.model.plan import RunPlan
 from orchestrator.run.cleanup import remove_run_objects
 from orchestrator.run.node_client import ControlClient
-from orchestrator.backends.kube_cluster import CHART, helm_binary
-from orchestrator.model.plan import RunPlan
 
 POD_SCRIPT = ("mount -t tmpfs events /var/lib && mkdir -p /var/lib/peerlab/events && "
               "mount -t tmpfs supervisor /run && mkdir -p /run/peerlab && "

@@ -9,7 +9,6 @@ import pytest
 
 from node import fuzz
 from node.protocols import pubsub_wire as wire
-
 from tests.support.cli import ROOT
 
 

@@ -2,14 +2,13 @@
 the counters on their own, then the router on the in-memory network."""
 import pytest
 from pydantic import ValidationError
+from test_gossipsub import network
 
 from node.proto.pubsub_pb2 import RPC, ControlGraft, ControlMessage
 from node.protocols.gossipsub import GossipSubParams
 from node.protocols.gossipsub_score import PeerScore, ScoreParams
 from node.protocols.pubsub_wire import make_message
 from node.protocols.validators import ValidationParams
-
-from test_gossipsub import network
 
 
 class Clock:

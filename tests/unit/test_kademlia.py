@@ -6,10 +6,10 @@ import random
 
 import pytest
 
-from tests.support.dht_net import dht_network
 from node.memnet import MemNetwork
 from node.protocols.dht_core import DhtCore
 from node.protocols.kademlia import DhtParams, RoutingTable, content_key, node_key
+from tests.support.dht_net import dht_network
 
 
 def network(n: int, seed: int = 7, **params) -> MemNetwork:

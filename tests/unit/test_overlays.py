@@ -6,9 +6,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.model.overlays import (ALGORITHMS, DIAMETER_TWO, TOPIC_CONNECTED, build, members_of, overlay_metrics,
-                                   zipf_interest)
-from orchestrator.model.overlays import stars
+from orchestrator.model.overlays import (
+    ALGORITHMS,
+    DIAMETER_TWO,
+    TOPIC_CONNECTED,
+    build,
+    members_of,
+    overlay_metrics,
+    stars,
+    zipf_interest,
+)
 from orchestrator.model.overlays.graph import topic_connected, topic_diameter
 from tests.support.cli import peerlab
 

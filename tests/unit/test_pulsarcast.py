@@ -7,11 +7,11 @@ import random
 
 import pytest
 
-from tests.support.dht_net import dht_network
 from node.memnet import MemNetwork
+from node.proto.pulsarcast_pb2 import EventDescriptor
 from node.protocols.kademlia import node_key
 from node.protocols.pulsarcast import PulsarCast, PulsarCastParams, descriptor_id
-from node.proto.pulsarcast_pb2 import EventDescriptor
+from tests.support.dht_net import dht_network
 
 
 def network(n: int, seed: int = 3, **params) -> MemNetwork:

@@ -7,10 +7,10 @@ import random
 
 import pytest
 
-from tests.support.dht_net import dht_network
 from node.memnet import MemNetwork
 from node.protocols.predicates import Predicate
 from node.protocols.scoutsubs import ScoutSubs, ScoutSubsParams
+from tests.support.dht_net import dht_network
 
 FILTERS = ["ipfs T", "surf T/bali T/trip T/price R 1000 1500", "surf T/price R 0 800", "bali T",
            "ipfs T/year R 2020 2022"]

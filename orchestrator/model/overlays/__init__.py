@@ -9,10 +9,10 @@ import random
 from typing import Callable
 
 from orchestrator.model.overlays import baselines, stars
-from orchestrator.model.overlays.scribe import scribe
 from orchestrator.model.overlays.graph import Overlay, overlay_metrics
 from orchestrator.model.overlays.greedy_merge import greedy_merge
 from orchestrator.model.overlays.interests import members_of, uniform_interest, zipf_interest
+from orchestrator.model.overlays.scribe import scribe
 
 Builder = Callable[..., Overlay]  # (subs, members, rng, degree, groups) -> Overlay
 
