@@ -5,7 +5,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: setup quickstart test test-fast bench-scale proto clean-runs
+.PHONY: setup quickstart test test-fast bench-scale proto chart-schema clean-runs
 
 setup: $(STAMP)
 
@@ -38,3 +38,7 @@ bench-scale: setup
 # regenerate node/proto/*_pb2.py after editing a .proto
 proto: setup
 	cd node/proto && ../../$(PY) -m grpc_tools.protoc -I. --python_out=. pubsub.proto frame.proto gossip.proto fragment.proto kademlia.proto pulsarcast.proto scoutsubs.proto fastdelivery.proto
+
+# the chart's protocol list (charts/peerlab/values.schema.json) from the protocol registry
+chart-schema: setup
+	$(PY) -m orchestrator.tools.chart_schema

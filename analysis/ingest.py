@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from node.eventlog import load_schema
-from node.protocols.predicates import subscription_times
+from node.predicates import subscription_times
 
 _SPARK_TYPES = {"long": T.LongType(), "string": T.StringType(), "boolean": T.BooleanType(),
                 "double": T.DoubleType()}

@@ -17,7 +17,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from node.protocols import Unsupported
+from node.protocols import Unsupported, get_protocol
 
 if TYPE_CHECKING:
     from node.runtime import NodeRuntime
@@ -116,12 +116,15 @@ def build_app(rt: "NodeRuntime") -> web.Application:
         rt.core.unsubscribe(str(body["topic"]))
         return web.json_response({"ok": True})
 
-    @routes.post("/history")
-    async def history(request: web.Request):
-        """Rebuild a topic's history (PulsarCast); the walk's results go to the event log."""
-        body = await _body(request, "topic")
-        rt.core.history(str(body["topic"]))
-        return web.json_response({"ok": True})
+    def topic_action(name: str):
+        async def handler(request: web.Request):
+            body = await _body(request, "topic")
+            getattr(rt.core, name)(str(body["topic"]))
+            return web.json_response({"ok": True})
+        return handler
+
+    for name in get_protocol(rt.cfg.protocol).control_actions:  # its own operations (PulsarCast: history)
+        routes.post(f"/{name}")(topic_action(name))
 
     @routes.post("/stop")
     async def stop(request: web.Request):

@@ -85,9 +85,15 @@ class ProtocolCore:
     # planner names one per topic and the runtime calls create_topic on it at start.
     topic_authors: ClassVar[bool] = False
     # "topic": a message goes to the subscribers of its topic; "predicate": topics are content
-    # predicates (node/protocols/predicates.py) and a message goes to the subscribers whose filter
+    # predicates (node/predicates.py) and a message goes to the subscribers whose filter
     # matches it (the planner and the analysis follow this).
     matching: ClassVar[str] = "topic"
+    # "pubsub": frames are libp2p pubsub RPCs (node/protocols/pubsub_wire.py), so the control-plane
+    # attack behaviours (node/behaviours.py) can speak to it; None: a wire of its own.
+    wire: ClassVar[str | None] = None
+    # Operations on a topic the control API offers for this protocol: POST /<name> {"topic": ...}
+    # calls the core method of that name (e.g. PulsarCast's history rebuild).
+    control_actions: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, node_id: str, params: Params, io: ProtocolIO,
                  clock: Callable[[], float], rng: random.Random):
@@ -126,10 +132,6 @@ class ProtocolCore:
     def create_topic(self, topic: str) -> str:
         """Author `topic` (protocols with `topic_authors`); returns its id."""
         raise Unsupported(f"{self.name} has no topic authors")
-
-    def history(self, topic: str) -> None:
-        """Rebuild the topic's message history (results go to the event log)."""
-        raise Unsupported(f"{self.name} keeps no message history")
 
     @staticmethod
     def frame_topics(payload: bytes) -> set[str]:

@@ -11,14 +11,24 @@ from __future__ import annotations
 
 from typing import Any, Callable, ClassVar
 
+from node.predicates import Predicate, PredicateError
 from node.proto.kademlia_pb2 import Envelope, Message
 
-from .base import ProtocolCore, parse_or_drop
+from .base import ProtocolCore, Unsupported, parse_or_drop
 from .kademlia import DhtParams, Kademlia, content_key, node_key
 from .links import TIMER as LINKS_TIMER
 from .links import Links
 
 CLOSEST_HERE_TTL = 30.0  # seconds a lookup's "no node is closer to this key than us" is trusted
+
+
+def parse_for_app(text: str) -> Predicate:
+    """A predicate handed in by the application (subscribe, publish): a malformed one is refused as
+    Unsupported, with the parser's reason, so the control API answers it as the caller's error."""
+    try:
+        return Predicate.parse(text)
+    except PredicateError as err:
+        raise Unsupported(str(err)) from None
 
 
 def event_id(ev: Any) -> str:

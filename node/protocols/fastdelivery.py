@@ -33,6 +33,7 @@ from typing import Any
 
 from pydantic import Field
 
+from node.predicates import Predicate, PredicateError
 from node.proto.fastdelivery_pb2 import (
     Advert,
     Delegate,
@@ -47,10 +48,9 @@ from node.proto.fastdelivery_pb2 import (
 )
 
 from .base import Unsupported
-from .dht_core import DhtCore, event_id
+from .dht_core import DhtCore, event_id, parse_for_app
 from .kademlia import DhtParams
 from .match_index import MatchIndex
-from .predicates import Predicate, PredicateError, parse_for_app
 
 BOARD_PERIODS = 3  # a board keeps an advert for this many re-advertising periods
 

@@ -26,6 +26,7 @@ class FloodSubParams(TopicParams):
 
 class FloodSub(TopicCore):
     frame_topics = staticmethod(message_topics)
+    wire = "pubsub"
     name = "floodsub"
     Params = FloodSubParams
 

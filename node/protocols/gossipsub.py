@@ -154,6 +154,7 @@ class _Stagger:
 
 class GossipSub(TopicCore):
     frame_topics = staticmethod(message_topics)
+    wire = "pubsub"
     name = "gossipsub"
     Params = GossipSubParams
 

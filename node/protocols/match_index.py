@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from intervaltree import Interval, IntervalTree
 
-from .predicates import Predicate
+from node.predicates import Predicate
 
 Entry = tuple[str, int]  # (member, index of its filter)
 

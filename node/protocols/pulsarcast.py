@@ -85,6 +85,7 @@ class PulsarCast(DhtCore):
     Params = PulsarCastParams
     AppMessage = Message
     topic_authors = True
+    control_actions = ("history",)
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)

@@ -1,7 +1,7 @@
 """ScoutSubs (seed: shared/seeds/smartpubsub.txt, section II-B; notes: shared/reference/pulsarcast-smartpubsub.md):
 content-based pub/sub over Kademlia, after Hermes.
 
-- The app's "topic" is a predicate (node/protocols/predicates.py): subscriptions are filters with
+- The app's "topic" is a predicate (node/predicates.py): subscriptions are filters with
   ranges, events carry point ranges, e.g. `surf T/bali T/price R 1200 1200`.
 - Rendezvous of an attribute = the node closest to hash("scoutsubs/attr/" + name). A subscriber sends
   ONE subscription, toward the rendezvous of its attribute whose key is closest to its own id. Routes
@@ -35,11 +35,11 @@ from typing import Any
 
 from pydantic import Field
 
+from node.predicates import Predicate, PredicateError
 from node.proto.scoutsubs_pb2 import Ack, BackupFilter, Event, Message, Subscription
 
-from .dht_core import DhtCore, event_id
+from .dht_core import DhtCore, event_id, parse_for_app
 from .kademlia import DhtParams, node_key
-from .predicates import Predicate, PredicateError, parse_for_app
 
 
 class ScoutSubsParams(DhtParams):

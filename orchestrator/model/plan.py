@@ -13,8 +13,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from node import ids
+from node.predicates import expected_topics, group_predicates
 from node.protocols import PROTOCOLS
-from node.protocols.predicates import expected_topics, group_predicates
 
 from . import churn as churn_model
 from . import overlays

@@ -14,9 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from node import ids
 from node.behaviours import BEHAVIOURS, CONTROL
+from node.predicates import Predicate, PredicateError
 from node.protocols import PROTOCOLS
-from node.protocols.predicates import Predicate, PredicateError
-from node.protocols.pubsub_wire import message_topics
 
 from .latency import LATENCY_MODELS
 from .overlays import ALGORITHMS as OVERLAYS
@@ -427,7 +426,7 @@ class Scenario(Strict):
             if group.subscribers > n:
                 raise ValueError(f"topics.predicates[{i}].subscribers ({group.subscribers}) exceeds nodes.count ({n})")
         for i, attack in enumerate(self.attackers):
-            if attack.behaviour in CONTROL and core.frame_topics is not message_topics:
+            if attack.behaviour in CONTROL and core.wire != "pubsub":
                 raise ValueError(f"attackers[{i}].behaviour: {attack.behaviour} speaks the libp2p pubsub control "
                                  f"wire (gossipsub); {self.protocol.name} does not use it")
         if core.topology and self.topology.algorithm not in (None, core.topology):
@@ -498,8 +497,10 @@ def _format_errors(err: ValidationError) -> list[str]:
 
 
 def canonical_path(path: str) -> str:
-    """Expand the shorthand `gossipsub.X` (as in --set gossipsub.variant=v1.2) to protocol.params.X."""
-    return "protocol.params." + path.removeprefix("gossipsub.") if path.startswith("gossipsub.") else path
+    """Expand the shorthand `<protocol>.X` (as in --set gossipsub.variant=v1.2, for any registered
+    protocol) to protocol.params.X."""
+    head, _, rest = path.partition(".")
+    return f"protocol.params.{rest}" if rest and head in PROTOCOLS else path
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:

@@ -49,7 +49,7 @@ def test_values_schema_rejects_bad_values(setting, field):
 
 def test_schema_knows_exactly_the_registered_protocols():
     schema = json.loads((CHART / "values.schema.json").read_text())
-    assert sorted(schema["properties"]["protocol"]["enum"]) == sorted(PROTOCOLS)
+    assert sorted(schema["properties"]["protocol"]["enum"]) == sorted(PROTOCOLS), "run make chart-schema"
 
 
 def test_pods_node_unprivileged_shaper_net_admin_only():

@@ -8,9 +8,9 @@ import random
 import pytest
 
 from node.memnet import MemNetwork
+from node.predicates import Predicate, group_predicates
 from node.protocols import Unsupported
 from node.protocols.fastdelivery import FastDelivery, FastDeliveryParams
-from node.protocols.predicates import Predicate, group_predicates
 from tests.support.dht_net import dht_network
 
 FILTERS = ["ipfs T", "surf T/bali T/trip T/price R 1000 1500", "surf T/price R 0 800", "bali T/trip T",

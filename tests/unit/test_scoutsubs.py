@@ -8,7 +8,7 @@ import random
 import pytest
 
 from node.memnet import MemNetwork
-from node.protocols.predicates import Predicate
+from node.predicates import Predicate
 from node.protocols.scoutsubs import ScoutSubs, ScoutSubsParams
 from tests.support.dht_net import dht_network
 

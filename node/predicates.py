@@ -14,8 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
-from .base import Unsupported
-
 MAX_ATTRIBUTES = 5
 
 
@@ -110,15 +108,6 @@ class Predicate:
             return None
         hull = Attribute(a.name, "R", min(a.lo, b.lo), max(a.hi, b.hi))
         return Predicate(tuple(hull if x == a else x for x in self.attrs))
-
-
-def parse_for_app(text: str) -> Predicate:
-    """A predicate handed in by the application (subscribe, publish): a malformed one is refused as
-    Unsupported, with the parser's reason, so the control API answers it as the caller's error."""
-    try:
-        return Predicate.parse(text)
-    except PredicateError as err:
-        raise Unsupported(str(err)) from None
 
 
 def group_predicates(events: list[str]) -> list[str]:
