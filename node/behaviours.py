@@ -1,5 +1,5 @@
-"""Attack behaviours that wrap any protocol core (scenario `attackers:`; seeds: shared/seeds/topiary.txt
-section V-D, gossipsub.txt on v1.1 hardening and v1.2 IDONTWANT).
+"""Attack behaviours that wrap any protocol core (scenario `attackers:`; papers: Topiary paper
+section V-D, the GossipSub paper on v1.1 hardening and v1.2 IDONTWANT).
 
 The core runs unchanged. `build()` gives an honest node its core as is; an attacker gets an
 `AttackerCore` proxy that sees every input before the core (frames, peers up/down, start) and a

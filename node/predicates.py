@@ -1,4 +1,4 @@
-"""SmartPubSub's content predicates (seed: shared/seeds/smartpubsub.txt, section II-B): parse, match,
+"""SmartPubSub's content predicates (SmartPubSub paper, section II-B): parse, match,
 cover and safe merge.
 
 A predicate is up to 5 attributes joined by '/': a topic attribute `name T`, or an integer range

@@ -1,5 +1,4 @@
-"""FastDelivery (seed: shared/seeds/smartpubsub.txt, section II-C; notes:
-shared/reference/pulsarcast-smartpubsub.md): publisher-centred content-based pub/sub over Kademlia.
+"""FastDelivery (SmartPubSub paper, section II-C): publisher-centred content-based pub/sub over Kademlia.
 
 - A publisher creates multicast groups (`create_topic(group predicate)`; the planner gives each
   publisher the hulls of what it publishes, `predicates.group_predicates`) and advertises each one

@@ -1,6 +1,6 @@
 """GossipSub v1.1/v1.2 (/meshsub/1.1.0, /meshsub/1.2.0) as a sans-IO router, with the large-message
-extensions of the seed (shared/seeds/gossipsub-staggering-fragmentation.txt): IDONTWANT, staggered
-relaying and fragmentation. Checklist: shared/reference/gossipsub.md.
+extensions of the seed (GossipSub staggering/fragmentation paper): IDONTWANT, staggered
+relaying and fragmentation.
 
 What it does, in the spec's terms:
 - per topic a full-message mesh kept within [D_lo, D_hi] by the heartbeat (prune to D keeping D_out

@@ -1,5 +1,5 @@
 """Which members' filters does an event match? FastDelivery's per-group subscription index (seed:
-shared/seeds/smartpubsub.txt, section II-C: "a list ... or range trees ... the same number of range
+SmartPubSub paper, section II-C: "a list ... or range trees ... the same number of range
 trees [as range attributes] and go through their query results").
 
 Every filter is an entry (member, filter). Each range attribute gets one interval tree of the

@@ -1,5 +1,5 @@
 """Topiary's baselines as protocols: TTL gossip over a fixed topology the protocol's name implies
-(seed: shared/seeds/topiary.txt, section V-A). Scenario names: random-overlay (d random outgoing
+(Topiary paper, section V-A). Scenario names: random-overlay (d random outgoing
 links per node), complete-overlay, degree-split (GossipSub-style: d split across a node's topics),
 scribe (rendezvous trees per group; topology.groups: a number of random groups, or `topic`).
 

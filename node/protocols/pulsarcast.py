@@ -1,4 +1,4 @@
-"""PulsarCast (seed: shared/seeds/pulsarcast.txt, chapter 3; notes: shared/reference/pulsarcast-smartpubsub.md).
+"""PulsarCast (PulsarCast thesis, chapter 3).
 
 Topic-based pub/sub on a Kademlia DHT, one dissemination tree per topic rooted at its author.
 - Descriptors (proto/pulsarcast.proto) are immutable and content-addressed (id = SHA-256 of the

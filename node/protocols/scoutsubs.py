@@ -1,4 +1,4 @@
-"""ScoutSubs (seed: shared/seeds/smartpubsub.txt, section II-B; notes: shared/reference/pulsarcast-smartpubsub.md):
+"""ScoutSubs (SmartPubSub paper, section II-B):
 content-based pub/sub over Kademlia, after Hermes.
 
 - The app's "topic" is a predicate (node/predicates.py): subscriptions are filters with

@@ -1,5 +1,5 @@
 """static-overlay: nodes keep exactly their planned neighbours (any overlay algorithm's output) and
-disseminate with Topiary's TTL gossip (seed: shared/seeds/topiary.txt, section III).
+disseminate with Topiary's TTL gossip (Topiary paper, section III).
 
 A node relays a message it sees for the first time to all neighbours but the sender while its TTL is
 above 0, and only to neighbours interested in the topic once it is 0. The TTL is decremented only by

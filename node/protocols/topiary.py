@@ -1,4 +1,4 @@
-"""topiary: a node that learns its own neighbours (seed: shared/seeds/topiary.txt, Algorithm 1).
+"""topiary: a node that learns its own neighbours (Topiary paper, Algorithm 1).
 
 Dissemination is the static overlay's TTL gossip. On top of it the node:
 - keeps at most `degree` outgoing connections (d; the planner sets it from topology.degree) and

@@ -1,7 +1,7 @@
-"""Topiary's per-epoch arithmetic (seed: shared/seeds/topiary.txt, section IV, equations 1-10), as
+"""Topiary's per-epoch arithmetic (Topiary paper, section IV, equations 1-10), as
 pure functions over one epoch's observations, so each equation is testable on its own.
 
-Reading of the seed where it is ambiguous (see shared/reference/overlays-topiary.md):
+Reading of the seed where it is ambiguous :
 - Every score term is a cost (the seed says "a higher score indicates poorer performance"), so the
   coverage term Fc is the fraction of expected messages the subset FAILED to relay (eq. 3 as printed
   counts the relayed ones, which would reward losing messages).

@@ -1,5 +1,5 @@
 """Constant-diameter overlays built from one star per topic: CD-ODA, CD-ODA-II, 2D-ODA, CD-MAX, and
-the CD-MAX-Ref refinement (seed: shared/seeds/cdmax-overlay.txt).
+the CD-MAX-Ref refinement (CD-MAX paper).
 
 Every algorithm here picks, for each topic, a centre among its subscribers and connects the centre
 to every other subscriber; the overlay is the union of the stars, so every topic's subgraph has
