@@ -84,7 +84,7 @@ def _batches(shape: Shape, subs: list[tuple[str, str]], events: int, seed: int,
         c_from, c_to = rng.integers(0, shape.nodes, c_n), rng.integers(0, shape.nodes, c_n)
         c_ts = T0_NS + first * MSG_SPACING_NS + rng.integers(0, chunk * MSG_SPACING_NS, c_n)
         c_bytes = rng.integers(20, 400, c_n)
-        ids = pa.array([f"m{x:09d}" for x in m])
+        msg_ids = pa.array([f"m{x:09d}" for x in m])
         topics = pa.array([f"t{k}" for k in range(shape.topics)])
         data = shape.size + 40
 
@@ -103,7 +103,7 @@ def _batches(shape: Shape, subs: list[tuple[str, str]], events: int, seed: int,
             given = {"ts": pa.array(ts, pa.int64()), "node": node_names.take(pa.array(node)),
                      "type": pa.repeat(kind, n)}
             if msg is not None:
-                given["msg_id"] = ids.take(pa.array(msg))
+                given["msg_id"] = msg_ids.take(pa.array(msg))
                 given["topic"] = topics.take(pa.array(topic[msg]))
                 given["size"] = pa.array(np.full(n, shape.size), pa.int64())
             if kind == "deliver_message":
