@@ -10,11 +10,16 @@ own, its last event. Only nodes up for the whole dissemination window of a messa
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+
+from analysis.registry import metric
+
+if TYPE_CHECKING:
+    from analysis.run_data import RunData
 
 DEFAULT_WINDOW_S = 5.0
 
@@ -169,3 +174,19 @@ def _share(part: list[Any], whole: list[Any]) -> float | None:
 def window_ns(manifest: dict[str, Any]) -> int:
     analysis = manifest["scenario"].get("analysis") or {}
     return int(float(analysis.get("dissemination_window") or DEFAULT_WINDOW_S) * 1e9)
+
+
+# metrics.json: who was up, and what it received ----------------------------------------------------
+@metric("delivery_ratio_up")
+def _delivery_ratio_up(run: RunData) -> float | None:
+    return ratio(run.deliveries_up)
+
+
+@metric("accounting")
+def _accounting(run: RunData) -> dict[str, int]:
+    return accounting(run.plan, run.manifest.get("t0_ns"), run.intervals, run.events)
+
+
+@metric("partitions")
+def _partitions(run: RunData) -> list[dict[str, Any]] | None:
+    return partitions(run.manifest, run.publishes, run.deliveries_up) or None

@@ -7,10 +7,15 @@ manifest's clock offsets apply on other backends).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+
+from analysis.registry import metric, table
+
+if TYPE_CHECKING:
+    from analysis.run_data import RunData
 
 COVERAGE_POINTS = (15, 50, 90, 100)
 
@@ -154,3 +159,66 @@ def core_metrics(events: DataFrame, subs: DataFrame, nodes: int) -> dict[str, An
     finally:
         msgs.unpersist()
         dl.unpersist()
+
+
+# metrics.json: the run and its messages ---------------------------------------------------------
+@metric("messages")
+def _messages(run: RunData) -> int:
+    return run.publishes.count()
+
+
+@metric("window")
+def _window(run: RunData) -> dict[str, Any]:
+    return {"from_s": run.window["from_s"], "messages_before": run.all_publishes.count() - run.publishes.count()}
+
+
+@metric("delivery_ratio")
+def _delivery_ratio(run: RunData) -> float | None:
+    return delivery_ratio(run.messages)
+
+
+@metric("latency_ms")
+def _latency_ms(run: RunData) -> dict[str, float | None]:
+    return latency_stats(run.deliveries)
+
+
+@metric("coverage_latency_ms")
+def _coverage_latency_ms(run: RunData) -> dict[str, Any]:
+    return coverage_summary(run.messages)
+
+
+@metric("duplicates_per_node")
+def _duplicates_per_node(run: RunData) -> float:
+    return duplicates_per_node(run.totals, run.nodes)
+
+
+@metric("bytes")
+def _bytes(run: RunData) -> dict[str, int]:
+    return bytes_sent(run.totals)
+
+
+@metric("shaping")
+def _shaping(run: RunData) -> dict[str, Any]:
+    cal = run.manifest.get("calibration") or {}
+    return {"mode": run.manifest.get("shaping", {}).get("mode"), "latency_error_pct": cal.get("latency_error_pct"),
+            "bandwidth_error_pct": cal.get("bandwidth_error_pct")}
+
+
+@metric("events")
+def _events(run: RunData) -> int:
+    return run.events.count()
+
+
+@table("deliveries")
+def _deliveries_table(run: RunData) -> DataFrame:
+    return run.deliveries
+
+
+@table("messages")
+def _messages_table(run: RunData) -> DataFrame:
+    return run.messages.join(run.publishes, "msg_id")
+
+
+@table("bytes_per_node")
+def _bytes_per_node_table(run: RunData) -> DataFrame:
+    return bytes_per_node(run.events)

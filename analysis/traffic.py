@@ -6,10 +6,15 @@ and before the drain (T0 + warmup + duration), so mesh building and the tail do 
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+
+from analysis.registry import metric, table
+
+if TYPE_CHECKING:
+    from analysis.run_data import RunData
 
 CONTROL_TYPES = ("ihave", "iwant", "idontwant", "graft", "prune")
 BYTE_COLUMNS = ("bytes", "data_bytes", *(f"{k}_bytes" for k in CONTROL_TYPES))
@@ -93,3 +98,34 @@ def resources(events: DataFrame) -> tuple[dict[str, Any] | None, DataFrame]:
         return None, per_node
     return {"nodes": row["nodes"], "cpu_share_mean": row["cpu"], "cpu_share_max": row["cpu_max"],
             "rss_peak_mb_mean": (row["rss"] or 0) / 2**20, "rss_peak_mb_max": (row["rss_max"] or 0) / 2**20}, per_node
+
+
+# metrics.json: bandwidth, control, connections, resources ------------------------------------------
+@metric("bandwidth")
+def _bandwidth(run: RunData) -> dict[str, Any]:
+    return bandwidth_summary(run.per_second, run.publishing, run.t0, run.nodes)
+
+
+@metric("control")
+def _control(run: RunData) -> dict[str, dict[str, int]]:
+    return control_counts(run.events)
+
+
+@metric("connections")
+def _connections(run: RunData) -> dict[str, Any]:
+    return connections(run.events, run.publishing[1] if run.publishing else None)
+
+
+@metric("resources")
+def _resources(run: RunData) -> dict[str, Any] | None:
+    return run.resources[0] or None
+
+
+@table("bandwidth")
+def _bandwidth_table(run: RunData) -> DataFrame:
+    return run.per_second
+
+
+@table("resources")
+def _resources_table(run: RunData) -> DataFrame:
+    return run.resources[1]

@@ -5,10 +5,15 @@ latency_ms; one row per expected receipt, t_recv null when it never came) and th
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+
+from analysis.registry import metric, table
+
+if TYPE_CHECKING:
+    from analysis.run_data import RunData
 
 
 def _delivery_aggs() -> list:
@@ -75,3 +80,31 @@ def attack_impact(dl: DataFrame, pubs: DataFrame, plan: dict[str, Any]) -> dict[
         out["attacker_neighbours"] = {"nodes": len(aim["nodes"]), "victims": side(dl.where(is_near)),
                                       "others": side(dl.where(~is_near))}
     return out
+
+
+# metrics.json: spreads per topic and per subscriber, attack impact --------------------------------
+@metric("per_topic")
+def _per_topic(run: RunData) -> dict[str, Any]:
+    return {"topics": run.topics.count(), "delivery_ratio": spread(run.topics, "delivery_ratio"),
+            "p50_ms": spread(run.topics, "p50_ms")}
+
+
+@metric("per_subscriber")
+def _per_subscriber(run: RunData) -> dict[str, Any]:
+    return {"subscribers": run.subscribers.count(), "delivery_ratio": spread(run.subscribers, "delivery_ratio"),
+            "p99_ms": spread(run.subscribers, "p99_ms")}
+
+
+@metric("attack")
+def _attack(run: RunData) -> dict[str, Any] | None:
+    return attack_impact(run.deliveries, run.publishes, run.plan) or None
+
+
+@table("topics")
+def _topics_table(run: RunData) -> DataFrame:
+    return run.topics
+
+
+@table("subscribers")
+def _subscribers_table(run: RunData) -> DataFrame:
+    return run.subscribers

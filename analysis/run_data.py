@@ -1,0 +1,108 @@
+"""One run's data as the metrics see it: the events and the frames derived from them (publishes,
+expected deliveries, per-message coverage, up intervals, per-second bandwidth...), each computed once,
+when a metric first asks for it, and cached in Spark until the job ends."""
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from analysis import faults
+from analysis import metrics as M
+from analysis import traffic as Tr
+from analysis import views as V
+from analysis.ingest import load_manifest, read_events, subscriptions_frame
+
+
+class RunData:
+    def __init__(self, spark: SparkSession, run_dir: Path):
+        self.spark = spark
+        self.run_dir = run_dir
+        self.manifest: dict[str, Any] = load_manifest(run_dir)
+        self.plan: dict[str, Any] = self.manifest["plan"]
+        self.nodes = len(self.plan["nodes"])
+        self.t0: int = self.manifest.get("t0_ns") or 0
+        self._cached: list[DataFrame] = []
+
+    def _keep(self, frame: DataFrame) -> DataFrame:
+        self._cached.append(frame.cache())
+        return frame
+
+    def release(self) -> None:
+        for frame in self._cached:
+            frame.unpersist()
+
+    @cached_property
+    def events(self) -> DataFrame:
+        return self._keep(read_events(self.spark, self.run_dir, self.manifest))
+
+    @cached_property
+    def window(self) -> dict[str, Any]:
+        """Where the measured messages start: analysis.measure_from after T0 (0: every message)."""
+        start = float((self.manifest["scenario"].get("analysis") or {}).get("measure_from") or 0.0)
+        t0 = self.manifest.get("t0_ns")
+        return {"from_s": start, "from_ns": int(t0 + start * 1e9) if start and t0 else 0}
+
+    @cached_property
+    def all_publishes(self) -> DataFrame:
+        """The workload: the honest nodes' publishes (an attacker's flood is traffic, not workload)."""
+        honest = [n["id"] for n in self.plan["nodes"] if n.get("role", "honest") == "honest"]
+        return self._keep(M.publishes(self.events).where(F.col("origin").isin(honest)))
+
+    @cached_property
+    def all_deliveries(self) -> DataFrame:
+        subs = subscriptions_frame(self.spark, self.manifest)
+        return self._keep(M.deliveries(self.events, M.expected_receivers(self.all_publishes, subs)))
+
+    def _measured(self, frame: DataFrame) -> DataFrame:
+        start = self.window["from_ns"]
+        return self._keep(frame.where(F.col("t_pub") >= start)) if start else frame
+
+    @cached_property
+    def publishes(self) -> DataFrame:
+        return self._measured(self.all_publishes)
+
+    @cached_property
+    def deliveries(self) -> DataFrame:
+        return self._measured(self.all_deliveries)
+
+    @cached_property
+    def messages(self) -> DataFrame:
+        """Per message: expected and delivered receivers, delivery ratio, coverage latencies."""
+        return self._keep(M.per_message(self.deliveries))
+
+    @cached_property
+    def totals(self) -> dict[str, int]:
+        return M.traffic(self.events)
+
+    @cached_property
+    def intervals(self) -> faults.Intervals:
+        return faults.up_intervals(self.events, self.manifest)
+
+    @cached_property
+    def deliveries_up(self) -> DataFrame:
+        up = faults.intervals_frame(self.spark, self.intervals)
+        return self._keep(faults.deliveries_up(self.deliveries, up, faults.window_ns(self.manifest)))
+
+    @cached_property
+    def topics(self) -> DataFrame:
+        return self._keep(V.per_topic(self.deliveries, self.publishes))
+
+    @cached_property
+    def subscribers(self) -> DataFrame:
+        return self._keep(V.per_subscriber(self.deliveries))
+
+    @cached_property
+    def per_second(self) -> DataFrame:
+        return self._keep(Tr.bandwidth(self.events, self.t0))
+
+    @cached_property
+    def publishing(self) -> tuple[int, int] | None:
+        return Tr.publishing_window(self.manifest)
+
+    @cached_property
+    def resources(self) -> tuple[dict[str, Any] | None, DataFrame]:
+        return Tr.resources(self.events)
