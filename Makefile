@@ -31,7 +31,7 @@ test: setup
 test-fast: setup
 	$(PY) -m pytest -m "not emulation and not spark"
 
-# how many nodes the local backend runs (prints start-up time and RSS); see README "Development"
+# how many nodes the local backend runs (prints start-up time and RSS); see docs/development.md
 bench-scale: setup
 	$(VENV)/bin/peerlab bench local --nodes 50,100,200 --duration 60s
 

@@ -14,7 +14,7 @@ class SparkUnavailable(RuntimeError):
 
 def get_spark(master: str = "local[*]", app: str = "peerlab-analysis", conf: dict[str, str] | None = None) -> SparkSession:
     """A session on `master`; `conf` entries override the defaults below (a cluster wants its own
-    memory settings; s3a needs its jars and credentials, see the README)."""
+    memory settings; s3a needs its jars and credentials, see docs/analysis.md)."""
     if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
         raise SparkUnavailable("PySpark needs a Java runtime (17 or newer): install one, e.g. "
                                "`apt-get install openjdk-17-jre-headless`, or run with --no-report")

@@ -31,7 +31,7 @@ examples:
   peerlab doctor           # what this machine can run
 
 scenario reference: `peerlab schema` prints the JSON Schema (point your editor's YAML plugin at it);
-the README walks through every section.
+docs/scenarios.md walks through every section, docs/reference/scenario.md lists every field.
 """
 
 err = Console(stderr=True, soft_wrap=True)
@@ -145,10 +145,10 @@ def _report(run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
 def _spark_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--master", default="local[*]",
                    help="Spark master for the analysis: local[*] (default, this machine's cores), local[N], "
-                        "or a cluster such as spark://host:7077 (see README: Analysis at scale)")
+                        "or a cluster such as spark://host:7077 (see docs/analysis.md, 'At scale')")
     p.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
                    help="a Spark setting (repeatable), e.g. spark.executor.memory=8g, or the s3a settings "
-                        "of the README")
+                        "of docs/analysis.md")
 
 
 def cmd_run(args: argparse.Namespace) -> int:

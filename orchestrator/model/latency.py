@@ -76,7 +76,7 @@ class UnitSquare(LatencyModel):
 
 
 # Median round-trip times (ms) between WonderProxy servers grouped in 8 regions, from the 2020-07-19/20
-# data set (the Topiary seed's "246 cities"; README.md "Latency models" says how it was grouped:
+# data set (the Topiary seed's "246 cities"; docs/protocols/topiary.md "Latency models" says how it was grouped:
 # continent from the server list, Europe/Asia split at 45 E and Asia at 95 E, North America at 100 W).
 # Diagonal: median RTT between two servers of the same region.
 REGIONS = ("na-east", "na-west", "south-america", "europe", "africa", "asia-south", "asia-east", "oceania")

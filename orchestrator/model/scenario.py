@@ -337,7 +337,7 @@ class Analysis(Strict):
                                 "epoch length, else 10s")
     dissemination_window: Duration = Field(
         5.0, gt=0, description="delivery_ratio_up counts a receiver only if it was up from a message's "
-                               "publication to this long after (churn, kills: see README \"Faults\")")
+                               "publication to this long after (churn, kills: see docs/faults.md)")
     warmup_messages: int | None = Field(
         None, ge=0, description="first published messages left out of the protocol's latency figures "
                                 "(bandwidth counts them); unset: the protocol's default (gossipsub: 2, as its seed)")

@@ -1,6 +1,6 @@
 """The same small scenario emulated (real namespaces, tc, processes) and simulated (--backend sim),
 both analysed by the same job: equal delivery ratio, latency percentiles within the tolerance the
-README states (Simulation: "Agreement with emulation")."""
+docs/simulation.md states ("Agreement with emulation")."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,7 +1,7 @@
 """Topiary on real nodes: epochs end, links are really dropped and new ones dialled through the
 shaped data plane, a topic-drop attacker's drops are logged, and the analysis draws per-epoch
 curves. Short on purpose (the headline comparison is scenarios/topiary-vs-random.yaml, measured in
-the README)."""
+docs/protocols/topiary.md)."""
 import gzip
 import json
 from pathlib import Path
