@@ -1,0 +1,58 @@
+"""The `peerlab` command line: one module per group of commands, each adding its parsers.
+
+Exit codes: 0 success, 1 the run failed (the message names the node), 2 the input is invalid
+(nothing was touched), 130 interrupted (everything torn down).
+"""
+from __future__ import annotations
+
+import argparse
+
+from orchestrator.cli import bench, fuzz, machine, overlay, report, run, scenario
+from orchestrator.cli.common import UsageError, err
+
+EXAMPLES = """\
+examples:
+  peerlab run scenarios/quickstart.yaml
+  peerlab run scenarios/quickstart.yaml --set nodes.count=10 --set network.latency.one_way=20ms
+  peerlab validate my-scenario.yaml
+  peerlab plan scenarios/quickstart.yaml --seed 7
+  peerlab report runs/20261121-120000-quickstart-1a2b3c
+  peerlab run scenarios/sim-gossipsub-1000.yaml --backend sim   # 1000 nodes in virtual time
+  peerlab run scenarios/gossipsub-large.yaml --matrix gossipsub.variant=v1.1,v1.2,all-3
+                           # one run per variant, then one comparison table
+  peerlab compare runs/A runs/B      # metrics side by side
+  peerlab overlay --compare --nodes 1000 --runs 10   # the CD-MAX seed's overlay tables
+  peerlab clean            # remove what a crashed run left behind
+  peerlab doctor           # what this machine can run
+
+scenario reference: `peerlab schema` prints the JSON Schema (point your editor's YAML plugin at it);
+docs/scenarios.md walks through every section, docs/reference/scenario.md lists every field.
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="peerlab", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXAMPLES,
+        description="Emulation testbed for peer-to-peer publish/subscribe protocols: real nodes in "
+                    "network namespaces, every link shaped with tc, logs analysed with PySpark.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for group in (run, scenario, machine, report, bench, overlay, fuzz):
+        group.add(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from orchestrator.model.scenario import ScenarioError
+
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except ScenarioError as e:
+        err.print(str(e), markup=False, highlight=False)
+        return 2
+    except UsageError as e:
+        err.print(f"error: {e}", markup=False, highlight=False)
+        return 2
+    except KeyboardInterrupt:
+        err.print("interrupted: run torn down")
+        return 130

@@ -1,0 +1,87 @@
+"""`peerlab bench`: benchmarks that print figures."""
+from __future__ import annotations
+
+import argparse
+import os
+
+from orchestrator.cli.common import UsageError, err
+
+
+def add(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("bench", help="benchmarks that print figures (local scale, GossipSub scale and CPU, "
+                                     "simulation speed and memory)")
+    p.add_argument("target", choices=["local", "gossipsub", "router", "topiary-sweep", "sim", "analysis"],
+                   help="local: how many nodes the local backend runs (floodsub); gossipsub: "
+                        "scenarios/gossipsub-large.yaml at each --nodes count, and the largest with "
+                        "delivery 1.0; router: GossipSub CPU per relayed message; topiary-sweep: "
+                        "Topiary parameters (--matrix) on the in-memory network against random-overlay; sim: "
+                        "the simulation's memory per node and per frame in flight, and its speed on each "
+                        "--sim-scenario (default scenarios/sim-gossipsub-1000.yaml); analysis: the core "
+                        "metrics of --events synthetic events with Spark and with DuckDB (last line "
+                        "spark_s=... duckdb_s=... ratio=...)")
+    p.add_argument("--sim-scenario", dest="scenarios", action="append", default=[], metavar="FILE",
+                   help="sim: a scenario to simulate (repeat for several)")
+    p.add_argument("--scenario", default="scenarios/topiary-vs-random.yaml", help="topiary-sweep: the scenario")
+    p.add_argument("--matrix", action="append", default=[], metavar="PATH=V1,V2",
+                   help="topiary-sweep: values to sweep, e.g. --matrix protocol.params.w_d=1,10,100")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="PATH=VALUE",
+                   help="gossipsub, sim: override a field of the scenario, e.g. --set gossipsub.variant=all-3")
+    p.add_argument("--sizes", default="1KiB,1MiB", help="router: message sizes (default 1KiB,1MiB)")
+    p.add_argument("--messages", type=int, default=2000, help="router: messages relayed per size")
+    p.add_argument("--nodes", default="50,100,200", help="comma-separated sizes (default 50,100,200)")
+    p.add_argument("--duration", default="60s", help="publishing window per size (default 60s)")
+    p.add_argument("--store", default="file://./runs", help="where the benchmark runs are kept")
+    p.add_argument("--events", type=int, default=10_000_000, help="analysis: synthetic events (default 10000000)")
+    p.add_argument("--master", default="local[*]",
+                   help="analysis: Spark master (default local[*]; spark://host:7077 for a cluster)")
+    p.add_argument("--workdir", help="analysis: where the synthetic tables go (default a temporary directory)")
+    p.add_argument("--keep", action="store_true", help="analysis: keep the synthetic tables afterwards")
+    p.set_defaults(func=cmd_bench)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from orchestrator.model.units import parse_duration, parse_size
+
+    if args.target == "router":
+        from orchestrator.tools.bench import bench_router
+
+        try:
+            sizes = [parse_size(x) for x in args.sizes.split(",")]
+        except ValueError as e:
+            raise UsageError(f"--sizes: {e}")
+        bench_router(sizes, args.messages)
+        return 0
+    if args.target == "sim":
+        from orchestrator.tools.bench_sim import bench_sim
+
+        bench_sim(args.scenarios or ["scenarios/sim-gossipsub-1000.yaml"], args.overrides, err)
+        return 0
+    if args.target == "analysis":
+        from analysis.bench import bench_analysis
+
+        if args.events < 1:
+            raise UsageError("--events must be at least 1")
+        return bench_analysis(args.events, args.master, args.workdir, args.keep, err)
+    if args.target == "topiary-sweep":
+        from orchestrator.tools.bench import bench_topiary_sweep
+
+        bench_topiary_sweep(args.scenario, args.overrides, args.matrix, err)
+        return 0
+
+    if os.geteuid() != 0:
+        err.print("[bold red]error:[/] the local benchmark needs root")
+        return 1
+    try:
+        sizes = [int(x) for x in args.nodes.split(",")]
+        duration = parse_duration(args.duration)
+    except ValueError as e:
+        raise UsageError(f"--nodes takes a comma-separated list of counts, --duration a time like 60s ({e})")
+    if args.target == "gossipsub":
+        from orchestrator.tools.bench import bench_gossipsub
+
+        bench_gossipsub(sizes, args.overrides, args.store, err)
+        return 0
+    from orchestrator.tools.bench import bench_local
+
+    bench_local(sizes, duration, args.store, err)
+    return 0

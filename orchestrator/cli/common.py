@@ -1,0 +1,79 @@
+"""What the commands share: the error console, scenario and Spark options, KEY=VALUE parsing, the
+analysis of one run and its one-line summary."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+err = Console(stderr=True, soft_wrap=True)
+
+
+class UsageError(Exception):
+    pass
+
+
+def scenario_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("scenario", help="scenario YAML file")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="PATH=VALUE",
+                   help="override a field, e.g. --set nodes.count=10 (repeatable; values read as YAML)")
+    p.add_argument("--matrix", dest="matrix", action="append", default=[], metavar="PATH=V1,V2,...",
+                   help="one run per value (repeatable: the cartesian product), added to the scenario's "
+                        "own matrix: block, e.g. --matrix gossipsub.variant=v1.1,v1.2")
+
+
+def load(args: argparse.Namespace):
+    """The scenario's combinations (one, unless it or the command line has a matrix)."""
+    from orchestrator.model.matrix import expand
+
+    return expand(args.scenario, args.overrides, args.matrix)
+
+
+def key_values(items: list[str], option: str, example: str) -> dict[str, str]:
+    """KEY=VALUE options (repeatable) as a dict; a usage error naming the option otherwise."""
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"{option} {item!r}: write KEY=VALUE, e.g. {option} {example}")
+        out[key] = value
+    return out
+
+
+def spark_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--master", default="local[*]",
+                   help="Spark master for the analysis: local[*] (default, this machine's cores), local[N], "
+                        "or a cluster such as spark://host:7077 (see docs/analysis.md, 'At scale')")
+    p.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="a Spark setting (repeatable), e.g. spark.executor.memory=8g, or the s3a settings "
+                        "of docs/analysis.md")
+
+
+def report(run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
+    from analysis.job import analyse
+    from analysis.spark import get_spark
+
+    conf = key_values(args.spark_conf, "--spark-conf", "spark.executor.memory=4g")
+    err.print(f"[bold cyan]analysis:[/] PySpark ({args.master}) on {run_dir}")
+    return analyse(run_dir, get_spark(args.master, conf=conf))
+
+
+def summary(metrics: dict[str, Any]) -> str:
+    lat = metrics["latency_ms"]
+    b = metrics["bytes"]
+
+    def ms(v: float | None) -> str:
+        return "n/a" if v is None else f"{v:.1f} ms"
+    ratio = metrics["delivery_ratio"]
+    return (f"delivery {'n/a' if ratio is None else f'{ratio:.4f}'} over {metrics['messages']} messages; "
+            f"latency p50 {ms(lat['p50'])}, p99 {ms(lat['p99'])}; "
+            f"sent {b['data_sent'] / 1e6:.2f} MB data, {b['control_sent'] / 1e6:.2f} MB control")
+
+
+def upload(store: Any, run_id: str) -> None:
+    uploaded = store.sync(run_id)
+    if uploaded:
+        err.print(f"uploaded {uploaded} files to {store.url}/{run_id}")
+

@@ -1,0 +1,110 @@
+"""This machine and its leftovers: `doctor`, `clean`, `image` (the node image), `prepare` (Ansible)."""
+from __future__ import annotations
+
+import argparse
+import os
+
+from orchestrator.cli.common import err, key_values
+
+
+def add(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("image", help="build the node image (node/Dockerfile) for the docker and kubernetes backends",
+                       description="Build the node image with the local Docker engine, tagged by its content "
+                                   "(peerlab-node:<hash of node/ and the shaper>); prints the tag. The docker "
+                                   "backend does this by itself when the tag is missing.")
+    p.add_argument("action", choices=["build"])
+    p.add_argument("--base-image", help="the image to build FROM (default: $PEERLAB_BASE_IMAGE or python:3.12-slim; "
+                                        "without a registry: .ci/docker-base builds peerlab-base:bookworm)")
+    p.add_argument("--tag-only", action="store_true", help="print the tag the image would have; build nothing")
+    p.set_defaults(func=cmd_image)
+
+    from orchestrator.tools.prepare import PLAYBOOKS
+
+    p = sub.add_parser("prepare", help="prepare this machine with an Ansible playbook (host, kind, storage)",
+                       description="Run one of playbooks/*.yml against localhost through ansible-runner: "
+                                   "host (tc modules where the kernel has them, sysctls and limits for many "
+                                   "nodes, Docker), kind (a multi-node kind cluster with the node image), "
+                                   "storage (an S3 bucket for run logs). Other hosts: ansible-playbook -i "
+                                   "INVENTORY playbooks/NAME.yml.")
+    p.add_argument("playbook", choices=sorted(PLAYBOOKS))
+    p.add_argument("--check", action="store_true", help="Ansible check mode: show what would change, change nothing")
+    p.add_argument("-e", dest="extra", action="append", default=[], metavar="KEY=VALUE",
+                   help="a playbook variable (repeatable), e.g. -e peerlab_image=peerlab-node:<tag>")
+    p.set_defaults(func=cmd_prepare)
+
+    p = sub.add_parser("clean", help="remove namespaces and processes left by crashed runs")
+    p.add_argument("--force", action="store_true", help="also clean runs whose orchestrator is alive")
+    p.set_defaults(func=cmd_clean)
+
+    p = sub.add_parser("doctor", help="what this machine offers: netns, htb, netem, java, docker, helm, a Kubernetes cluster")
+    p.set_defaults(func=cmd_doctor)
+
+
+def cmd_image(args: argparse.Namespace) -> int:
+    from orchestrator.backends.docker import docker_client
+    from orchestrator.tools import image
+
+    base = args.base_image or image.base_image()
+    if args.tag_only:
+        print(image.image_tag(base))
+        return 0
+    try:
+        print(image.build(docker_client(), base, say=lambda m: err.print(m, markup=False, highlight=False)))
+    except RuntimeError as e:
+        err.print(f"[bold red]error:[/] {e}", markup=False)
+        return 1
+    return 0
+
+
+def cmd_prepare(args: argparse.Namespace) -> int:
+    from orchestrator.tools.prepare import prepare
+
+    extravars = key_values(args.extra, "-e", "peerlab_install_docker=false")
+    rc, stats = prepare(args.playbook, check=args.check, extravars=extravars)
+    if rc != 0:
+        err.print(f"[bold red]error:[/] playbooks/{args.playbook}.yml failed (exit {rc}); see the task above")
+    return 0 if rc == 0 else 1
+
+
+def cmd_clean(args: argparse.Namespace) -> int:
+    from orchestrator.backends.docker import docker_leftovers, remove_docker_objects
+    from orchestrator.run.cleanup import find_runs, forget_run, mark_status, remove_run_objects
+
+    if os.geteuid() != 0:
+        err.print("[bold red]error:[/] cleaning namespaces needs root")
+        return 1
+    found = 0
+    runs = find_runs()
+    in_docker = docker_leftovers()  # containers, networks, volumes of docker-backend runs
+    runs += [(None, short, False) for short in sorted(in_docker - {short for _, short, _ in runs})]
+    for state, short, alive in runs:
+        if alive and not args.force:
+            err.print(f"run {state.run_id if state else short}: orchestrator (pid {state.pid}) still running; "
+                      "left alone (use --force to clean it anyway)")
+            continue
+        removed = remove_run_objects(short, state.scratch if state else None)
+        if short in in_docker:
+            docker = remove_docker_objects(short)
+            err.print(f"run {short}: removed {docker['containers']} containers, {docker['networks']} networks, "
+                      f"{docker['volumes']} volumes")
+        if state:
+            mark_status(state.run_dir, "crashed", "orchestrator died; cleaned by `peerlab clean`")
+        forget_run(short)
+        found += 1
+        err.print(f"run {state.run_id if state else 'pl' + short + '-* (no state file)'}: "
+                  f"killed {removed['processes']} processes, removed {removed['namespaces']} namespaces")
+    if not found:
+        err.print("nothing to clean")
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from orchestrator.tools.doctor import checks, summary
+
+    rows = checks()
+    for r in rows:
+        mark = "[green]ok[/]  " if r["ok"] else "[red]no[/]  "
+        err.print(f"{mark}{r['what']}: {r['detail']}")
+    for line in summary(rows):
+        print(line)
+    return 0

@@ -1,0 +1,70 @@
+"""The analysis of stored runs: `report` (re-run it), `compare` (runs side by side)."""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from orchestrator.cli.common import UsageError, err, report, spark_options, summary, upload
+
+
+def add(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("report", help="(re)run the analysis of a run directory",
+                       description="Analyse a run: a local run directory, or a run in an s3:// store, which "
+                                   "is fetched into the cache ($PEERLAB_CACHE or ~/.cache/peerlab), analysed "
+                                   "there, and its analysis/ uploaded back.")
+    p.add_argument("run_dir", metavar="RUN", help="a run directory, or s3://BUCKET/PREFIX/RUN_ID")
+    spark_options(p)
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("compare", help="metrics of several runs side by side")
+    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    p.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    p.add_argument("--html", metavar="FILE", help="also write a self-contained page with the table and the runs' "
+                                                "curves overlaid: latency CDF, coverage and upload over time, and "
+                                                "per-epoch curves (overlay protocols: receive rate, delay, victim "
+                                                "topic, attackers' slot share)")
+    p.set_defaults(func=cmd_compare)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    store = None
+    if "://" in args.run_dir and not args.run_dir.startswith("file://"):
+        from orchestrator.store import split_run_url
+
+        try:
+            store, run_id = split_run_url(args.run_dir)
+            err.print(f"fetching {args.run_dir} into {store.root}")
+            run_dir = store.fetch(run_id)
+        except (ValueError, FileNotFoundError) as e:
+            raise UsageError(str(e)) from None
+    else:
+        run_dir = Path(args.run_dir.removeprefix("file://"))
+    if not (run_dir / "manifest.json").exists():
+        raise UsageError(f"{run_dir}: not a run directory (no manifest.json)")
+    metrics = report(run_dir, args)
+    if store is not None:
+        upload(store, run_id)
+    err.print(f"[bold green]summary:[/] {summary(metrics)}")
+    print(run_dir / "analysis" / "report.html")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from analysis.compare import distribution_plots, epoch_plots, load_rows, render_csv, render_html, render_table
+
+    try:
+        rows = load_rows(args.run_dirs)
+    except FileNotFoundError as e:
+        raise UsageError(str(e))
+    if args.html:
+        plots = {**distribution_plots(args.run_dirs), **epoch_plots(args.run_dirs)}
+        Path(args.html).write_text(render_html(rows, plots))
+        err.print(f"wrote {args.html} ({len(plots)} overlaid plots)")
+    if args.format == "json":
+        print(json.dumps(rows, indent=1))
+    elif args.format == "csv":
+        print(render_csv(rows), end="")
+    else:
+        print(render_table(rows))
+    return 0

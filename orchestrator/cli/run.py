@@ -1,0 +1,91 @@
+"""`peerlab run`: one scenario (or each combination of its matrix) end to end, on any backend."""
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from orchestrator.cli.common import UsageError, err, load, report, scenario_args, spark_options, summary, upload
+
+
+def add(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="validate, plan, deploy, run, collect, tear down, analyse",
+                       description="Run a scenario end to end. Progress goes to stderr; the last line "
+                                   "on stdout is the run directory.")
+    scenario_args(p)
+    p.add_argument("--backend", default="local",
+                   help="where nodes run: local (default; processes in network namespaces, real tc), docker "
+                        "(one container per node, shaped by the same tc code; builds the node image when it "
+                        "changed, from $PEERLAB_BASE_IMAGE or python:3.12-slim), kubernetes (one pod per node "
+                        "of charts/peerlab in the cluster of your kubeconfig; load the image first: peerlab "
+                        "image build, kind load docker-image), or sim (the same protocol cores in virtual "
+                        "time, one process, no root; for paper-scale runs)")
+    k8s = p.add_argument_group("kubernetes backend")
+    k8s.add_argument("--namespace", help="namespace of the run's release (default $PEERLAB_K8S_NAMESPACE or "
+                                         "peerlab; created when missing)")
+    k8s.add_argument("--kube-context", help="kubeconfig context (default: the current one; $PEERLAB_K8S_CONTEXT)")
+    k8s.add_argument("--image", help="node image the pods run (default: $PEERLAB_IMAGE, else the content tag "
+                                     "`peerlab image build --tag-only` prints)")
+    p.add_argument("--seed", type=int, help="override the scenario's seed (same seed => same plan)")
+    p.add_argument("--shaping", choices=["auto", "netem", "transport"], default="auto",
+                   help="latency in the kernel (netem) or in the node transport; auto probes the kernel")
+    p.add_argument("--no-report", action="store_true", help="skip the PySpark analysis (run `peerlab report` later)")
+    spark_options(p)
+    p.set_defaults(func=cmd_run)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    combos = load(args)  # invalid input (in any combination) stops here, before anything is created
+    from orchestrator.backends import BACKENDS
+
+    known = [*BACKENDS, "sim"]
+    if args.backend not in known:
+        raise UsageError(f"--backend {args.backend!r}: available backends are {', '.join(known)}")
+    for option, env in (("namespace", "PEERLAB_K8S_NAMESPACE"), ("kube_context", "PEERLAB_K8S_CONTEXT"),
+                        ("image", "PEERLAB_IMAGE")):
+        if getattr(args, option, None):
+            os.environ[env] = getattr(args, option)
+    if args.backend not in ("sim", "kubernetes") and os.geteuid() != 0:
+        err.print(f"[bold red]error:[/] the {args.backend} backend creates network namespaces or containers and tc "
+                  "qdiscs: run peerlab as root (or with CAP_NET_ADMIN and CAP_SYS_ADMIN), or simulate with --backend sim")
+        return 1
+    from orchestrator.run.runner import RunError, RunInterrupted, Runner
+    from orchestrator.sim.backend import SimInterrupted, SimRunner
+
+    done: list[Path] = []
+    for i, combo in enumerate(combos, 1):
+        if combo.label:
+            err.print(f"[bold magenta]matrix {i}/{len(combos)}:[/] {combo.label}")
+        runner: Runner | SimRunner
+        if args.backend == "sim":
+            runner = SimRunner(combo.scenario, seed=args.seed, console=err, label=combo.label)
+        else:
+            try:
+                runner = Runner(combo.scenario, backend=args.backend, seed=args.seed, console=err,
+                                shaping_mode=args.shaping, label=combo.label)
+            except RuntimeError as e:  # the backend cannot start (no Docker engine, image build failed)
+                err.print(f"[bold red]error:[/] {e}")
+                return 1
+        try:
+            run_dir = runner.run()
+        except RunError as e:
+            err.print(f"[bold red]run failed:[/] {e}")
+            print(runner.run_dir)
+            return 1
+        except (RunInterrupted, SimInterrupted) as e:
+            err.print(f"[bold yellow]interrupted:[/] {e}")
+            print(runner.run_dir)
+            return 130
+        if not args.no_report:
+            metrics = report(run_dir, args)
+            err.print(f"[bold green]summary:[/] {summary(metrics)}")
+            err.print(f"report: {run_dir / 'analysis' / 'report.html'}")
+            upload(runner.store, runner.run_id)
+        print(run_dir)
+        done.append(run_dir)
+    if len(done) > 1 and not args.no_report:
+        from analysis.compare import load_rows, render_table
+
+        err.print("[bold green]comparison[/] (again with: peerlab compare " + " ".join(map(str, done)) + ")")
+        err.print(render_table(load_rows(done)), markup=False, highlight=False)
+    return 0

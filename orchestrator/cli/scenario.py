@@ -1,0 +1,82 @@
+"""Checking a scenario and its plan without running it: `validate`, `plan`, `schema`."""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from orchestrator.cli.common import UsageError, err, load, scenario_args
+
+
+def add(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("validate", help="check a scenario and exit (2 if invalid)")
+    scenario_args(p)
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("plan", help="show the plan a scenario and seed give, without running it")
+    scenario_args(p)
+    p.add_argument("--seed", type=int)
+    p.add_argument("--json", action="store_true", help="print the whole RunPlan as JSON")
+    p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("schema", help="print the scenario JSON Schema (for editors)")
+    p.add_argument("--output", "-o", help="write to this file instead of stdout")
+    p.set_defaults(func=cmd_schema)
+
+
+def _fault_target(f: Any) -> str:
+    if f.action == "partition":
+        return " | ".join(f"{len(g)} nodes ({', '.join(g[:3])}{', ...' if len(g) > 3 else ''})" for g in f.groups)
+    if f.action == "degrade":
+        parts = [f"+{f.delay_ms:g} ms" if f.delay_ms else "", f"loss {f.loss:g}" if f.loss else "",
+                 f"{f.bandwidth / 1e6:g} Mbit/s" if f.bandwidth else ""]
+        return f"{f.node}: " + ", ".join(p for p in parts if p)
+    return f.node
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    for combo in load(args):
+        sc = combo.scenario
+        print(f"ok: {args.scenario}{f' [{combo.label}]' if combo.label else ''}: scenario {sc.name!r}, "
+              f"{sc.nodes.count} nodes, protocol {sc.protocol.name}, {sc.topics.count} topics, "
+              f"latency model {sc.network.latency.model}")
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from orchestrator.model.scenario import json_schema
+
+    text = json.dumps(json_schema(), indent=2)
+    if args.output:
+        Path(args.output).write_text(text + "\n")
+        err.print(f"wrote {args.output}")
+    else:
+        print(text)
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from orchestrator.model.plan import make_plan
+
+    combos = load(args)
+    if len(combos) > 1:
+        raise UsageError(f"{args.scenario} expands to {len(combos)} combinations; plan shows one: pin the "
+                          "matrix with --set (e.g. --set " + combos[0].overrides[0] + ")")
+    plan = make_plan(combos[0].scenario, args.seed)
+    if args.json:
+        print(plan.model_dump_json(indent=1))
+        return 0
+    degrees = [len(n.neighbours) for n in plan.nodes]
+    subs = [len(n.subscriptions) for n in plan.nodes]
+    print(f"scenario {plan.scenario}, seed {plan.seed}: {len(plan.nodes)} nodes, protocol {plan.protocol}")
+    print(f"  neighbours per node: min {min(degrees)}, max {max(degrees)}")
+    print(f"  topics: {len(plan.topics)}; subscriptions per node: min {min(subs)}, max {max(subs)}")
+    print(f"  publishes: {plan.publishes()} by {sum(1 for n in plan.nodes if n.schedule)} publishers; "
+          f"run length {plan.end:g}s after T0")
+    print(f"  faults: {len(plan.faults)}" + "".join(f"\n    T0+{f.at:g}s {f.action} {_fault_target(f)}"
+                                                 for f in plan.faults))
+    absent = [n.id for n in plan.nodes if n.absent]
+    if absent:
+        print(f"  absent at T0 (join later, or churn reserve): {', '.join(absent)}")
+    return 0
