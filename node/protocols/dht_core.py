@@ -103,6 +103,18 @@ class DhtCore(ProtocolCore):
         """The attribute of predicate `pred` whose rendezvous key is closest to this node."""
         return min(pred.names(), key=lambda a: self.rv_key(a) ^ self.dht.own)
 
+    def new_filter(self, topic: str, make: Callable[[Predicate, str], Any]) -> Any | None:
+        """The application subscribes the filter `topic`: the subscription `make(predicate, nearest
+        attribute)`, kept in `self.mine` under the filter's canonical text, with its join event; None
+        if that filter is subscribed already."""
+        pred = parse_for_app(topic)
+        key = str(pred)
+        if key in self.mine:
+            return None
+        sub = self.mine[key] = make(pred, self.nearest_attr(pred))
+        self.io.trace("join", topic=key)
+        return sub
+
     # routing toward a key --------------------------------------------------------------------------
     def next_hop(self, key: int, exclude: set[str], then: Callable[[str | None], None]) -> None:
         """The next hop toward `key`: the known peer closest to it, if strictly closer than this node

@@ -247,14 +247,9 @@ class FastDelivery(DhtCore):
 
     # subscriber --------------------------------------------------------------------------------
     def subscribe(self, topic: str) -> None:
-        pred = parse_for_app(topic)
-        key = str(pred)
-        if key in self.mine:
-            return
-        attr = self.nearest_attr(pred)
-        sub = self.mine[key] = Mine(pred, attr, self.clock())
-        self.io.trace("join", topic=key)
-        self.dht.when_bootstrapped(lambda: self._search(sub))
+        sub = self.new_filter(topic, lambda pred, attr: Mine(pred, attr, self.clock()))
+        if sub is not None:
+            self.dht.when_bootstrapped(lambda: self._search(sub))
 
     def unsubscribe(self, topic: str) -> None:
         sub = self.mine.pop(str(parse_for_app(topic)), None)

@@ -114,13 +114,9 @@ class ScoutSubs(DhtCore):
 
     # app ---------------------------------------------------------------------------------------
     def subscribe(self, topic: str) -> None:
-        pred = parse_for_app(topic)
-        key = str(pred)
-        if key in self.mine:
+        sub = self.new_filter(topic, lambda pred, attr: Mine(pred, self.rng.getrandbits(63), attr, self.clock()))
+        if sub is None:
             return
-        attr = self.nearest_attr(pred)
-        sub = self.mine[key] = Mine(pred, self.rng.getrandbits(63), attr, self.clock())
-        self.io.trace("join", topic=key)
         self._reannounce()  # a subscriber is a branch point: no shortcut over it
         self.dht.when_bootstrapped(lambda: self._send_subscription(sub))
 
