@@ -21,13 +21,14 @@ from rich.console import Console
 from node import ids
 from node.config import Address, ControlConfig, NodeConfig
 from node.protocols import get_protocol
-from orchestrator import shaping
+from orchestrator import faults, shaping
 from orchestrator.backends import Backend, RunContext, get_backend
 from orchestrator.model.plan import FaultEvent
 from orchestrator.model.scenario import Scenario
 from orchestrator.run import clock
 from orchestrator.run.calibrate import calibrate
 from orchestrator.run.cleanup import RunState, forget_run, record_run
+from orchestrator.run.live_faults import LiveFaults, far_ends
 from orchestrator.run.node_client import ControlClient, NodeError
 from orchestrator.run.record import RunRecord
 
@@ -119,7 +120,7 @@ class Runner(RunRecord):
             ends = self.backend.link_ends(node.id)
             shape = shaping.node_shape(self.plan, node.id, address_of)
             work.setdefault(ends.node_netns, []).append(shaping.egress_op(ends.node_ifname, shape, with_netem))
-        for far, links in self._far_ends().items():
+        for far, links in far_ends(self.plan, self.backend).items():
             work.setdefault(far, []).extend(shaping.download_op(ifname, self.plan.node(node_id).bandwidth_down)
                                             for node_id, ifname in links)
         self.backend.shape_all(work)
@@ -203,98 +204,27 @@ class Runner(RunRecord):
             if degraded in known:
                 await self.clients[node_id].post("/links", {"node": degraded, **spec})
 
-    async def _apply_fault(self, fault: FaultEvent) -> bool:
-        """Execute one fault; False if it did not apply (said as a warning)."""
-        node = fault.node
-        if fault.action == "kill":  # waiting for the exit happens off the loop: restarts go on meanwhile
-            await self._blocking(self.backend.kill_node, node)
-        elif fault.action == "stop":
-            if self.backend.alive(node):
-                await self.clients[node].post("/stop", {"reason": "fault timeline"})
-                if await self._blocking(self.backend.wait_node, node, 10) is None:
-                    await self._blocking(self.backend.kill_node, node)
-        elif fault.action in ("restart", "join"):
-            if self.backend.alive(node):
-                self.warn(f"{fault.action} of {node} at {fault.at:g}s: it is still running; skipped")
-                return False
-            await self._restart(node)
-        elif fault.action == "partition":
-            await self._blocking(self._partition, fault.groups)
-        elif fault.action == "heal":
-            await self._blocking(self._heal)
-        elif fault.action == "degrade":
-            self.degraded[node] = {"delay_ms": fault.delay_ms, "loss": fault.loss}
-            if fault.bandwidth:
-                await self._blocking(self._set_rate, node, fault.bandwidth, fault.bandwidth)
-            await self._degrade_links(node, fault.delay_ms, fault.loss)
-        elif fault.action == "restore":
-            planned = self.plan.node(node)
-            if self.degraded.pop(node, None) is not None:
-                await self._blocking(self._set_rate, node, planned.bandwidth_up, planned.bandwidth_down)
-                await self._degrade_links(node, 0.0, 0.0)
-        return True
-
-    # network faults, on the live tc trees (orchestrator/shaping/__init__.py) and the node transports
-    def _partition(self, groups: list[list[str]]) -> None:
-        side = {x: i for i, g in enumerate(groups) for x in g}
-        address_of = {n.id: self.backend.address(n.id) for n in self.plan.nodes}
-        work: dict[str, list[dict[str, Any]]] = {}
-        for far, links in self._far_ends().items():
-            for node_id, ifname in links:
-                node = self.plan.node(node_id)
-                others = [address_of[p] for p in node.contacts or node.neighbours if side[p] != side[node_id]]
-                work.setdefault(far, []).append(shaping.cut_op(ifname, others))
-        self.backend.shape_all(work)
-
-    def _heal(self) -> None:
-        self.backend.shape_all({far: [shaping.heal_op(ifname) for _, ifname in links]
-                                for far, links in self._far_ends().items()})
-
-    def _far_ends(self) -> dict[str, list[tuple[str, str]]]:
-        """The switch side of every node's link, by namespace (one handle per namespace)."""
-        by_far: dict[str, list[tuple[str, str]]] = {}
-        for node in self.plan.nodes:
-            ends = self.backend.link_ends(node.id)
-            by_far.setdefault(ends.far_netns, []).append((node.id, ends.far_ifname))
-        return by_far
-
-    def _set_rate(self, node_id: str, up_bps: int, down_bps: int) -> None:
-        ends = self.backend.link_ends(node_id)
-        work: dict[str, list[dict[str, Any]]] = {}
-        work.setdefault(ends.node_netns, []).append(shaping.rate_op(ends.node_ifname, up_bps))
-        work.setdefault(ends.far_netns, []).append(shaping.rate_op(ends.far_ifname, down_bps))
-        self.backend.shape_all(work)
-
-    async def _degrade_links(self, node_id: str, delay_ms: float, loss: float) -> None:
-        """Latency and loss on every link of the node, both ways: its own transport (towards all its
-        peers) and each running peer's transport (towards it) are told; zeros restore."""
-        node = self.plan.node(node_id)
-        body = {"node": node_id, "delay_ms": delay_ms, "loss": loss}
-        targets = [p for p in [node_id, *(node.contacts or node.neighbours)] if self.backend.alive(p)]
-        results = await asyncio.gather(*(self.clients[p].post("/links", body) for p in targets),
-                                       return_exceptions=True)
-        for result in results:
-            if isinstance(result, Exception):  # a peer that died meanwhile has no links to degrade
-                self.warn(f"degrade of {node_id}: {result}")
-
-    def _record_fault(self, fault: FaultEvent, took_effect: int) -> None:
-        self.manifest["faults_executed"].append(
-            {**fault.model_dump(exclude_defaults=True), "at": fault.at, "action": fault.action, "t_ns": took_effect,
-             "offset_s": round((took_effect - self.t0_ns) / 1e9, 3)})
-        what = fault.node or (f"into {len(fault.groups)} sides" if fault.groups else "the network")
-        self.step(f"fault: {fault.action} {what} at T0+{(took_effect - self.t0_ns) / 1e9:.2f}s")
-
     async def _timeline(self) -> None:
         """Faults in time order. A restart or join (a process start, ~0.5 s) runs in the background so
         later faults keep their time; the next fault on the same node waits for it."""
         assert self.t0_ns is not None
         pending: dict[str, asyncio.Task] = {}
 
+        live = LiveFaults(self)
+
         async def execute(fault: FaultEvent) -> None:
             issued = time.time_ns()
-            if await self._apply_fault(fault):
-                # a kill takes effect when the signal is sent; the others once they are done
-                self._record_fault(fault, issued if fault.action == "kill" else time.time_ns())
+            action = faults.step(fault, live, self.backend.alive, self.degraded)
+            if isinstance(action, str):
+                self.warn(action)
+                return
+            fn, args = action
+            await fn(*args)
+            # a kill takes effect when the signal is sent; the others once they are done
+            took_effect = issued if fault.action == "kill" else time.time_ns()
+            self.manifest["faults_executed"].append(faults.record(fault, took_effect, self.t0_ns, digits=3))
+            what = fault.node or (f"into {len(fault.groups)} sides" if fault.groups else "the network")
+            self.step(f"fault: {fault.action} {what} at T0+{(took_effect - self.t0_ns) / 1e9:.2f}s")
 
         for fault in self.plan.faults:
             delay = self.t0_ns / 1e9 + fault.at - time.time()

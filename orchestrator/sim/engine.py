@@ -25,6 +25,7 @@ from node import ids
 from node.lifecycle import NodeLifecycle
 from node.memnet import MemNetwork
 from node.protocols import get_protocol
+from orchestrator import faults
 from orchestrator.model.plan import FaultEvent, RunPlan
 
 FLUSH_EVERY = 200_000  # buffered event lines before they are appended to the files
@@ -177,38 +178,45 @@ class Simulation:
         self.lives[node_id].arm(int(self.t0 * 1e9))
 
     def _fault(self, fault: FaultEvent) -> None:
-        """Execute one fault as the runner does (orchestrator/run/runner.py), at its exact virtual time."""
-        net, action = self.net, fault.action
-        node = net.nodes.get(fault.node)
-        if action in ("kill", "stop") and node is not None and node.up:
-            if action == "stop":
-                self.lives[fault.node].stop("fault timeline")
-            self.lives[fault.node].disarm()  # a killed process takes its timers with it
-            net.crash(fault.node, reason="closed by peer")
-        elif action == "restart" and node is not None and not node.up:
-            self._restart(fault.node)
-            self._arm(fault.node)
-        elif action == "join" and node is None:
-            self._add(fault.node)
-            self.lives[fault.node].join()
-            self._arm(fault.node)
-        elif action == "partition":
-            net.partition(fault.groups)
-        elif action == "heal":
-            net.heal()
-        elif action == "degrade":
-            rate = (fault.bandwidth, fault.bandwidth) if fault.bandwidth else None
-            net.degrade(fault.node, fault.delay_ms / 1000, fault.loss, rate)
-            self._degraded.add(fault.node)
-        elif action == "restore" and fault.node in self._degraded:
-            self._degraded.discard(fault.node)
-            planned = self.plan.node(fault.node)
-            net.degrade(fault.node, bandwidth=(planned.bandwidth_up, planned.bandwidth_down))
+        """Execute one fault by the runner's rules (orchestrator/faults.py), at its exact virtual time."""
+        action = faults.step(fault, self, lambda n: n in self.net.nodes and self.net.nodes[n].up, self._degraded)
+        if isinstance(action, str):
+            return  # the runner warns and skips these too
+        fn, args = action
+        fn(*args)
+        self.stats.faults_executed.append(faults.record(fault, int(self.net.now * 1e9), int(self.t0 * 1e9)))
+
+    # the FaultExecutor of orchestrator/faults.py, on the discrete-event network
+    def kill(self, node: str) -> None:
+        self.lives[node].disarm()  # a killed process takes its timers with it
+        self.net.crash(node, reason="closed by peer")
+
+    def stop(self, node: str) -> None:
+        self.lives[node].stop("fault timeline")
+        self.net.crash(node, reason="closed by peer")
+
+    def start(self, node: str) -> None:
+        if node in self.net.nodes:
+            self._restart(node)
         else:
-            return  # the runner skips these too (a restart of a running node, a kill of a dead one)
-        self.stats.faults_executed.append({**fault.model_dump(exclude_defaults=True), "at": fault.at,
-                                           "action": action, "t_ns": int(net.now * 1e9),
-                                           "offset_s": round(net.now - self.t0, 6)})
+            self._add(node)
+            self.lives[node].join()
+        self._arm(node)
+
+    def partition(self, groups: list[list[str]]) -> None:
+        self.net.partition(groups)
+
+    def heal(self) -> None:
+        self.net.heal()
+
+    def degrade(self, node: str, delay_ms: float, loss: float, bandwidth: int | None) -> None:
+        self.net.degrade(node, delay_ms / 1000, loss, (bandwidth, bandwidth) if bandwidth else None)
+        self._degraded.add(node)
+
+    def restore(self, node: str) -> None:
+        self._degraded.discard(node)
+        planned = self.plan.node(node)
+        self.net.degrade(node, bandwidth=(planned.bandwidth_up, planned.bandwidth_down))
 
     def start_up(self) -> None:
         """Every node starts, subscribes and dials; virtual time runs to T0 (connections are up)."""

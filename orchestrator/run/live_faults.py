@@ -1,0 +1,90 @@
+"""The fault timeline's actions on a live run (the `FaultExecutor` of orchestrator/faults.py): node
+processes killed, stopped and started through the backend, partitions and rates on the live tc trees
+(orchestrator/shaping), latency and loss through the nodes' transports (POST /links)."""
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from orchestrator import shaping
+
+if TYPE_CHECKING:
+    from orchestrator.backends import Backend
+    from orchestrator.model.plan import RunPlan
+    from orchestrator.run.runner import Runner
+
+
+def far_ends(plan: RunPlan, backend: Backend) -> dict[str, list[tuple[str, str]]]:
+    """The switch side of every node's link, by namespace (one handle per namespace)."""
+    by_far: dict[str, list[tuple[str, str]]] = {}
+    for node in plan.nodes:
+        ends = backend.link_ends(node.id)
+        by_far.setdefault(ends.far_netns, []).append((node.id, ends.far_ifname))
+    return by_far
+
+
+class LiveFaults:
+    def __init__(self, runner: Runner):
+        self.runner = runner
+        self.backend = runner.backend
+        self.plan = runner.plan
+
+    async def kill(self, node: str) -> None:  # waiting for the exit happens off the loop: restarts go on
+        await self.runner._blocking(self.backend.kill_node, node)
+
+    async def stop(self, node: str) -> None:
+        await self.runner.clients[node].post("/stop", {"reason": "fault timeline"})
+        if await self.runner._blocking(self.backend.wait_node, node, 10) is None:
+            await self.runner._blocking(self.backend.kill_node, node)
+
+    async def start(self, node: str) -> None:
+        await self.runner._restart(node)
+
+    async def partition(self, groups: list[list[str]]) -> None:
+        await self.runner._blocking(self._cut, groups)
+
+    async def heal(self) -> None:
+        await self.runner._blocking(self.backend.shape_all, {
+            far: [shaping.heal_op(ifname) for _, ifname in links] for far, links in far_ends(self.plan, self.backend).items()})
+
+    async def degrade(self, node: str, delay_ms: float, loss: float, bandwidth: int | None) -> None:
+        self.runner.degraded[node] = {"delay_ms": delay_ms, "loss": loss}
+        if bandwidth:
+            await self.runner._blocking(self._set_rate, node, bandwidth, bandwidth)
+        await self._links(node, delay_ms, loss)
+
+    async def restore(self, node: str) -> None:
+        planned = self.plan.node(node)
+        self.runner.degraded.pop(node, None)
+        await self.runner._blocking(self._set_rate, node, planned.bandwidth_up, planned.bandwidth_down)
+        await self._links(node, 0.0, 0.0)
+
+    def _cut(self, groups: list[list[str]]) -> None:
+        side = {x: i for i, g in enumerate(groups) for x in g}
+        address_of = {n.id: self.backend.address(n.id) for n in self.plan.nodes}
+        work: dict[str, list[dict[str, Any]]] = {}
+        for far, links in far_ends(self.plan, self.backend).items():
+            for node_id, ifname in links:
+                node = self.plan.node(node_id)
+                others = [address_of[p] for p in node.contacts or node.neighbours if side[p] != side[node_id]]
+                work.setdefault(far, []).append(shaping.cut_op(ifname, others))
+        self.backend.shape_all(work)
+
+    def _set_rate(self, node_id: str, up_bps: int, down_bps: int) -> None:
+        ends = self.backend.link_ends(node_id)
+        work: dict[str, list[dict[str, Any]]] = {}
+        work.setdefault(ends.node_netns, []).append(shaping.rate_op(ends.node_ifname, up_bps))
+        work.setdefault(ends.far_netns, []).append(shaping.rate_op(ends.far_ifname, down_bps))
+        self.backend.shape_all(work)
+
+    async def _links(self, node_id: str, delay_ms: float, loss: float) -> None:
+        """Latency and loss on every link of the node, both ways: its own transport (towards all its
+        peers) and each running peer's transport (towards it) are told; zeros restore."""
+        node = self.plan.node(node_id)
+        body = {"node": node_id, "delay_ms": delay_ms, "loss": loss}
+        targets = [p for p in [node_id, *(node.contacts or node.neighbours)] if self.backend.alive(p)]
+        results = await asyncio.gather(*(self.runner.clients[p].post("/links", body) for p in targets),
+                                       return_exceptions=True)
+        for result in results:
+            if isinstance(result, Exception):  # a peer that died meanwhile has no links to degrade
+                self.runner.warn(f"degrade of {node_id}: {result}")
