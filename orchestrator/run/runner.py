@@ -44,10 +44,11 @@ class RunInterrupted(RuntimeError):
 class Runner(RunRecord):
     """A run on a real backend (nodes as processes, containers or pods)."""
 
-    def __init__(self, scenario: Scenario, *, backend: str = "local", seed: int | None = None,
+    def __init__(self, scenario: Scenario, *, backend: str | type[Backend] = "local", seed: int | None = None,
                  console: Console | None = None, shaping_mode: str = "auto", label: str = ""):
-        super().__init__(scenario, backend=backend, seed=seed, console=console, label=label)
-        self.backend_cls = get_backend(backend)
+        """`backend`: a name (orchestrator/backends), or a Backend class (the tests' loopback backend)."""
+        self.backend_cls = backend if isinstance(backend, type) else get_backend(backend)
+        super().__init__(scenario, backend=self.backend_cls.name, seed=seed, console=console, label=label)
         self.scratch = Path(tempfile.gettempdir()) / "peerlab" / self.short
         self.ctx = RunContext(self.run_id, self.short, self.run_dir, self.scratch, self.plan, secrets.token_hex(16))
         try:
