@@ -21,8 +21,6 @@ from __future__ import annotations
 import heapq
 import itertools
 import random
-from collections import deque
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from node import behaviours
@@ -35,117 +33,11 @@ from node.linkmodel import (
     next_backoff,
     release_time,
 )
+from node.memio import MemIO, MemNode
+from node.memlink import AccessLink, wire_bytes
 from node.protocols.base import ProtocolCore
 
-MSS = 1448            # TCP payload per segment (1500 MTU, timestamps option)
-SEGMENT_HEADERS = 66  # Ethernet 14 + IPv4 20 + TCP 32: what HTB counts beside the payload
 RTO_MIN = 0.2                        # Linux TCP's minimum retransmission timeout
-
-
-def _varint_len(n: int) -> int:
-    return max(1, (n.bit_length() + 6) // 7)
-
-
-def wire_bytes(payload_len: int) -> int:
-    """Bytes a protocol frame of `payload_len` occupies on the link: varint length + Frame wrapper
-    (node/framing.py) + the TCP/IP/Ethernet headers of its segments."""
-    body = 1 + _varint_len(payload_len) + payload_len
-    stream = _varint_len(body) + body
-    return stream + -(-stream // MSS) * SEGMENT_HEADERS
-
-
-@dataclass
-class Delivered:
-    time: float
-    topic: str
-    msg_id: str
-    data: bytes
-    origin: str
-
-
-@dataclass
-class MemNode:
-    node_id: str
-    core: ProtocolCore
-    events: list[dict[str, Any]] = field(default_factory=list)
-    delivered: list[Delivered] = field(default_factory=list)
-    up: bool = True
-    delivered_count: int = 0
-    spec: tuple[Any, ...] = ()  # (core class, params, behaviour): what a restart rebuilds
-
-
-class _Link:
-    """A node's access link: the upload queues and the frame on the wire, the download's horizon.
-
-    A frame is committed to the wire when the uplink is free: its arrival is scheduled at once and
-    the next frame is taken when it has left (`wake`), so an idle link costs one event per frame."""
-    __slots__ = ("up_rate", "down_rate", "normal", "priority", "free_at", "waking", "queued", "wire", "down_free")
-
-    def __init__(self, up_bps: float, down_bps: float):
-        self.up_rate = up_bps / 8   # bytes per second
-        self.down_rate = down_bps / 8
-        self.normal: deque[tuple[str, bytes, int]] = deque()
-        self.priority: deque[tuple[str, bytes, int]] = deque()
-        self.free_at = 0.0           # when the frame on the wire has left
-        self.waking = False          # a wake-up is scheduled at free_at
-        self.queued: dict[str, int] = {}            # payload bytes waiting, per peer
-        self.wire: tuple[str, int] = ("", 0)        # (peer, payload bytes) of the frame on the wire
-        self.down_free = 0.0         # when the downlink has finished what it was given
-
-    def backlog(self, peer: str, now: float) -> int:
-        on_wire = self.wire[1] if self.wire[0] == peer and self.free_at > now else 0
-        return self.queued.get(peer, 0) + on_wire
-
-    def drop_queued(self) -> int:
-        count = len(self.normal) + len(self.priority)
-        self.normal.clear()
-        self.priority.clear()
-        self.queued.clear()
-        return count
-
-
-class _MemIO:
-    def __init__(self, net: "MemNetwork", node_id: str):
-        self.net = net
-        self.node_id = node_id
-
-    def send(self, peer: str, payload: bytes, priority: bool = False) -> None:
-        self.net._send(self.node_id, peer, payload, priority)
-
-    def connect(self, peer: str) -> None:
-        self.net.connect(self.node_id, peer)
-
-    def disconnect(self, peer: str) -> None:
-        self.net.disconnect(self.node_id, peer)
-
-    def set_timer(self, delay: float, name: str, data: Any = None) -> Any:
-        node = self.net.nodes[self.node_id]
-        core = node.core
-        return self.net.schedule(delay, lambda: node.core is core and node.up and core.on_timer(name, data))
-
-    def cancel_timer(self, handle: Any) -> None:
-        self.net.cancel(handle)
-
-    def deliver(self, topic: str, msg_id: str, data: bytes, origin: str) -> None:
-        node = self.net.nodes[self.node_id]
-        node.delivered_count += 1
-        if self.net.keep_deliveries:
-            node.delivered.append(Delivered(self.net.now, topic, msg_id, data, origin))
-
-    def peer_ip(self, peer: str) -> str | None:
-        return self.net.ips.get(peer)
-
-    def backlog(self, peer: str) -> int:
-        link = self.net.access.get(self.node_id)
-        return link.backlog(peer, self.net.now) if link else 0
-
-    def directory(self) -> dict[str, frozenset[str]]:
-        """Every other node and its current subscriptions (the in-memory world is fully known)."""
-        return {n: frozenset(getattr(node.core, "topics", ())) for n, node in self.net.nodes.items()
-                if n != self.node_id}
-
-    def trace(self, type_: str, **fields: Any) -> None:
-        self.net.emit(self.node_id, {"ts": int(self.net.now * 1e9), "node": self.node_id, "type": type_, **fields})
 
 
 EventSink = Callable[[str, dict[str, Any]], None]
@@ -174,7 +66,7 @@ class MemNetwork:
         self.links: dict[frozenset[str], int] = {}   # open connection -> its id (stale frames die)
         self._conn_ids = itertools.count(1)
         self.dials: dict[str, set[str]] = {}          # node -> peers it keeps a connection to
-        self.access: dict[str, _Link] = {}            # node -> its access link, when bandwidth is modelled
+        self.access: dict[str, AccessLink] = {}            # node -> its access link, when bandwidth is modelled
         self._last_arrival: dict[tuple[str, str], float] = {}  # per direction: jitter never reorders
         self.ips: dict[str, str] = {}  # node -> IP, for cores that group peers by address
         self.before_boot: Callable[[str], None] | None = None  # called as a node's process starts
@@ -193,7 +85,7 @@ class MemNetwork:
         self.ips[node_id] = ip or f"10.0.{len(self.nodes) // 256}.{len(self.nodes) % 256}"
         params = params if params is not None else core_cls.Params()
         if bandwidth:
-            self.access[node_id] = _Link(*bandwidth)
+            self.access[node_id] = AccessLink(*bandwidth)
         node = self.nodes[node_id] = MemNode(node_id, None, spec=(core_cls, params, behaviour or {}))  # type: ignore[arg-type]
         self._boot(node)
         return node
@@ -203,7 +95,7 @@ class MemNetwork:
         if self.before_boot:
             self.before_boot(node.node_id)
         rng = random.Random(self.rng.getrandbits(64))
-        node.core = behaviours.build(core_cls, node.node_id, params, _MemIO(self, node.node_id), lambda: self.now,
+        node.core = behaviours.build(core_cls, node.node_id, params, MemIO(self, node.node_id), lambda: self.now,
                                      rng, behaviour, self.schedule)
         node.up = True
         node.core.on_start()
@@ -393,14 +285,14 @@ class MemNetwork:
             access.waking = True
             self.schedule(access.free_at - self.now, self._wake, src, access)
 
-    def _transmit(self, src: str, access: _Link, dst: str, payload: bytes, size: int, conn: int) -> None:
+    def _transmit(self, src: str, access: AccessLink, dst: str, payload: bytes, size: int, conn: int) -> None:
         """Put the frame on the wire now: its last bit leaves after `tx`, then it propagates."""
         tx = size / access.up_rate
         access.free_at = self.now + tx
         access.wire = (dst, len(payload))
         self._propagate(src, dst, conn, payload, tx, size, depart=access.free_at)
 
-    def _wake(self, src: str, access: _Link) -> None:
+    def _wake(self, src: str, access: AccessLink) -> None:
         """The wire is free: the next frame goes (priority lane first)."""
         access.waking = False
         while access.priority or access.normal:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from node import ids
 
-from .scenario import Churn, Lifetime
+from .sections import Churn, Lifetime
 
 TRACE_MAX_BYTES = 50 * 1024 * 1024
 DEFAULT_SHAPE = {"pareto": 2.0, "weibull": 0.5}

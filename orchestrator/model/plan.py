@@ -18,7 +18,8 @@ from node.protocols import PROTOCOLS
 
 from . import churn as churn_model
 from . import overlays
-from .scenario import Scenario, ScenarioError, Zipf
+from .scenario import Scenario, ScenarioError
+from .sections import Zipf
 
 
 class NodePlan(BaseModel):

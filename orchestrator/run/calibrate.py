@@ -13,7 +13,7 @@ import statistics
 from typing import Any
 
 from orchestrator.model.plan import RunPlan
-from orchestrator.model.scenario import Calibration
+from orchestrator.model.sections import Calibration
 from orchestrator.run.node_client import ControlClient
 
 PINGS = 5

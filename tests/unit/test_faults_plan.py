@@ -46,7 +46,7 @@ def test_heavy_tailed_sessions_keep_their_mean(dist):
     from random import Random
 
     from orchestrator.model.churn import draw
-    from orchestrator.model.scenario import Lifetime
+    from orchestrator.model.sections import Lifetime
 
     life = Lifetime(distribution=dist, mean=20.0, shape=2.5 if dist == "pareto" else 0.7)
     rng = Random(3)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from node.memnet import MSS, SEGMENT_HEADERS, MemNetwork, wire_bytes
+from node.memlink import MSS, SEGMENT_HEADERS, wire_bytes
+from node.memnet import MemNetwork
 from node.protocols.base import ProtocolCore
 
 MBIT = 1_000_000

@@ -1,0 +1,355 @@
+"""The sections of a scenario (nodes, topology, network, topics, workload, faults, churn, attackers,
+calibration, analysis, output) as pydantic models: fields, units, defaults and the checks within one
+section. The checks across sections are on `Scenario` (orchestrator/model/scenario.py)."""
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+from urllib.parse import urlparse
+
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
+
+from node.behaviours import BEHAVIOURS
+from node.predicates import Predicate, PredicateError
+from node.protocols import PROTOCOLS
+
+from .latency import LATENCY_MODELS
+from .overlays import ALGORITHMS as OVERLAYS
+from .units import Bandwidth, Duration, Rate, Size
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _protocol_spec(name: str, params_cls: type[BaseModel]) -> type[BaseModel]:
+    return create_model(f"{name}_protocol", __base__=Strict, name=(Literal[name], ...),
+                        params=(params_cls, Field(default_factory=params_cls)))
+
+
+ProtocolSpec = Annotated[Union[tuple(_protocol_spec(n, c.Params) for n, c in PROTOCOLS.items())],
+                         Field(discriminator="name")]
+LatencySpec = Annotated[Union[tuple(LATENCY_MODELS.values())], Field(discriminator="model")]
+ROLES = ("honest",)
+
+
+class Group(Strict):
+    """A named subset of nodes with its own parameters or role."""
+
+    name: str = Field(..., pattern=r"^[a-z][a-z0-9-]{0,30}$")
+    count: int = Field(..., gt=0)
+    role: str = "honest"
+    params: dict[str, Any] = Field(default_factory=dict, description="protocol parameters overriding protocol.params")
+    bandwidth_up: Bandwidth | None = Field(None, gt=0)
+    bandwidth_down: Bandwidth | None = Field(None, gt=0)
+
+    @field_validator("role")
+    @classmethod
+    def _known_role(cls, role: str) -> str:
+        if role not in ROLES:
+            raise ValueError(f"unknown role {role!r}; known: {', '.join(ROLES)}")
+        return role
+
+
+class Nodes(Strict):
+    count: int = Field(..., gt=0, le=5000)
+    groups: list[Group] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _groups_fit(self) -> "Nodes":
+        total = sum(g.count for g in self.groups)
+        if total > self.count:
+            raise ValueError(f"groups hold {total} nodes but nodes.count is {self.count}")
+        names = [g.name for g in self.groups]
+        if len(set(names)) != len(names) or "default" in names:
+            raise ValueError("group names must be unique and not 'default'")
+        return self
+
+
+class Topology(Strict):
+    algorithm: str | None = Field(None, description="an overlay algorithm: " + ", ".join(OVERLAYS) +
+                                  "; unset: the protocol's own (topiary and the baselines), else complete")
+    degree: int = Field(8, gt=0, description="random, degree-split, topiary: outgoing connections per node (d)")
+    groups: int | Literal["topic"] = Field("topic", description="scribe: `topic` (a tree per topic) or a "
+                                                              "number of random groups (a tree in each)")
+    edges_of: str | None = Field(None, description="random only: as many edges as this algorithm gives "
+                                                   "on the same subscriptions (for like-for-like comparisons)")
+
+    @field_validator("algorithm", "edges_of")
+    @classmethod
+    def _known_algorithm(cls, name: str | None) -> str | None:
+        if name is not None and name not in OVERLAYS:
+            raise ValueError(f"unknown overlay algorithm {name!r}; known: {', '.join(OVERLAYS)}")
+        return name
+
+    @model_validator(mode="after")
+    def _edges_of_random(self) -> "Topology":
+        if self.edges_of is not None and self.algorithm != "random":
+            raise ValueError("edges_of applies to algorithm: random only")
+        return self
+
+
+class Network(Strict):
+    latency: LatencySpec = Field(default_factory=lambda: LATENCY_MODELS["constant"](model="constant", one_way=0.05))
+    jitter: Duration = Field(0.0, ge=0)
+    loss: float = Field(0.0, ge=0, lt=1, description="packet loss probability (0..1)")
+    bandwidth_up: Bandwidth = Field(50_000_000, gt=0)
+    bandwidth_down: Bandwidth = Field(50_000_000, gt=0)
+    latency_bucket: Duration = Field(0.001, gt=0, description="latencies are rounded to this to share tc classes")
+
+
+class Interest(Strict):
+    model: Literal["interest"]
+    rate: float = Field(..., gt=0, le=1, description="probability a node subscribes to each topic")
+
+
+class Zipf(Strict):
+    model: Literal["zipf"]
+    alpha: float = Field(..., ge=0)
+    size: int = Field(..., gt=0, description="topics per node")
+
+
+class PredicateGroup(Strict):
+    """Content-based protocols: a group of nodes subscribing to one filter (SmartPubSub's workload)."""
+
+    filter: str = Field(..., description="a predicate, e.g. 'surf T/bali T/price R 1000 1500'")
+    subscribers: int = Field(..., gt=0, description="how many nodes subscribe to it (sampled by the planner)")
+    at: Duration | None = Field(None, ge=0, description="when they subscribe, in seconds after T0 (SmartPubSub's "
+                                                        "subburst: when publishing starts); unset: at start. "
+                                                        "They are expected to receive what is published from then on")
+
+    @field_validator("filter")
+    @classmethod
+    def _parses(cls, text: str) -> str:
+        try:
+            return str(Predicate.parse(text))
+        except PredicateError as err:
+            raise ValueError(str(err)) from None
+
+
+class Topics(Strict):
+    count: int = Field(1, gt=0, le=100_000)
+    subscriptions: Annotated[Union[Interest, Zipf], Field(discriminator="model")] = Field(
+        default_factory=lambda: Interest(model="interest", rate=1.0))
+    predicates: list[PredicateGroup] | None = Field(
+        None, description="content-based protocols (matching by predicate): who subscribes to which filter, instead of "
+                          "count and subscriptions; publishers publish workload.events")
+
+    @model_validator(mode="after")
+    def _size_fits(self) -> "Topics":
+        if isinstance(self.subscriptions, Zipf) and self.subscriptions.size > self.count:
+            raise ValueError(f"subscriptions.size ({self.subscriptions.size}) exceeds topics.count ({self.count})")
+        return self
+
+
+class Workload(Strict):
+    publishers: int = Field(1, gt=0, description="how many nodes publish (sampled)")
+    rate: Rate | None = Field(None, gt=0, description="network-wide messages per second, e.g. 2/s")
+    interval: Duration | None = Field(None, gt=0, description="per-publisher interval (instead of rate)")
+    arrival: Literal["uniform", "poisson"] = "uniform"
+    publish_topics: Literal["any", "subscribed", "owned"] = Field(
+        "any", description="publish on any topic with subscribers, only on the publisher's own topics, or "
+                           "owned: each topic has one publisher (a channel and its author), dealt round-robin")
+    publisher_skew: float = Field(0.0, ge=0, description="Zipf exponent of how often each publisher publishes "
+                                                         "(0: all alike; with a network-wide rate)")
+    message_size: Size = Field(1024, gt=0)
+    warmup: Duration = Field(2.0, ge=0, description="after T0, before the first publish")
+    duration: Duration = Field(10.0, gt=0, description="publishing window")
+    messages_per_publisher: int | None = Field(
+        None, gt=0, description="instead of duration: each publisher publishes this many messages, in "
+                                "turn, at `rate` (the gossipsub seed's scenarios: one each)")
+    drain: Duration = Field(3.0, ge=0, description="after the last publish, before stopping")
+    events: list[str] | None = Field(None, description="content-based protocols: the event predicates "
+                                                       "publishers pick from at random, e.g. "
+                                                       "'surf T/bali T/price R 1200 1200'")
+
+    @field_validator("events")
+    @classmethod
+    def _events_parse(cls, events: list[str] | None) -> list[str] | None:
+        if events is None:
+            return None
+        if not events:
+            raise ValueError("give at least one event predicate")
+        try:
+            return [str(Predicate.parse(e)) for e in events]
+        except PredicateError as err:
+            raise ValueError(str(err)) from None
+
+    @model_validator(mode="after")
+    def _one_pace(self) -> "Workload":
+        if self.rate is not None and self.interval is not None:
+            raise ValueError("give either rate (network-wide) or interval (per publisher), not both")
+        if self.rate is None and self.interval is None:
+            self.rate = 1.0
+        if self.publisher_skew and self.interval is not None:
+            raise ValueError("publisher_skew shares a network-wide rate among publishers; give rate, not interval")
+        if self.messages_per_publisher is not None:
+            if "duration" in self.model_fields_set:
+                raise ValueError("give either duration or messages_per_publisher, not both (to run for a "
+                                 "duration instead: --set workload.messages_per_publisher=null)")
+            if self.rate is None or self.arrival != "uniform":
+                raise ValueError("messages_per_publisher needs a network-wide rate and uniform arrivals")
+            self.duration = self.messages_per_publisher * self.publishers / self.rate
+        return self
+
+
+NODE_ACTIONS = ("kill", "stop", "restart", "join", "degrade", "restore")
+FAULT_ACTIONS = NODE_ACTIONS + ("partition", "heal")
+
+
+class Fault(Strict):
+    """One entry of the fault timeline (every backend executes it at `at` seconds after T0)."""
+
+    at: Duration = Field(..., ge=0, description="seconds after T0")
+    action: Literal[FAULT_ACTIONS] = Field(  # type: ignore[valid-type]
+        ..., description="kill (SIGKILL), stop (graceful), restart (same identity), join (a node absent "
+                         "until now: a new identity), partition, heal, degrade, restore")
+    nodes: list[str] | None = Field(None, description="node ids, e.g. [n3, n7]")
+    sample: int | None = Field(None, gt=0, description="or: this many nodes picked by the planner")
+    restart_after: Duration | None = Field(None, gt=0, description="kill/stop: restart this long after")
+    groups: list[list[str]] | None = Field(
+        None, description="partition: the sides, as lists of node ids (nodes not listed form one more side)")
+    split: float | None = Field(None, gt=0, lt=1, description="partition: or cut off this fraction of the "
+                                                              "nodes (picked by the planner) from the rest")
+    duration: Duration | None = Field(None, gt=0, description="partition: heal, degrade: restore, this long after")
+    delay: Duration | None = Field(None, gt=0, description="degrade: latency added to each of the node's links, "
+                                                           "both directions")
+    loss: float | None = Field(None, gt=0, lt=1, description="degrade: frame loss on the node's links, both directions")
+    bandwidth: Bandwidth | None = Field(None, gt=0, description="degrade: the node's new upload and download rate")
+
+    @model_validator(mode="after")
+    def _targets(self) -> "Fault":
+        a = self.action
+        if a in NODE_ACTIONS and (self.nodes is None) == (self.sample is None):
+            raise ValueError(f"{a}: give exactly one of nodes (a list of ids) or sample (a count)")
+        if a not in NODE_ACTIONS and (self.nodes is not None or self.sample is not None):
+            raise ValueError(f"{a} applies to the whole network: leave nodes and sample out")
+        if self.restart_after is not None and a not in ("kill", "stop"):
+            raise ValueError("restart_after belongs on kill or stop")
+        if a == "partition" and (self.groups is None) == (self.split is None):
+            raise ValueError("partition: give exactly one of groups (lists of node ids) or split (a fraction)")
+        if a != "partition" and (self.groups is not None or self.split is not None):
+            raise ValueError("groups and split belong on partition")
+        if self.duration is not None and a not in ("partition", "degrade"):
+            raise ValueError("duration belongs on partition (heal after) or degrade (restore after)")
+        impair = [k for k in ("delay", "loss", "bandwidth") if getattr(self, k) is not None]
+        if a == "degrade" and not impair:
+            raise ValueError("degrade: give at least one of delay, loss, bandwidth")
+        if a != "degrade" and impair:
+            raise ValueError(f"{', '.join(impair)} belong on degrade")
+        return self
+
+
+class Lifetime(Strict):
+    """A distribution of durations with the given mean (session lengths, downtimes)."""
+
+    distribution: Literal["exponential", "pareto", "weibull"] = "exponential"
+    mean: Duration = Field(..., gt=0)
+    shape: float | None = Field(None, gt=0, description="pareto (alpha, > 1 for a finite mean; default 2) "
+                                                        "and weibull (k; default 0.5): the shape")
+
+    @model_validator(mode="after")
+    def _shape(self) -> "Lifetime":
+        if self.distribution == "exponential" and self.shape is not None:
+            raise ValueError("exponential has no shape; leave shape out")
+        if self.distribution == "pareto" and self.shape is not None and self.shape <= 1:
+            raise ValueError(f"pareto shape {self.shape} gives an infinite mean; use a shape above 1")
+        return self
+
+
+class Churn(Strict):
+    """Nodes leaving and coming back during the run: a session model or a trace file."""
+
+    fraction: float | None = Field(None, gt=0, le=1, description="session model: share of the nodes that "
+                                                                 "cycle (sampled by the planner)")
+    session: Lifetime | None = Field(None, description="session model: how long a node stays up")
+    downtime: Lifetime | None = Field(None, description="session model: how long it stays away "
+                                                        "(default: exponential, the session's mean)")
+    trace: str | None = Field(None, description="or: a CSV file of `seconds_after_T0,node,up|down` lines "
+                                                "(a path relative to the working directory, as network.latency.path)")
+    departure: Literal["kill", "stop"] = Field("kill", description="how a node leaves: SIGKILL or graceful")
+    rejoin: Literal["same", "new"] = Field(
+        "same", description="same: it comes back with its identity (restart); new: a fresh node from the "
+                            "reserve joins instead")
+    reserve: int = Field(0, ge=0, description="rejoin new: nodes (counted in nodes.count) that stay away "
+                                              "until they join as new identities")
+    start: Duration = Field(0.0, ge=0, description="session model: first departures after T0 + start")
+    until: Duration | None = Field(None, gt=0, description="session model: no departures after this "
+                                                           "(default: the end of the publishing window)")
+
+    @model_validator(mode="after")
+    def _one_model(self) -> "Churn":
+        model = self.fraction is not None or self.session is not None
+        if model == (self.trace is not None):
+            raise ValueError("churn: give either fraction and session (a session model) or trace (a file)")
+        if model and (self.fraction is None or self.session is None):
+            raise ValueError("churn: the session model needs both fraction and session")
+        if self.trace is not None and (self.downtime or self.rejoin != "same" or self.reserve):
+            raise ValueError("churn.trace says who leaves and joins; downtime, rejoin and reserve do not apply")
+        if (self.rejoin == "new") != (self.reserve > 0):
+            raise ValueError("churn: rejoin new needs a reserve of nodes to join (churn.reserve), and a "
+                             "reserve is only used with rejoin new")
+        return self
+
+
+class Attackers(Strict):
+    """Nodes that run the scenario's protocol wrapped in an attack behaviour (node/behaviours.py)."""
+
+    behaviour: Literal[BEHAVIOURS]  # type: ignore[valid-type]
+    count: int = Field(..., gt=0, description="how many nodes (sampled by the planner, never publishers)")
+    topic: str | None = Field(None, description="topic-drop: the victim topic (e.g. t3); the attackers "
+                                                "subscribe to it and never forward it")
+    delay: Duration = Field(0.2, gt=0, description="slow: processing delay added before every forward")
+    court: int = Field(4, ge=0, description="eclipse: honest nodes each attacker connects to")
+    rate: Rate = Field(10.0, gt=0, le=10_000, description="malformed, *-spam: frames per second to each peer; "
+                                                          "publish-flood: messages per second")
+    ids: int = Field(500, gt=0, le=100_000, description="ihave-spam, iwant-spam: message ids per frame")
+    size: Size = Field(1024, gt=0, le=4 * 1024 * 1024, description="publish-flood: message size")
+
+    @model_validator(mode="after")
+    def _topic_for_topic_drop(self) -> "Attackers":
+        if (self.behaviour == "topic-drop") != (self.topic is not None):
+            raise ValueError("topic is required for topic-drop and only used there")
+        return self
+
+
+class Calibration(Strict):
+    enabled: bool = True
+    pairs: int = Field(8, ge=0, description="node pairs whose RTT is measured")
+    throughput_nodes: int = Field(2, ge=0, description="nodes whose upload throughput is measured")
+    probe_bytes: Size = Field(4 * 1024 * 1024, gt=0)
+    throughput_rounds: int = Field(3, ge=1, description="probes per measured node, one after another; the "
+                                                         "fastest counts (a busy host only slows a probe "
+                                                         "down, the shaper is what caps it)")
+    tolerance: float = Field(0.10, gt=0, description="warn above this relative error")
+
+
+class Analysis(Strict):
+    measure_from: Duration = Field(
+        0.0, ge=0, description="messages published earlier than this after T0 are left out of delivery, "
+                               "latency and coverage (e.g. a learning phase; bandwidth counts them)")
+    epoch_window: Duration | None = Field(
+        None, gt=0, description="width of the per-epoch curves of overlay protocols; unset: topiary's "
+                                "epoch length, else 10s")
+    dissemination_window: Duration = Field(
+        5.0, gt=0, description="delivery_ratio_up counts a receiver only if it was up from a message's "
+                               "publication to this long after (churn, kills: see docs/faults.md)")
+    warmup_messages: int | None = Field(
+        None, ge=0, description="first published messages left out of the protocol's latency figures "
+                                "(bandwidth counts them); unset: the protocol's default (gossipsub: 2, as its seed)")
+
+
+class Output(Strict):
+    store: str = Field("file://./runs", description="where runs are kept: file://DIR or s3://BUCKET/PREFIX "
+                                                     "(endpoint and credentials from AWS_* variables)")
+    resources_interval: Duration = Field(1.0, ge=0, description="seconds between each node's CPU and RSS "
+                                                                 "samples in its event log (0: none)")
+
+    @field_validator("store")
+    @classmethod
+    def _known_scheme(cls, url: str) -> str:
+        parsed = urlparse(url)
+        if parsed.scheme not in ("file", "s3"):
+            raise ValueError(f"store {url!r}: write file://DIR (e.g. file://./runs) or s3://BUCKET/PREFIX")
+        if parsed.scheme == "s3" and not parsed.netloc:
+            raise ValueError(f"store {url!r}: an s3:// store needs a bucket, e.g. s3://my-bucket/runs")
+        return url
