@@ -16,10 +16,10 @@ from node import ids
 from node.predicates import expected_topics, group_predicates
 from node.protocols import PROTOCOLS
 
-from . import churn as churn_model
 from . import overlays
 from .scenario import Scenario, ScenarioError
 from .sections import Zipf
+from .timeline import FaultEvent, churn_faults, in_order, planned_faults
 
 
 class NodePlan(BaseModel):
@@ -47,19 +47,6 @@ class NodePlan(BaseModel):
                                             "joins_at, or never (an unused churn reserve node)")
     joins_at: float | None = Field(None, description="seconds after T0 at which an absent node joins")
     placement: dict[str, Any] = Field(default_factory=dict)
-
-
-class FaultEvent(BaseModel):
-    """One executed step of the fault timeline: a node action, or a network-wide partition/heal."""
-
-    at: float
-    action: Literal["kill", "stop", "restart", "join", "degrade", "restore", "partition", "heal"]
-    node: str = Field("", description="the node acted on; empty for partition and heal")
-    groups: list[list[str]] = Field(default_factory=list, description="partition: every side, all nodes")
-    delay_ms: float = Field(0.0, description="degrade: latency added to the node's links")
-    loss: float = Field(0.0, description="degrade: frame loss on the node's links")
-    bandwidth: int = Field(0, description="degrade: the node's upload and download rate (0: unchanged)")
-    source: Literal["faults", "churn"] = "faults"
 
 
 class RunPlan(BaseModel):
@@ -242,77 +229,6 @@ def _authors(sc: Scenario, publishers: list[int], schedule: dict[int, list[tuple
     return out
 
 
-def _order(e: FaultEvent) -> tuple[int, int]:
-    """Same-time events: network-wide first, then by node index."""
-    return (0, 0) if not e.node else (1, ids.node_index(e.node))
-
-
-def _faults(sc: Scenario, seed: int, n: int) -> tuple[list[FaultEvent], dict[str, float]]:
-    """The scenario's `faults:` (and a churn trace) as timeline events; the nodes that join later."""
-    frng = _stream(seed, "faults")
-    everyone = [f"n{i}" for i in range(n)]
-    out: list[FaultEvent] = []
-    for f in sc.faults:
-        targets = f.nodes or ([f"n{i}" for i in sorted(frng.sample(range(n), f.sample))] if f.sample else [])
-        if f.action == "partition":
-            if f.groups:
-                listed = {x for g in f.groups for x in g}
-                sides = [ids.by_index(g) for g in f.groups if g]
-                rest = [x for x in everyone if x not in listed]
-                sides += [rest] if rest else []
-            else:
-                cut = sorted(frng.sample(range(n), max(1, round(f.split * n))))
-                sides = [[f"n{i}" for i in cut], [x for x in everyone if ids.node_index(x) not in cut]]
-            if len(sides) < 2:
-                raise ScenarioError(f"scenario {sc.name!r}", ["faults: a partition needs at least two sides"])
-            out.append(FaultEvent(at=f.at, action="partition", groups=sides))
-            if f.duration:
-                out.append(FaultEvent(at=f.at + f.duration, action="heal"))
-        elif f.action == "heal":
-            out.append(FaultEvent(at=f.at, action="heal"))
-        for node in targets:
-            impair = {"delay_ms": (f.delay or 0) * 1000, "loss": f.loss or 0.0, "bandwidth": f.bandwidth or 0}
-            out.append(FaultEvent(at=f.at, action=f.action, node=node,
-                                  **(impair if f.action == "degrade" else {})))
-            if f.restart_after:
-                out.append(FaultEvent(at=f.at + f.restart_after, action="restart", node=node))
-            if f.duration and f.action == "degrade":
-                out.append(FaultEvent(at=f.at + f.duration, action="restore", node=node))
-    if sc.churn and sc.churn.trace:
-        try:
-            trace = churn_model.read_trace(sc.churn.trace, set(everyone), sc.workload.warmup
-                                           + sc.workload.duration + sc.workload.drain)
-        except churn_model.ChurnError as err:
-            raise ScenarioError(f"scenario {sc.name!r}", [str(err)]) from None
-        seen: set[str] = set()
-        for t in trace:
-            action = ("restart" if t.node in seen else "join") if t.up else sc.churn.departure
-            seen.add(t.node)
-            out.append(FaultEvent(at=t.at, action=action, node=t.node, source="churn"))
-    out.sort(key=lambda e: (e.at, _order(e)))
-    joins: dict[str, float] = {}
-    for e in out:
-        if e.action == "join":
-            if e.node in joins:
-                raise ScenarioError(f"scenario {sc.name!r}", [f"faults: {e.node} joins twice (a join is a new "
-                                                              "identity; use restart to bring it back)"])
-            joins[e.node] = e.at
-    return out, joins
-
-
-def _churn_faults(sc: Scenario, rng: random.Random, present: list[str], reserve: list[str]) -> list[FaultEvent]:
-    """The session model's departures and returns (reserve nodes join as new identities)."""
-    churn, wl = sc.churn, sc.workload
-    until = churn.until if churn.until is not None else wl.warmup + wl.duration
-    try:
-        moves = churn_model.session_model(churn, rng, present, reserve, until, wl.warmup + wl.duration + wl.drain)
-    except churn_model.ChurnError as err:
-        raise ScenarioError(f"scenario {sc.name!r}", [str(err)]) from None
-    return [FaultEvent(at=t.at, node=t.node, source="churn",
-                       action=("join" if t.node in reserve else "restart") if t.up else churn.departure)
-            for t in moves]
-
-
 def _predicate_subscriptions(sc: Scenario, rng: random.Random) -> tuple[list[list[str]], list[list[tuple[float, str]]]]:
     """Each topics.predicates group's filter goes to that many nodes, sampled: at start, or (`at`)
     during the run."""
@@ -354,7 +270,7 @@ def make_plan(sc: Scenario, seed: int | None = None) -> RunPlan:
     for i, peers in enumerate(dial):
         for p in peers:
             neighbours[ids.node_index(p)].add(f"n{i}")
-    faults, joins_at = _faults(sc, seed, n)
+    faults, joins_at = planned_faults(sc, _stream(seed, "faults"), n)
     churn_rng = _stream(seed, "churn")
     reserve: list[str] = []
     if sc.churn and sc.churn.reserve:
@@ -373,7 +289,7 @@ def make_plan(sc: Scenario, seed: int | None = None) -> RunPlan:
     authors = _authors(sc, publishers, schedule, subs, topics) if core.topic_authors else {}
     if sc.churn and sc.churn.fraction is not None:
         present = [f"n{i}" for i in range(n) if f"n{i}" not in absent]
-        faults = sorted(faults + _churn_faults(sc, churn_rng, present, reserve), key=lambda e: (e.at, _order(e)))
+        faults = sorted(faults + churn_faults(sc, churn_rng, present, reserve), key=in_order)
         joins_at.update({e.node: e.at for e in faults if e.action == "join" and e.node not in joins_at})
 
     groups: list[Any] = []
