@@ -1,11 +1,12 @@
 # peerlab: the two commands of the README, and the development loop.
 #   make quickstart   set up (system packages, .venv) and run scenarios/quickstart.yaml
 #   make test         set up and run the whole test suite (what CI runs)
+#   make docs         build the documentation site into .site/
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: setup quickstart test test-fast bench-scale proto chart-schema clean-runs
+.PHONY: setup quickstart test test-fast docs bench-scale proto chart-schema clean-runs
 
 setup: $(STAMP)
 
@@ -24,12 +25,22 @@ $(STAMP): pyproject.toml
 quickstart: setup
 	$(VENV)/bin/peerlab run scenarios/quickstart.yaml
 
+# Everything CI runs: lint, then the tests in parallel (three workers: most of an emulation test's
+# time is its run's real time), then the tests that time the host or check the whole machine, alone.
 test: setup
-	$(PY) -m pytest
+	$(PY) -m ruff check .
+	$(PY) -m pytest -n 3 -m "not exclusive"
+	$(PY) -m pytest -m exclusive
 
 # the fast loop: no namespaces, no Spark
 test-fast: setup
-	$(PY) -m pytest -m "not emulation and not spark"
+	$(PY) -m pytest -n 2 -m "not emulation and not spark and not exclusive"
+	$(PY) -m pytest -m "exclusive and not emulation and not spark"
+
+# the documentation site (docs/, mkdocs) into .site/, with the generated scenario reference
+docs: setup
+	$(PY) -m orchestrator.tools.schema_docs
+	$(PY) -m mkdocs build --strict
 
 # how many nodes the local backend runs (prints start-up time and RSS); see docs/development.md
 bench-scale: setup

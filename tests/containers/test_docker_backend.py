@@ -16,7 +16,7 @@ from orchestrator.run.runner import Runner
 from tests.support.cli import docker_objects, peerlab, run_netns
 from tests.support.scenarios import SMALL
 
-pytestmark = [pytest.mark.emulation, pytest.mark.docker, pytest.mark.slow]
+pytestmark = [pytest.mark.emulation, pytest.mark.docker, pytest.mark.slow, pytest.mark.exclusive]
 
 
 def test_quickstart_on_docker_into_s3_delivers_as_on_local(tmp_path: Path, docker_engine, s3_endpoint):

@@ -112,6 +112,7 @@ def _leftovers() -> dict[str, object]:
 
 
 @pytest.mark.slow
+@pytest.mark.exclusive
 def test_twenty_runs_with_kill_and_restart_leave_nothing(tmp_path: Path):
     scenario = tmp_path / "tiny.yaml"
     scenario.write_text("name: tiny\nnodes: {count: 4}\nprotocol: gossipsub\n"

@@ -12,7 +12,6 @@ pytestmark = [pytest.mark.emulation, pytest.mark.slow]
 
 
 def test_all_variant_features_deliver_every_message(tmp_path: Path):
-    before = run_netns()
     result = peerlab("run", "scenarios/gossipsub-large.yaml", "--no-report",
                      "--set", f"output.store=file://{tmp_path}/runs", "--set", "gossipsub.variant=all-3",
                      "--set", "nodes.count=16", "--set", "workload.message_size=300KB",
@@ -31,12 +30,11 @@ def test_all_variant_features_deliver_every_message(tmp_path: Path):
         assert len(receivers) == 15, msg_id  # every other node, whole and verified
     assert sum(e["type"] == "publish_fragment" for e in events) == 3 * 4
     assert any(e["type"] == "send_rpc" and e.get("idontwant") for e in events)
-    assert run_netns() == before
+    assert run_netns(run_dir) == set()
 
 
 @pytest.mark.spark
 def test_variant_matrix_runs_each_variant_and_prints_one_table(tmp_path: Path):
-    before = run_netns()
     result = peerlab("run", "scenarios/gossipsub-large.yaml", "--matrix", "gossipsub.variant=v1.1,stagger-seq",
                      "--set", f"output.store=file://{tmp_path}/runs", "--set", "nodes.count=12",
                      "--set", "workload.message_size=100KB", "--set", "workload.publishers=4",
@@ -53,4 +51,4 @@ def test_variant_matrix_runs_each_variant_and_prints_one_table(tmp_path: Path):
     assert v11["warmup_messages"] == 2 and v11["measured_messages"] == 2  # 4 published, 2 warm-up
     table = result.stderr[result.stderr.index("comparison"):]
     assert "variant=v1.1" in table and "variant=stagger-seq" in table and "idontwant_saves" in table
-    assert run_netns() == before
+    assert run_netns(*run_dirs) == set()

@@ -24,7 +24,7 @@ from orchestrator.run.runner import Runner
 from tests.support.cli import ROOT, run_netns
 from tests.support.fake_cluster import FakeCluster
 
-pytestmark = pytest.mark.emulation
+pytestmark = [pytest.mark.emulation, pytest.mark.exclusive]
 
 
 def supervisor(directory: Path, cmd: str, *args: str, stdin: str | None = None) -> dict:

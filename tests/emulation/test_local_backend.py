@@ -14,7 +14,7 @@ import pytest
 from tests.support.cli import ROOT, peerlab, run_netns
 from tests.support.scenarios import SMALL
 
-pytestmark = [pytest.mark.emulation, pytest.mark.slow]
+pytestmark = [pytest.mark.emulation, pytest.mark.slow, pytest.mark.exclusive]
 
 def _node_processes(short: str) -> list[str]:
     """Processes of the run with this short id (the fork server and its node children carry the

@@ -7,7 +7,7 @@ import pytest
 
 from tests.support.cli import peerlab, run_netns
 
-pytestmark = [pytest.mark.emulation, pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.emulation, pytest.mark.spark, pytest.mark.slow, pytest.mark.exclusive]
 
 
 def test_quickstart_end_to_end(tmp_path: Path):

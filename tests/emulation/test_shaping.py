@@ -5,6 +5,8 @@ from pyroute2 import NetNS, netns
 from orchestrator import shaping
 from orchestrator.shaping import Bucket, NodeShape
 
+pytestmark = pytest.mark.exclusive
+
 
 def test_quantum_and_netem_limit():
     assert shaping.htb_quantum(50_000_000) == 6250

@@ -9,7 +9,7 @@ import pytest
 
 from tests.support.cli import peerlab
 
-pytestmark = [pytest.mark.emulation, pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.emulation, pytest.mark.spark, pytest.mark.slow, pytest.mark.exclusive]
 
 SCENARIO = """
 name: twin

@@ -12,6 +12,8 @@ import pytest
 
 from orchestrator.run.node_client import ControlClient, NodeError
 
+pytestmark = pytest.mark.exclusive
+
 TOKEN = "k" * 32
 
 

@@ -3,7 +3,11 @@ and a peer that dialled us first is not dialled again (Topiary rewires links at 
 import asyncio
 import random
 
+import pytest
+
 from node.transport import Transport
+
+pytestmark = pytest.mark.exclusive
 
 
 def transport(name, ups, downs):

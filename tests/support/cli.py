@@ -16,9 +16,16 @@ def peerlab(*args: str, timeout: float = 600, **kwargs) -> subprocess.CompletedP
                           timeout=timeout, cwd=kwargs.pop("cwd", ROOT), **kwargs)
 
 
-def run_netns() -> set[str]:
+def run_netns(*run_dirs: Path | str) -> set[str]:
+    """peerlab's network namespaces on this machine; given run directories, only those runs' (their
+    names carry the run's short id, the run directory's last part), so a test that runs beside
+    others checks its own leftovers."""
     out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    return {line.split()[0] for line in out.splitlines() if line.startswith("pl")}
+    names = {line.split()[0] for line in out.splitlines() if line.startswith("pl")}
+    if run_dirs:
+        prefixes = tuple(f"pl{Path(d).name.rsplit('-', 1)[-1]}-" for d in run_dirs)
+        names = {n for n in names if n.startswith(prefixes)}
+    return names
 
 
 def docker_objects(client) -> list[str]:
