@@ -16,12 +16,8 @@ What it does, in the spec's terms:
   validated, sent to the mesh peers of its topic but the sender, on the priority path; received
   IDONTWANTs are kept per peer for idontwant_ttl heartbeats and honoured when relaying and when
   serving IWANT; never penalised;
-- staggering (the seed's III-C, nim's `staggersend`): large messages are relayed to `stagger_parallel`
-  peers at a time, moving on at each peer's IDONTWANT (it acts as an ACK) or after stagger_interval,
-  and skipping peers whose IDONTWANT arrived first (logged as stagger_skip);
-- fragmentation (III-A): a message at or above fragment_threshold is published as `fragments`
-  independent gossipsub messages; receivers relay fragments as they arrive and deliver the whole
-  message when every fragment is in and the digest checks.
+- staggering and fragmentation for large messages (gossipsub_large.py); the heartbeat's mesh,
+  fanout and gossip work (gossipsub_heartbeat.py); received control (gossipsub_control.py);
 
 - peer scoring P1..P7 (`gossipsub_score.py`), switchable (`scoring.enabled`; off, the default as in
   go, means every score is 0): negative peers leave the mesh and cannot graft, D_score best peers are
@@ -35,124 +31,31 @@ from __future__ import annotations
 import hashlib
 import math
 from collections import deque
-from typing import Any, Literal
+from typing import Any
 
 from google.protobuf.message import DecodeError
-from pydantic import Field, model_validator
 
 from node.proto.fragment_pb2 import Fragment
 from node.proto.pubsub_pb2 import (
     RPC,
     ControlGraft,
     ControlIDontWant,
-    ControlIHave,
-    ControlIWant,
     ControlMessage,
     ControlPrune,
     Message,
 )
 
-from .gossipsub_score import PeerScore, ScoreParams
+from .gossipsub_control import ControlHandling
+from .gossipsub_heartbeat import Heartbeat
+from .gossipsub_large import LargeMessages, Stagger
+from .gossipsub_params import GossipSubParams
+from .gossipsub_score import PeerScore
 from .pubsub_wire import decode_rpc, default_msg_id, make_message, message_topics, subscriptions_rpc
-from .topic_core import TopicCore, TopicParams
-from .validators import ValidationParams, Verdict, make_validator
-
-VARIANTS = {
-    # name: (idontwant, stagger_parallel, fragments)
-    "v1.1": (False, 0, 1),
-    "v1.2": (True, 0, 1),
-    "stagger-seq": (True, 1, 1),
-    "stagger-2": (True, 2, 1),
-    "stagger-3": (True, 3, 1),
-    "stagger-4": (True, 4, 1),
-    "fragment-4": (True, 0, 4),
-    "all-3": (True, 3, 4),
-}
+from .topic_core import TopicCore
+from .validators import Verdict, make_validator
 
 
-class GossipSubParams(TopicParams):
-    variant: Literal[tuple(VARIANTS)] = Field(  # type: ignore[valid-type]
-        "v1.2", description="preset for idontwant, stagger_parallel and fragments (explicit values win)")
-    D: int = Field(6, ge=1)
-    D_lo: int = Field(4, ge=0)
-    D_hi: int = Field(12, ge=1)
-    D_lazy: int = Field(6, ge=0)
-    D_out: int = Field(2, ge=0)
-    D_score: int = Field(4, ge=0, description="peers kept by score when pruning an oversubscribed mesh")
-    heartbeat_interval: float = Field(1.0, gt=0)
-    heartbeat_initial_delay: float = Field(0.1, ge=0)
-    fanout_ttl: float = Field(60.0, gt=0)
-    history_length: int = Field(5, ge=1)
-    history_gossip: int = Field(3, ge=0)
-    gossip_factor: float = Field(0.25, ge=0, le=1)
-    prune_backoff: float = Field(60.0, ge=0)
-    unsubscribe_backoff: float = Field(10.0, ge=0)
-    graft_flood_threshold: float = Field(10.0, ge=0)
-    flood_publish: bool = True
-    max_ihave_length: int = Field(5000, ge=1)
-    max_ihave_messages: int = Field(10, ge=1)
-    iwant_followup_time: float = Field(3.0, gt=0)
-    gossip_retransmission: int = Field(3, ge=1)
-    opportunistic_graft_ticks: int = Field(60, ge=1)
-    opportunistic_graft_peers: int = Field(2, ge=0)
-    max_rpc_size: int = Field(1024 * 1024, gt=0, description="bytes; larger RPCs are dropped (go/nim: 1 MiB)")
-    msg_id: Literal["from-seqno", "hash"] = "from-seqno"
-    # v1.2
-    idontwant: bool = True
-    idontwant_rule: Literal["go", "nim"] = Field("go", description="size threshold: go 1024 B; nim max(512, 10 x id length)")
-    idontwant_threshold: int = Field(1024, ge=0, description="go rule: bytes")
-    idontwant_ttl: int = Field(3, ge=1, description="heartbeats a received IDONTWANT is kept")
-    max_idontwant_messages: int = Field(1000, ge=1, description="IDONTWANT RPCs accepted per peer per heartbeat")
-    # staggering
-    stagger_parallel: int = Field(0, ge=0, description="0: off; k: relay large messages to k peers at a time")
-    stagger_threshold: int = Field(1024, ge=0, description="bytes; smaller messages are relayed at once")
-    stagger_interval: float = Field(0.2, gt=0, description="seconds before moving on without an IDONTWANT")
-    stagger_timeout: Literal["fixed", "drain"] = Field(
-        "fixed", description="fixed: stagger_interval; drain: estimated time to push the bytes queued to "
-                             "that peer out at stagger_rate shared by the parallel sends (nim `sims`)")
-    stagger_rate: float = Field(50e6, gt=0, description="bit/s assumed by the drain estimate (the node's upload)")
-    # fragmentation
-    fragments: int = Field(1, ge=1, le=256)
-    fragment_threshold: int = Field(1024, ge=0, description="bytes; smaller messages are not fragmented")
-    scoring: ScoreParams = Field(default_factory=ScoreParams)
-    validation: ValidationParams = Field(default_factory=ValidationParams)
-
-    @model_validator(mode="after")
-    def _variant_and_bounds(self) -> "GossipSubParams":
-        idw, stagger, frags = VARIANTS[self.variant]
-        explicit = self.model_fields_set
-        if "idontwant" not in explicit:
-            self.idontwant = idw
-        if "stagger_parallel" not in explicit:
-            self.stagger_parallel = stagger
-        if "fragments" not in explicit:
-            self.fragments = frags
-        if not self.D_lo <= self.D <= self.D_hi:
-            raise ValueError(f"need D_lo <= D <= D_hi (got {self.D_lo}, {self.D}, {self.D_hi})")
-        if "D_score" not in explicit:
-            self.D_score = min(self.D_score, self.D)
-        if self.D_score > self.D:
-            raise ValueError(f"D_score ({self.D_score}) cannot exceed D ({self.D})")
-        if self.D_out >= self.D_lo and self.D_lo > 0:
-            raise ValueError(f"D_out ({self.D_out}) must be below D_lo ({self.D_lo})")
-        if self.history_gossip > self.history_length:
-            raise ValueError("history_gossip cannot exceed history_length")
-        return self
-
-
-class _Stagger:
-    """One large message being relayed a few peers at a time."""
-
-    def __init__(self, msg_id: str, payload: bytes, sizes: dict[str, int], targets: list[str]):
-        self.msg_id = msg_id
-        self.payload = payload
-        self.sizes = sizes
-        self.pending = deque(targets)
-        self.in_flight: set[str] = set()
-        self.timers: dict[str, Any] = {}
-
-
-class GossipSub(TopicCore):
+class GossipSub(Heartbeat, LargeMessages, ControlHandling, TopicCore):
     frame_topics = staticmethod(message_topics)
     wire = "pubsub"
     name = "gossipsub"
@@ -179,7 +82,7 @@ class GossipSub(TopicCore):
         self.validate = make_validator(p.validation)
         self.last_prune: dict[tuple[str, str], float] = {}
         self.pending: dict[str, ControlMessage] = {}            # control to piggyback / flush
-        self.staggers: dict[str, _Stagger] = {}
+        self.staggers: dict[str, Stagger] = {}
         self.reassembly: dict[str, dict[str, Any]] = {}
         self.tick = 0
 
@@ -253,21 +156,6 @@ class GossipSub(TopicCore):
         self.io.trace("publish_message", topic=topic, msg_id=msg_id, size=len(data), seq=seqno)
         self._publish_msg(msg, msg_id)
         return msg_id
-
-    def _publish_fragmented(self, topic: str, data: bytes) -> str:
-        seqno = self.next_seqno()
-        whole_id = f"{self.node_id}-w{seqno}"
-        count = self.params.fragments
-        size = math.ceil(len(data) / count)
-        digest = hashlib.sha256(data).digest()
-        self.io.trace("publish_message", topic=topic, msg_id=whole_id, size=len(data), seq=seqno)
-        for i in range(count):
-            chunk = data[i * size:(i + 1) * size]
-            frag = Fragment(whole_id=whole_id, index=i, count=count, total_size=len(data), digest=digest, chunk=chunk)
-            frag_id = self._publish_raw(topic, frag.SerializeToString(), whole_id)
-            self.io.trace("publish_fragment", topic=topic, msg_id=frag_id, whole_id=whole_id, fragment=i,
-                          fragments=count, size=len(chunk))
-        return whole_id
 
     def _publish_raw(self, topic: str, data: bytes, whole_id: str) -> str:
         seqno = self.next_seqno()
@@ -361,130 +249,7 @@ class GossipSub(TopicCore):
         targets = [p for p in self.mesh.get(topic, ()) if p not in (peer, origin)]
         self._send_message(msg, msg_id, sorted(targets))
 
-    def _on_fragment(self, peer: str, msg: Message, msg_id: str, origin: str) -> bool:
-        frag = Fragment()
-        try:
-            frag.ParseFromString(msg.data)
-        except DecodeError:
-            self.io.trace("reject_message", topic=msg.topic, msg_id=msg_id, peer=peer, reason="bad fragment")
-            return False
-        if frag.count > 1:
-            self.io.trace("deliver_fragment", topic=msg.topic, msg_id=msg_id, whole_id=frag.whole_id,
-                          fragment=frag.index, fragments=frag.count, origin=origin, peer=peer, size=len(frag.chunk))
-        st = self.reassembly.setdefault(frag.whole_id, {"chunks": {}, "count": frag.count, "done": False})
-        if st["done"]:
-            return True
-        st["chunks"][frag.index] = frag.chunk
-        if len(st["chunks"]) == frag.count:
-            data = b"".join(st["chunks"][i] for i in range(frag.count))
-            st["done"], st["chunks"] = True, {}
-            if len(data) != frag.total_size or hashlib.sha256(data).digest() != frag.digest:
-                self.io.trace("reject_message", topic=msg.topic, msg_id=frag.whole_id, peer=peer,
-                              reason="reassembled payload does not match its digest")
-                return True
-            self.io.trace("deliver_message", topic=msg.topic, msg_id=frag.whole_id, origin=origin, peer=peer,
-                          size=len(data))
-            self.io.deliver(msg.topic, frag.whole_id, data, origin)
-        return True  # fragments are relayed as they arrive
-
     # control -------------------------------------------------------------------------------------
-    def _on_control(self, peer: str, ctl: ControlMessage) -> None:
-        for idw in ctl.idontwant:
-            self._on_idontwant(peer, idw)
-        gossip_ok = self._above(peer, "gossip_threshold")  # no gossip from peers below it
-        iwant = [mid for ih in ctl.ihave for mid in self._on_ihave(peer, ih)] if gossip_ok else []
-        if iwant:
-            self._pending(peer).iwant.append(ControlIWant(messageIDs=[m.encode() for m in iwant]))
-            deadline = self.clock() + self.params.iwant_followup_time
-            for mid in iwant:
-                self.promises.setdefault(mid, (peer, deadline))
-        serve = [mid for iw in ctl.iwant for mid in self._on_iwant(peer, iw)] if gossip_ok else []
-        for graft in ctl.graft:
-            self._on_graft(peer, graft.topicID)
-        for prune in ctl.prune:
-            self._on_prune(peer, prune)
-        if serve:
-            rpc = RPC(publish=[self.mcache[mid] for mid in serve])
-            self._send_rpc(peer, rpc)
-        if iwant or (peer in self.pending and self.pending[peer].prune):
-            self._flush(peer)
-
-    def _on_idontwant(self, peer: str, idw: ControlIDontWant) -> None:
-        count = self.idontwant_rpcs.get(peer, 0) + 1
-        self.idontwant_rpcs[peer] = count
-        if count > self.params.max_idontwant_messages:
-            return
-        expiry = self.tick + self.params.idontwant_ttl
-        table = self.dontwant.setdefault(peer, {})
-        for raw in idw.messageIDs[:10]:  # go: at most 10 ids per IDONTWANT
-            mid = raw.decode(errors="replace")
-            table[mid] = expiry
-            job = self.staggers.get(mid)
-            if job and peer in job.in_flight:
-                self._stagger_next(job, peer)  # the IDONTWANT is the ACK: move on at once
-
-    def _on_ihave(self, peer: str, ih: ControlIHave) -> list[str]:
-        p = self.params
-        count = self.ihave_count.get(peer, 0) + 1
-        self.ihave_count[peer] = count
-        if count > p.max_ihave_messages or ih.topicID not in self.topics:
-            return []
-        asked = self.iwant_asked.get(peer, 0)
-        want = [m.decode(errors="replace") for m in ih.messageIDs]
-        want = [m for m in want if m not in self.seen and m not in self.promises]
-        self.rng.shuffle(want)
-        want = want[:max(0, p.max_ihave_length - asked)]
-        self.iwant_asked[peer] = asked + len(want)
-        return want
-
-    def _on_iwant(self, peer: str, iw: ControlIWant) -> list[str]:
-        out = []
-        for raw in iw.messageIDs:
-            mid = raw.decode(errors="replace")
-            if mid not in self.mcache:
-                continue
-            if mid in self.dontwant.get(peer, {}):
-                self.io.trace("idontwant_skip", peer=peer, msg_id=mid, size=len(self.mcache[mid].data))
-                continue
-            key = (peer, mid)
-            self.served[key] = self.served.get(key, 0) + 1
-            if self.served[key] <= self.params.gossip_retransmission:
-                out.append(mid)
-        return out
-
-    def _on_graft(self, peer: str, topic: str) -> None:
-        if topic not in self.topics:
-            return  # unknown topic: ignored (spec)
-        mesh = self.mesh.setdefault(topic, set())
-        if peer in mesh:
-            return
-        now = self.clock()
-        expiry = self.backoff.get((topic, peer))
-        if expiry is not None and now < expiry:
-            # GRAFT during backoff: refuse and penalise, twice inside the graft-flood threshold
-            pruned_at = self.last_prune.get((topic, peer), -math.inf)
-            self._add_penalty(peer, 2 if now - pruned_at < self.params.graft_flood_threshold else 1, "graft in backoff")
-            self._queue_prune(topic, peer, self.params.prune_backoff)
-            return
-        if self.score.score(peer) < 0 or (len(mesh) >= self.params.D_hi and peer not in self.outbound):
-            self._queue_prune(topic, peer, self.params.prune_backoff)
-            return
-        mesh.add(peer)
-        self.score.graft(peer, topic)
-        self.io.trace("graft", peer=peer, topic=topic)
-
-    def _on_prune(self, peer: str, prune: ControlPrune) -> None:
-        topic = prune.topicID
-        if peer in self.mesh.get(topic, set()):
-            self.mesh[topic].discard(peer)
-            self.score.prune(peer, topic)
-            self.io.trace("prune", peer=peer, topic=topic)
-        backoff = prune.backoff if prune.HasField("backoff") else self.params.prune_backoff
-        self.backoff[(topic, peer)] = self.clock() + backoff
-        if prune.peers and (not self.params.scoring.enabled or self._above(peer, "accept_px_threshold")):
-            for info in prune.peers:  # PX: only peers whose address we were given can be dialled
-                self.io.connect(info.peerID.decode(errors="replace"))
-
     # heartbeat -----------------------------------------------------------------------------------
     def on_timer(self, name: str, data: Any) -> None:
         if name == "heartbeat":
@@ -497,98 +262,6 @@ class GossipSub(TopicCore):
             job = self.staggers.get(msg_id)
             if job and peer in job.in_flight:
                 self._stagger_next(job, peer)
-
-    def heartbeat(self) -> None:
-        p = self.params
-        self.tick += 1
-        now = self.clock()
-        self.idontwant_rpcs.clear()
-        self.ihave_count.clear()
-        self.iwant_asked.clear()
-        self.backoff = {k: v for k, v in self.backoff.items() if v > now}
-        for peer in list(self.dontwant):
-            self.dontwant[peer] = {m: e for m, e in self.dontwant[peer].items() if e > self.tick}
-        broken: dict[str, int] = {}
-        for mid, (peer, deadline) in list(self.promises.items()):
-            if deadline < now:  # broken IWANT promise
-                del self.promises[mid]
-                broken[peer] = broken.get(peer, 0) + 1
-        for peer, count in sorted(broken.items()):
-            self._add_penalty(peer, count, "broken promise")
-        self.score.refresh(p.seen_ttl)
-        score = {x: self.score.score(x) for x in self.peer_topics}
-
-        for topic in sorted(self.mesh):
-            mesh = self.mesh[topic]
-            mesh &= set(self.peer_topics)
-            for peer in sorted(x for x in mesh if score[x] < 0):
-                self._prune_peer(topic, peer)
-            if len(mesh) < p.D_lo:
-                candidates = self._graft_candidates(topic, score)
-                for peer in candidates[:p.D - len(mesh)]:
-                    self._graft(topic, peer)
-            elif len(mesh) > p.D_hi:
-                keep = list(mesh)
-                self.rng.shuffle(keep)
-                keep.sort(key=lambda x: -score[x])  # stable: equal scores stay shuffled
-                rest = keep[p.D_score:]
-                self.rng.shuffle(rest)
-                keep = keep[:p.D_score] + rest
-                kept = set(keep[:p.D])
-                outbound_kept = [x for x in kept if x in self.outbound]
-                if len(outbound_kept) < p.D_out:  # keep D_out outbound peers
-                    extra = [x for x in keep[p.D:] if x in self.outbound][:p.D_out - len(outbound_kept)]
-                    drop = [x for x in keep[:p.D] if x not in self.outbound][:len(extra)]
-                    kept = (kept - set(drop)) | set(extra)
-                for peer in sorted(mesh - kept):
-                    self._prune_peer(topic, peer)
-            if len(mesh) >= p.D_lo and sum(1 for x in mesh if x in self.outbound) < p.D_out:
-                candidates = [x for x in self._graft_candidates(topic, score) if x in self.outbound]
-                for peer in candidates[:p.D_out - sum(1 for x in mesh if x in self.outbound)]:
-                    self._graft(topic, peer)
-            if self.tick % p.opportunistic_graft_ticks == 0 and len(mesh) > 1:
-                ranked = sorted(score[x] for x in mesh)
-                median = ranked[len(ranked) // 2]
-                if median < p.scoring.opportunistic_graft_threshold and p.scoring.enabled:
-                    better = [x for x in self._graft_candidates(topic, score) if score[x] > median]
-                    for peer in better[:p.opportunistic_graft_peers]:
-                        self._graft(topic, peer)
-
-        for topic in list(self.fanout):
-            if now - self.fanout_last_pub.get(topic, now) > p.fanout_ttl:
-                del self.fanout[topic]
-                self.fanout_last_pub.pop(topic, None)
-                continue
-            fan = self.fanout[topic]
-            fan &= {x for x in self.peer_topics if topic in self.peer_topics[x] and self._above(x, "publish_threshold")}
-            self._fill_fanout(topic, fan)
-
-        self._emit_gossip()
-        for peer in sorted(self.pending):
-            self._flush(peer)
-        expired = self.history.pop() if len(self.history) == self.history.maxlen else []
-        self.history.appendleft([])
-        for mid in expired:
-            self.mcache.pop(mid, None)
-            self.mcache_topic.pop(mid, None)
-        for (peer, mid) in [k for k in self.served if k[1] not in self.mcache]:
-            del self.served[(peer, mid)]
-
-    def _emit_gossip(self) -> None:
-        p = self.params
-        recent: dict[str, list[str]] = {}
-        for window in list(self.history)[:p.history_gossip]:
-            for mid in window:
-                recent.setdefault(self.mcache_topic[mid], []).append(mid)
-        for topic, ids in sorted(recent.items()):
-            exclude = self.mesh.get(topic, set()) | self.fanout.get(topic, set())
-            candidates = [x for x in self._topic_peers(topic)
-                          if x not in exclude and self._above(x, "gossip_threshold")]
-            self.rng.shuffle(candidates)
-            count = max(p.D_lazy, math.ceil(p.gossip_factor * len(candidates)))
-            for peer in candidates[:count]:
-                chosen = ids if len(ids) <= p.max_ihave_length else self.rng.sample(ids, p.max_ihave_length)
-                self._pending(peer).ihave.append(ControlIHave(topicID=topic, messageIDs=[m.encode() for m in chosen]))
 
     # sending ------------------------------------------------------------------------------------
     def _send_message(self, msg: Message, msg_id: str, targets: list[str]) -> None:
@@ -606,43 +279,12 @@ class GossipSub(TopicCore):
                 wanted.append(peer)
         if staggered and len(wanted) > 1:
             self.rng.shuffle(wanted)
-            job = self.staggers[msg_id] = _Stagger(msg_id, payload, sizes, wanted)
+            job = self.staggers[msg_id] = Stagger(msg_id, payload, sizes, wanted)
             for _ in range(min(p.stagger_parallel, len(wanted))):
                 self._stagger_send(job)
             return
         for peer in wanted:
             self._send_payload(peer, payload, sizes)
-
-    def _stagger_send(self, job: _Stagger) -> None:
-        while job.pending:
-            peer = job.pending.popleft()
-            if job.msg_id in self.dontwant.get(peer, {}):
-                self.io.trace("stagger_skip", peer=peer, msg_id=job.msg_id, size=job.sizes["data_bytes"])
-                continue
-            if peer not in self.peer_topics:
-                continue
-            job.in_flight.add(peer)
-            self._send_payload(peer, job.payload, job.sizes)
-            job.timers[peer] = self.io.set_timer(self._stagger_timeout(peer, len(job.payload)), "stagger",
-                                                 (job.msg_id, peer))
-            return
-        if not job.in_flight:
-            self.staggers.pop(job.msg_id, None)
-
-    def _stagger_timeout(self, peer: str, size: int) -> float:
-        p = self.params
-        if p.stagger_timeout == "fixed":
-            return p.stagger_interval
-        # drain: the bytes ahead of and including this copy, at our upload rate shared by the k sends
-        queued = max(self.io.backlog(peer), size)
-        return queued * 8 * p.stagger_parallel / p.stagger_rate
-
-    def _stagger_next(self, job: _Stagger, peer: str) -> None:
-        job.in_flight.discard(peer)
-        handle = job.timers.pop(peer, None)
-        if handle is not None:
-            self.io.cancel_timer(handle)
-        self._stagger_send(job)
 
     def _send_payload(self, peer: str, payload: bytes, sizes: dict[str, int]) -> None:
         self.io.send(peer, payload)
