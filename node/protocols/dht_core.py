@@ -15,7 +15,8 @@ from node.predicates import Predicate, PredicateError
 from node.proto.kademlia_pb2 import Envelope, Message
 
 from .base import ProtocolCore, Unsupported, parse_or_drop
-from .kademlia import DhtParams, Kademlia, content_key, node_key
+from .kademlia import DhtParams, Kademlia
+from .kademlia_table import content_key, node_key
 from .links import TIMER as LINKS_TIMER
 from .links import Links
 

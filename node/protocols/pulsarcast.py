@@ -39,7 +39,8 @@ from node.proto.pulsarcast_pb2 import EventDescriptor, Message, SubTopic, TopicD
 
 from .base import Unsupported
 from .dht_core import DhtCore
-from .kademlia import DhtParams, content_key, node_key
+from .kademlia import DhtParams
+from .kademlia_table import content_key, node_key
 
 VERSION = "peerlab-pulsarcast/1"
 Op = Message.Op

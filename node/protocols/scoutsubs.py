@@ -39,7 +39,8 @@ from node.predicates import Predicate, PredicateError
 from node.proto.scoutsubs_pb2 import Ack, BackupFilter, Event, Message, Subscription
 
 from .dht_core import DhtCore, event_id, parse_for_app
-from .kademlia import DhtParams, node_key
+from .kademlia import DhtParams
+from .kademlia_table import node_key
 
 
 class ScoutSubsParams(DhtParams):

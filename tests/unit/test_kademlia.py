@@ -8,7 +8,8 @@ import pytest
 
 from node.memnet import MemNetwork
 from node.protocols.dht_core import DhtCore
-from node.protocols.kademlia import DhtParams, RoutingTable, content_key, node_key
+from node.protocols.kademlia import DhtParams
+from node.protocols.kademlia_table import RoutingTable, content_key, node_key
 from tests.support.dht_net import dht_network
 
 

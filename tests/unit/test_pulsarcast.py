@@ -9,7 +9,7 @@ import pytest
 
 from node.memnet import MemNetwork
 from node.proto.pulsarcast_pb2 import EventDescriptor
-from node.protocols.kademlia import node_key
+from node.protocols.kademlia_table import node_key
 from node.protocols.pulsarcast import PulsarCast, PulsarCastParams, descriptor_id
 from tests.support.dht_net import dht_network
 
