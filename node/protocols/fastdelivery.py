@@ -48,10 +48,9 @@ from node.proto.fastdelivery_pb2 import (
 
 from .base import Unsupported
 from .dht_core import DhtCore, event_id, parse_for_app
+from .fastdelivery_boards import Boards
 from .kademlia import DhtParams
 from .match_index import MatchIndex
-
-BOARD_PERIODS = 3  # a board keeps an advert for this many re-advertising periods
 
 
 class FastDeliveryParams(DhtParams):
@@ -94,7 +93,7 @@ class Mine:
     acked: bool = False
 
 
-class FastDelivery(DhtCore):
+class FastDelivery(Boards, DhtCore):
     name = "fastdelivery"
     Params = FastDeliveryParams
     AppMessage = Message
@@ -330,36 +329,6 @@ class FastDelivery(DhtCore):
             g = self.groups.get(gid)
             if g is not None:
                 g.unrelayed.get(peer, {}).pop(msg.event_id, None)
-
-    # boards ------------------------------------------------------------------------------------
-    def _route(self, msg: Message, attr: str, frm: str | None) -> None:
-        """Carry an advert or a search to the rendezvous of `attr`; there, post it or answer it."""
-        def go(hop: str | None) -> None:
-            if hop is not None:
-                self.send_msg(hop, msg)
-            elif msg.HasField("advert"):
-                adv = msg.advert
-                expiry = self.clock() + BOARD_PERIODS * self.params.search_refresh
-                self.board.setdefault(attr, {})[(adv.publisher, adv.group)] = expiry
-            else:
-                self._answer(msg.search)
-        self.next_hop(self.rv_key(attr), self.dead | ({frm} if frm else set()), go)
-
-    def _answer(self, search: Search) -> None:
-        f = Predicate.parse(search.filter)
-        now = self.clock()
-        board = self.board.get(search.attr, {})
-        for g, expiry in list(board.items()):
-            if expiry < now:
-                del board[g]
-        found = Groups(groups=[Advert(publisher=p, group=gid, attr=search.attr) for (p, gid) in sorted(board)
-                               if f.overlaps(Predicate.parse(gid))])
-        if not found.groups:
-            return
-        if search.subscriber == self.node_id:
-            self._on_groups(found)
-        else:
-            self.send_msg(search.subscriber, Message(groups=found))
 
     # failures ----------------------------------------------------------------------------------
     def on_app_unreachable(self, peer: str) -> None:
