@@ -39,11 +39,16 @@ def parse_duration(value: object) -> float:
     if isinstance(value, float):
         return value
     number, unit = _split(value, "duration", "'100ms', '30s' or '2m'")
+    return _scaled(number, unit, value, _DURATION_UNITS, "time", "ns, us, ms, s, m or h")
+
+
+def _scaled(number: float, unit: str, value: object, units: dict[str, float], what: str, known: str) -> float:
+    """`number` in `unit` from the table `units` (no unit: as it is); an unknown unit names the known."""
     if unit == "":
         return number
-    if unit not in _DURATION_UNITS:
-        raise ValueError(f"unknown time unit {unit!r} in {value!r} (use ns, us, ms, s, m or h)")
-    return number * _DURATION_UNITS[unit]
+    if unit not in units:
+        raise ValueError(f"unknown {what} unit {unit!r} in {value!r} (use {known})")
+    return number * units[unit]
 
 
 def parse_bandwidth(value: object) -> int:
@@ -57,11 +62,7 @@ def parse_bandwidth(value: object) -> int:
         # tc reads "mbps" as megaBYTES per second while most people mean megabits: refuse to guess.
         raise ValueError(f"{value!r} is ambiguous (tc reads 'mbps' as megabytes/s); "
                          f"write '{number:g}mbit' for megabits per second")
-    if key == "":
-        return int(number)
-    if key not in _BANDWIDTH_UNITS:
-        raise ValueError(f"unknown bandwidth unit {unit!r} in {value!r} (use bit, kbit, mbit or gbit)")
-    return int(number * _BANDWIDTH_UNITS[key])
+    return int(_scaled(number, key, value, _BANDWIDTH_UNITS, "bandwidth", "bit, kbit, mbit or gbit"))
 
 
 def parse_size(value: object) -> int:
@@ -72,12 +73,7 @@ def parse_size(value: object) -> int:
             raise ValueError(f"a size in bytes must be whole, got {value}")
         return int(value)
     number, unit = _split(value, "size", "'1KiB', '2MiB' or '1500B'")
-    key = unit.lower()
-    if key == "":
-        return int(number)
-    if key not in _SIZE_UNITS:
-        raise ValueError(f"unknown size unit {unit!r} in {value!r} (use B, KiB, MiB, GiB, kB, MB or GB)")
-    return int(number * _SIZE_UNITS[key])
+    return int(_scaled(number, unit.lower(), value, _SIZE_UNITS, "size", "B, KiB, MiB, GiB, kB, MB or GB"))
 
 
 def parse_rate(value: object) -> float:

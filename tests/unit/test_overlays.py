@@ -28,23 +28,24 @@ def workloads(draw):
     return nodes, topics, subs
 
 
+def _each_topic(workload, algorithm):
+    """The overlay the algorithm builds for the workload, and each topic's members."""
+    nodes, topics, subs = workload
+    adj = build(algorithm, subs, topics, random.Random(0)).adjacency()
+    return [(adj, m) for m in members_of(subs, topics)]
+
+
 @given(workloads(), st.sampled_from(TOPIC_CONNECTED))
 @settings(max_examples=150, deadline=None)
 def test_every_topic_is_connected(workload, algorithm):
-    nodes, topics, subs = workload
-    ov = build(algorithm, subs, topics, random.Random(0))
-    adj = ov.adjacency()
-    for m in members_of(subs, topics):
+    for adj, m in _each_topic(workload, algorithm):
         assert topic_connected(adj, m)
 
 
 @given(workloads(), st.sampled_from(DIAMETER_TWO))
 @settings(max_examples=150, deadline=None)
 def test_star_algorithms_have_topic_diameter_at_most_two(workload, algorithm):
-    nodes, topics, subs = workload
-    ov = build(algorithm, subs, topics, random.Random(0))
-    adj = ov.adjacency()
-    for m in members_of(subs, topics):
+    for adj, m in _each_topic(workload, algorithm):
         assert topic_diameter(adj, m) <= 2
 
 
