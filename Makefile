@@ -29,7 +29,7 @@ quickstart: setup
 # time is its run's real time), then the tests that time the host or check the whole machine, alone.
 test: setup
 	$(PY) -m ruff check .
-	$(PY) -m pytest -n 3 -m "not exclusive"
+	$(PY) -m pytest -n 3 --dist worksteal -m "not exclusive"
 	$(PY) -m pytest -m exclusive
 
 # the fast loop: no namespaces, no Spark

@@ -1,5 +1,5 @@
 """Shared fixtures. Markers: `emulation` (root, namespaces, tc, real processes), `spark` (Java),
-`slow`. The fast loop is `pytest -m "not emulation and not spark"`."""
+`docker`, `slow`, `exclusive` (runs alone). `make test-fast` is the fast loop; `make test` everything."""
 from __future__ import annotations
 
 import os
@@ -13,6 +13,9 @@ from tests.support.cli import ROOT, SHARED, docker_objects, peerlab, run_netns  
 
 
 def pytest_collection_modifyitems(config, items):
+    # Slow tests first: with several workers (make test) the long runs start at once and the short
+    # tests fill the gaps at the end, instead of one long run finishing alone.
+    items.sort(key=lambda item: tuple(mark not in item.keywords for mark in ("emulation", "slow", "spark")))
     # The emulation needs root; CI runs as root, so there these never skip.
     if os.geteuid() != 0:
         skip = pytest.mark.skip(reason="emulation tests need root (network namespaces, tc)")
