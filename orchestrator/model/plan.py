@@ -244,54 +244,22 @@ def _predicate_subscriptions(sc: Scenario, rng: random.Random) -> tuple[list[lis
     return [sorted(s) for s in subs], [sorted(x) for x in late]
 
 
-def make_plan(sc: Scenario, seed: int | None = None) -> RunPlan:
-    seed = sc.seed if seed is None else seed
-    n = sc.nodes.count
-    core = PROTOCOLS[sc.protocol.name]
-    content = core.matching == "predicate"
-    topics = list(dict.fromkeys(sc.workload.events)) if content else [f"t{i}" for i in range(sc.topics.count)]
-    try:
-        placed = sc.network.latency.matrix(n, _stream(seed, "placement"))
-    except (ValueError, OSError) as err:  # a data file that does not fit the scenario
-        raise ScenarioError(f"scenario {sc.name!r}", [str(err)]) from None
-    matrix, placement = placed.matrix, placed.per_node
-    late: list[list[tuple[float, str]]] = [[] for _ in range(n)]
-    if content:
-        subs, late = _predicate_subscriptions(sc, _stream(seed, "subscriptions"))
-    else:
-        subs = _subscriptions(sc, _stream(seed, "subscriptions"), topics)
-    attackers = _attackers(sc, _stream(seed, "attackers"), n)
-    for i, attack in enumerate(attackers):
-        if attack and attack.get("topic") and attack["topic"] not in subs[i]:
-            subs[i] = ids.by_index(subs[i] + [attack["topic"]])
-    dial = _topology(sc, _stream(seed, "topology"), subs, topics)
-    _attack_edges(sc, _stream(seed, "attack-edges"), attackers, dial)
+def _neighbours(dial: list[list[str]]) -> list[set[str]]:
+    """Each node's planned neighbours: whom it dials and who dials it."""
     neighbours: list[set[str]] = [set(d) for d in dial]
     for i, peers in enumerate(dial):
         for p in peers:
             neighbours[ids.node_index(p)].add(f"n{i}")
-    faults, joins_at = planned_faults(sc, _stream(seed, "faults"), n)
-    churn_rng = _stream(seed, "churn")
-    reserve: list[str] = []
-    if sc.churn and sc.churn.reserve:
-        candidates = [i for i in range(n) if f"n{i}" not in joins_at]
-        reserve = [f"n{i}" for i in sorted(churn_rng.sample(candidates, sc.churn.reserve))]
-    absent = set(joins_at) | set(reserve)
-    rng = _stream(seed, "workload")
-    honest = [i for i in range(n) if attackers[i] is None and f"n{i}" not in absent]
-    if len(honest) < sc.workload.publishers:
-        raise ScenarioError(f"scenario {sc.name!r}", [
-            f"workload.publishers: {sc.workload.publishers} publishers, but only {len(honest)} honest nodes "
-            "are present at T0 (the others attack, join later or are churn reserve)"])
-    publishers = sorted(rng.sample(honest, sc.workload.publishers))
-    everyone_subs = [s + [t for _, t in x] for s, x in zip(subs, late)]  # at start or later: publishers aim at both
-    schedule = _schedule(sc, rng, publishers, everyone_subs, topics)
-    authors = _authors(sc, publishers, schedule, subs, topics) if core.topic_authors else {}
-    if sc.churn and sc.churn.fraction is not None:
-        present = [f"n{i}" for i in range(n) if f"n{i}" not in absent]
-        faults = sorted(faults + churn_faults(sc, churn_rng, present, reserve), key=in_order)
-        joins_at.update({e.node: e.at for e in faults if e.action == "join" and e.node not in joins_at})
+    return neighbours
 
+
+def _node_plans(sc: Scenario, core: Any, placement: dict[str, list[Any]], *, subs: list[list[str]],
+                late: list[list[tuple[float, str]]], attackers: list[dict[str, Any] | None], dial: list[list[str]],
+                neighbours: list[set[str]], authors: dict[int, list[str]],
+                schedule: dict[int, list[tuple[float, str, int]]], joins_at: dict[str, float],
+                absent: set[str]) -> list[NodePlan]:
+    """Every node's slice of the plan, its group's settings over the scenario's."""
+    n = sc.nodes.count
     groups: list[Any] = []
     for g in sc.nodes.groups:
         groups += [g] * g.count
@@ -316,7 +284,56 @@ def make_plan(sc: Scenario, seed: int | None = None) -> RunPlan:
             schedule=schedule.get(i, []), late_subscriptions=late[i], joins_at=joins_at.get(f"n{i}"), absent=f"n{i}" in absent,
             placement={k: v[i] for k, v in placement.items()},
         ))
+    return nodes
 
+
+def make_plan(sc: Scenario, seed: int | None = None) -> RunPlan:
+    seed = sc.seed if seed is None else seed
+    n = sc.nodes.count
+    core = PROTOCOLS[sc.protocol.name]
+    content = core.matching == "predicate"
+    topics = list(dict.fromkeys(sc.workload.events)) if content else [f"t{i}" for i in range(sc.topics.count)]
+    try:
+        placed = sc.network.latency.matrix(n, _stream(seed, "placement"))
+    except (ValueError, OSError) as err:  # a data file that does not fit the scenario
+        raise ScenarioError(f"scenario {sc.name!r}", [str(err)]) from None
+    matrix, placement = placed.matrix, placed.per_node
+    late: list[list[tuple[float, str]]] = [[] for _ in range(n)]
+    if content:
+        subs, late = _predicate_subscriptions(sc, _stream(seed, "subscriptions"))
+    else:
+        subs = _subscriptions(sc, _stream(seed, "subscriptions"), topics)
+    attackers = _attackers(sc, _stream(seed, "attackers"), n)
+    for i, attack in enumerate(attackers):
+        if attack and attack.get("topic") and attack["topic"] not in subs[i]:
+            subs[i] = ids.by_index(subs[i] + [attack["topic"]])
+    dial = _topology(sc, _stream(seed, "topology"), subs, topics)
+    _attack_edges(sc, _stream(seed, "attack-edges"), attackers, dial)
+    neighbours = _neighbours(dial)
+    faults, joins_at = planned_faults(sc, _stream(seed, "faults"), n)
+    churn_rng = _stream(seed, "churn")
+    reserve: list[str] = []
+    if sc.churn and sc.churn.reserve:
+        candidates = [i for i in range(n) if f"n{i}" not in joins_at]
+        reserve = [f"n{i}" for i in sorted(churn_rng.sample(candidates, sc.churn.reserve))]
+    absent = set(joins_at) | set(reserve)
+    rng = _stream(seed, "workload")
+    honest = [i for i in range(n) if attackers[i] is None and f"n{i}" not in absent]
+    if len(honest) < sc.workload.publishers:
+        raise ScenarioError(f"scenario {sc.name!r}", [
+            f"workload.publishers: {sc.workload.publishers} publishers, but only {len(honest)} honest nodes "
+            "are present at T0 (the others attack, join later or are churn reserve)"])
+    publishers = sorted(rng.sample(honest, sc.workload.publishers))
+    everyone_subs = [s + [t for _, t in x] for s, x in zip(subs, late)]  # at start or later: publishers aim at both
+    schedule = _schedule(sc, rng, publishers, everyone_subs, topics)
+    authors = _authors(sc, publishers, schedule, subs, topics) if core.topic_authors else {}
+    if sc.churn and sc.churn.fraction is not None:
+        present = [f"n{i}" for i in range(n) if f"n{i}" not in absent]
+        faults = sorted(faults + churn_faults(sc, churn_rng, present, reserve), key=in_order)
+        joins_at.update({e.node: e.at for e in faults if e.action == "join" and e.node not in joins_at})
+
+    nodes = _node_plans(sc, core, placement, subs=subs, late=late, attackers=attackers, dial=dial,
+                        neighbours=neighbours, authors=authors, schedule=schedule, joins_at=joins_at, absent=absent)
     return RunPlan(
         scenario=sc.name, seed=seed, protocol=sc.protocol.name, topology=topology_algorithm(sc), topics=topics,
         matching=core.matching,
