@@ -32,8 +32,9 @@ class NodeHost(Protocol):
 
     def connect(self, peer: str) -> None: ...
 
-    def call_later(self, delay: float, fn: Callable[..., Any], *args: Any) -> Any:
-        """Run `fn(*args)` (as a core input: guarded) after `delay` s; a handle for cancel."""
+    def call_at(self, when: float, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run `fn(*args)` (as a core input: guarded) at `when` on `clock()` (at once if past); a
+        handle for cancel. Absolute, so a schedule armed late lands on the same instants."""
 
     def cancel(self, handle: Any) -> None: ...
 
@@ -82,12 +83,11 @@ class NodeLifecycle:
         now = self.host.clock()
         armed = 0
         for offset, topic, size in self.plan.schedule:
-            delay = t0 + offset - now
-            if delay >= 0:
-                self._armed.append(self.host.call_later(delay, self.publish, topic, size))
+            if t0 + offset >= now:
+                self._armed.append(self.host.call_at(t0 + offset, self.publish, topic, size))
                 armed += 1
         for offset, topic in self.plan.late_subscriptions:
-            self._armed.append(self.host.call_later(max(0.0, t0 + offset - now), self.host.core.subscribe, topic))
+            self._armed.append(self.host.call_at(max(now, t0 + offset), self.host.core.subscribe, topic))
         return armed
 
     def publish(self, topic: str, size: int) -> str:

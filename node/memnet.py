@@ -114,6 +114,12 @@ class MemNetwork:
         heapq.heappush(self._queue, (self.now + max(0.0, delay), seq, action, args))
         return seq
 
+    def schedule_at(self, when: float, action: Callable[..., Any], *args: Any) -> int:
+        """Call `action(*args)` at virtual time `when` (now, if that has passed)."""
+        seq = next(self._seq)
+        heapq.heappush(self._queue, (max(self.now, when), seq, action, args))
+        return seq
+
     def cancel(self, handle: int) -> None:
         self._cancelled.add(handle)
 

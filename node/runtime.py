@@ -101,8 +101,9 @@ class NodeRuntime:
             traceback.print_exc(file=sys.stderr)
             return None
 
-    def call_later(self, delay: float, fn, *args: Any) -> asyncio.TimerHandle:
-        return asyncio.get_running_loop().call_later(delay, self.guard, fn, *args)
+    def call_at(self, when: float, fn, *args: Any) -> asyncio.TimerHandle:
+        """`when` on the wall clock (T0's), armed on the loop's monotonic clock."""
+        return asyncio.get_running_loop().call_later(max(0.0, when - time.time()), self.guard, fn, *args)
 
     def cancel(self, handle: asyncio.TimerHandle) -> None:
         handle.cancel()

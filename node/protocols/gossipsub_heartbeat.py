@@ -44,7 +44,7 @@ class Heartbeat:
                 for peer in candidates[:p.D - len(mesh)]:
                     self._graft(topic, peer)
             elif len(mesh) > p.D_hi:
-                keep = list(mesh)
+                keep = sorted(mesh)  # a set iterates in hash order, which differs between processes
                 self.rng.shuffle(keep)
                 keep.sort(key=lambda x: -score[x])  # stable: equal scores stay shuffled
                 rest = keep[p.D_score:]

@@ -109,8 +109,8 @@ class SimHost:
     def connect(self, peer: str) -> None:
         self.net.connect(self.node_id, peer)
 
-    def call_later(self, delay: float, fn: Callable[..., Any], *args: Any) -> int:
-        return self.net.schedule(delay, fn, *args)
+    def call_at(self, when: float, fn: Callable[..., Any], *args: Any) -> int:
+        return self.net.schedule_at(when, fn, *args)
 
     def cancel(self, handle: int) -> None:
         self.net.cancel(handle)
