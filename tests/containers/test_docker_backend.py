@@ -30,7 +30,7 @@ def test_quickstart_on_docker_into_s3_delivers_as_on_local(tmp_path: Path, docke
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["backend"] == "docker" and manifest["status"] == "completed"
     m = json.loads((run_dir / "analysis" / "metrics.json").read_text())
-    # the outcome tests/test_quickstart.py asserts for the local backend
+    # the outcome tests/emulation/test_quickstart.py asserts for the local backend
     assert m["nodes"] == 30 and m["messages"] == 60
     assert m["delivery_ratio"] == 1.0
     assert 50.0 <= m["latency_ms"]["p50"] <= 65.0, m["latency_ms"]

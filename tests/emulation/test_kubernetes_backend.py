@@ -1,4 +1,4 @@
-"""The kubernetes backend on a stand-in cluster (tests/fake_cluster.py): the release's values pass the
+"""The kubernetes backend on a stand-in cluster (tests/support/fake_cluster.py): the release's values pass the
 chart's schema with the real helm; pods are local namespaces running the node image's real main
 process (the node supervisor); shaping goes through the shaper entry point into each pod, with the
 download cap on an ifb; nodes crash and restart inside their pod; clock offsets are measured; every
