@@ -1,4 +1,6 @@
-"""The node's configuration file: its slice of the run plan plus the peers' data-plane addresses."""
+"""peerlab's own node's configuration file: the node contract's config (node/contract.py), which every
+node implementation is given, plus what only peerlab's node takes (its control API, attacker
+behaviour, the directory, transport-mode delays, limits)."""
 from __future__ import annotations
 
 import json
@@ -6,14 +8,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
+from node.contract import ContractConfig
 from node.framing import MAX_FRAME
-
-
-class Address(BaseModel):
-    host: str
-    port: int = Field(..., ge=0, le=65535)
 
 
 class ControlConfig(BaseModel):
@@ -23,31 +21,14 @@ class ControlConfig(BaseModel):
     port: int | None = None
 
 
-class NodeConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    run_id: str
-    node_id: str
-    protocol: str
-    params: dict[str, Any] = Field(default_factory=dict)
+class NodeConfig(ContractConfig):
     role: str = "honest"
-    seed: int = 0
-    listen: Address
-    peers: dict[str, Address] = Field(default_factory=dict, description="data-plane address of every peer "
-                                      "it may contact (its neighbours, or every node)")
     directory: dict[str, list[str]] = Field(default_factory=dict, description="every other node's topics, "
                                             "for cores that choose their own neighbours")
     behaviour: dict[str, Any] = Field(default_factory=dict, description="attackers: the behaviour and its "
                                       "settings (node/behaviours.py)")
-    dial: list[str] = Field(default_factory=list, description="neighbours this node connects to")
-    neighbours: list[str] = Field(default_factory=list)
-    subscriptions: list[str] = Field(default_factory=list)
     authors: list[str] = Field(default_factory=list, description="topics this node creates at start")
-    schedule: list[tuple[float, str, int]] = Field(default_factory=list)
-    late_subscriptions: list[tuple[float, str]] = Field(default_factory=list,
-                                                        description="(seconds after T0, topic) to subscribe")
     control: ControlConfig
-    event_log: str
     # Transport-mode latency (kernels without sch_netem): one-way delay per destination, ms.
     delays_ms: dict[str, float] = Field(default_factory=dict)
     jitter_ms: float = 0.0

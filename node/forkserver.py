@@ -7,6 +7,7 @@ one fork server per run. It reads JSON lines on stdin and writes JSON lines on s
 
     {"op": "spawn", "node": "n3", "netns": "plabc123-n3", "config": "...json", "out": "...out"}
       -> {"spawned": "n3", "pid": 1234}
+    the same with "argv": [...]: the child execs that command (an adapter's node) in the namespace
     a child ended -> {"exit": 1234, "code": 0}
 
 It exits when stdin closes (the orchestrator ended or died); its children live on until stopped,
@@ -41,6 +42,8 @@ def _child(cmd: dict) -> None:
         os.close(devnull)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         netns.setns(cmd["netns"], flags=0, fork=False)
+        if cmd.get("argv"):
+            os.execvp(cmd["argv"][0], cmd["argv"])  # does not return; its failure is reported below
         node_main(["--config", cmd["config"]])
         code = 0
     except SystemExit as e:

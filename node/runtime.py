@@ -141,6 +141,9 @@ class NodeRuntime:
         self.guard(self.core.on_start)
         self.life.join()
         self.state = "ready"
+        self.trace("ready")
+        if self.cfg.t0_ns is not None:  # given in the config (the contract's way), not by POST /start
+            self.start(self.cfg.t0_ns)
         sampler = asyncio.create_task(self._sample_resources()) if self.cfg.resources_interval else None
         try:
             await self.stopped.wait()

@@ -75,16 +75,17 @@ class GossipSubParams(TopicParams):
     def _variant_and_bounds(self) -> "GossipSubParams":
         idw, stagger, frags = VARIANTS[self.variant]
         explicit = self.model_fields_set
+        # defaults that follow from the variant: set without marking them as the user's (fields_set)
         if "idontwant" not in explicit:
-            self.idontwant = idw
+            self.__dict__["idontwant"] = idw
         if "stagger_parallel" not in explicit:
-            self.stagger_parallel = stagger
+            self.__dict__["stagger_parallel"] = stagger
         if "fragments" not in explicit:
-            self.fragments = frags
+            self.__dict__["fragments"] = frags
         if not self.D_lo <= self.D <= self.D_hi:
             raise ValueError(f"need D_lo <= D <= D_hi (got {self.D_lo}, {self.D}, {self.D_hi})")
         if "D_score" not in explicit:
-            self.D_score = min(self.D_score, self.D)
+            self.__dict__["D_score"] = min(self.D_score, self.D)
         if self.D_score > self.D:
             raise ValueError(f"D_score ({self.D_score}) cannot exceed D ({self.D})")
         if self.D_out >= self.D_lo and self.D_lo > 0:

@@ -16,7 +16,7 @@ from typing import Any, Iterator
 
 from pyroute2 import NetNS
 
-from node.config import NodeConfig
+from node.contract import ContractConfig
 from orchestrator import shaping
 from orchestrator.model.plan import RunPlan
 from orchestrator.run.node_client import ControlClient
@@ -56,6 +56,7 @@ class Backend(abc.ABC):
     shared_clock = True  # every node reads this machine's clock; else the runner measures offsets
     download_side = "the switch"  # where the download cap sits (the far end of the node's link)
     parallel_shaping = False  # shape_all: side by side (each shape a round trip to a container)
+    runs_adapters = False  # can start an adapter's node (node/adapters) and stop it with SIGTERM
 
     def __init__(self, ctx: RunContext):
         self.ctx = ctx
@@ -109,7 +110,12 @@ class Backend(abc.ABC):
                 future.result()  # the first failure is raised
 
     @abc.abstractmethod
-    def start_node(self, node_id: str, config: NodeConfig) -> None: ...
+    def start_node(self, node_id: str, config: ContractConfig) -> None:
+        """Start the node's process: peerlab's node for a `NodeConfig`, else its adapter's command."""
+
+    def stop_node(self, node_id: str) -> None:
+        """SIGTERM (nodes without a control API stop this way)."""
+        raise NotImplementedError(f"the {self.name} backend runs peerlab's own nodes only so far")
 
     @abc.abstractmethod
     def kill_node(self, node_id: str) -> None:

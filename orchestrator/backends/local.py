@@ -22,7 +22,9 @@ from pyroute2 import NetNS, netns
 from pyroute2.netlink.rtnl import ndmsg
 
 from node import ids
+from node.adapters import get_adapter
 from node.config import NodeConfig
+from node.contract import ContractConfig
 from orchestrator.backends.base import Backend, LinkEnds, RunContext, file_tail
 from orchestrator.run.cleanup import remove_run_objects
 from orchestrator.run.node_client import ControlClient
@@ -34,6 +36,7 @@ NUD_PERMANENT = ndmsg.states["permanent"]
 class LocalBackend(Backend):
     name = "local"
     uses_unix_control = True
+    runs_adapters = True
 
     def __init__(self, ctx: RunContext):
         super().__init__(ctx)
@@ -123,7 +126,7 @@ class LocalBackend(Backend):
                     self.exit_codes[msg["exit"]] = msg["code"]
                 self._cond.notify_all()
 
-    def start_node(self, node_id: str, config: NodeConfig) -> None:
+    def start_node(self, node_id: str, config: ContractConfig) -> None:
         paths = self._paths(node_id)
         paths["config"].write_text(config.model_dump_json())
         paths["sock"].unlink(missing_ok=True)
@@ -131,12 +134,22 @@ class LocalBackend(Backend):
             self.pids.pop(node_id, None)
         cmd = {"op": "spawn", "node": node_id, "netns": self.node_netns(node_id),
                "config": str(paths["config"]), "out": str(paths["out"])}
+        if not isinstance(config, NodeConfig):  # an adapter's node: its own command
+            cmd["argv"] = get_adapter(config.implementation).argv(str(paths["config"]))
         proc = self._forkserver_proc()
         proc.stdin.write((json.dumps(cmd) + "\n").encode())
         proc.stdin.flush()
         with self._cond:
             if not self._cond.wait_for(lambda: node_id in self.pids, timeout=30):
                 raise RuntimeError(f"the fork server did not start {node_id}")
+
+    def stop_node(self, node_id: str) -> None:
+        pid = self.pids.get(node_id)
+        if pid is not None and not self._exited(node_id):
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
 
     def _exited(self, node_id: str) -> bool:
         pid = self.pids.get(node_id)

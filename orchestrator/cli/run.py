@@ -27,8 +27,11 @@ def add(sub: argparse._SubParsersAction) -> None:
     k8s.add_argument("--image", help="node image the pods run (default: $PEERLAB_IMAGE, else the content tag "
                                      "`peerlab image build --tag-only` prints)")
     p.add_argument("--seed", type=int, help="override the scenario's seed (same seed => same plan)")
-    p.add_argument("--shaping", choices=["auto", "netem", "transport"], default="auto",
-                   help="latency in the kernel (netem) or in the node transport; auto probes the kernel")
+    p.add_argument("--shaping", choices=["auto", "netem", "delayline", "transport"], default="auto",
+                   help="where latency is applied: netem (the kernel's qdisc), delayline (NFQUEUE: every packet a "
+                        "node receives held in user space, for any implementation) or transport (peerlab's node "
+                        "delays its own sends); auto: netem if the kernel has it, else delayline for adapter "
+                        "nodes and transport for peerlab's")
     p.add_argument("--no-report", action="store_true", help="skip the PySpark analysis (run `peerlab report` later)")
     spark_options(p)
     p.set_defaults(func=cmd_run)

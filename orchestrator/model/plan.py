@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from node import ids
+from node.adapters import PEERLAB
 from node.predicates import expected_topics, group_predicates
 from node.protocols import PROTOCOLS
 
@@ -28,7 +29,9 @@ class NodePlan(BaseModel):
     group: str
     role: str
     protocol: str
-    params: dict[str, Any]
+    implementation: str = Field(PEERLAB, description="whose code runs it (node/adapters)")
+    params: dict[str, Any] = Field(description="protocol parameters: all of them for peerlab's nodes, the ones "
+                                   "the scenario sets for an adapter's (its implementation's defaults stand)")
     bandwidth_up: int
     bandwidth_down: int
     subscriptions: list[str]
@@ -265,17 +268,20 @@ def _node_plans(sc: Scenario, core: Any, placement: dict[str, list[Any]], *, sub
         groups += [g] * g.count
     groups += [None] * (n - len(groups))
     base_params = sc.protocol.params.model_dump()
+    explicit = sc.protocol.params.model_dump(include=sc.protocol.params.model_fields_set)
     if "degree" in core.Params.model_fields:
         base_params["degree"] = sc.topology.degree
     everyone = [f"n{i}" for i in range(n)]
     nodes = []
     for i in range(n):
         g = groups[i]
+        implementation = (g and g.implementation) or sc.protocol.implementation
+        params = {**(base_params if implementation == PEERLAB else explicit), **(g.params if g else {})}
         nodes.append(NodePlan(
             id=f"n{i}", index=i, group=g.name if g else "default",
             role=attackers[i]["behaviour"] if attackers[i] else (g.role if g else "honest"),
             behaviour=attackers[i] or {},
-            protocol=sc.protocol.name, params={**base_params, **(g.params if g else {})},
+            protocol=sc.protocol.name, implementation=implementation, params=params,
             bandwidth_up=(g and g.bandwidth_up) or sc.network.bandwidth_up,
             bandwidth_down=(g and g.bandwidth_down) or sc.network.bandwidth_down,
             subscriptions=subs[i], authors=authors.get(i, []), dial=dial[i], neighbours=ids.by_index(neighbours[i]),

@@ -12,6 +12,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from node import ids
+from node.adapters import PEERLAB, get_adapter
 from node.behaviours import CONTROL
 from node.protocols import PROTOCOLS
 
@@ -115,7 +116,46 @@ class Scenario(Strict):
             except ValidationError as err:
                 first = err.errors()[0]
                 raise ValueError(f"nodes.groups[{i}].params.{'.'.join(map(str, first['loc']))}: {first['msg']}")
+        self._implementations_fit()
         return self
+
+    def implementations(self) -> dict[str, str]:
+        """Where each implementation is chosen (a field path) -> which one."""
+        chosen = {"protocol.implementation": self.protocol.implementation}
+        for i, group in enumerate(self.nodes.groups):
+            if group.implementation is not None:
+                chosen[f"nodes.groups[{i}].implementation"] = group.implementation
+        if sum(g.count for g in self.nodes.groups if g.implementation is not None) == self.nodes.count:
+            del chosen["protocol.implementation"]  # every node is in a group that chose its own
+        return chosen
+
+    def _implementations_fit(self) -> None:
+        """Known implementations, of the protocol, taking the parameters set, on one wire, no attackers."""
+        wires = {}
+        for where, name in self.implementations().items():
+            if name == PEERLAB:
+                wires[where] = PEERLAB
+                continue
+            try:
+                adapter = get_adapter(name)
+            except KeyError as err:
+                raise ValueError(f"{where}: {err.args[0]}") from None
+            if self.protocol.name not in adapter.protocols:
+                raise ValueError(f"{where}: {name} runs {', '.join(adapter.protocols)}, not {self.protocol.name}")
+            wires[where] = adapter.wire
+            taken = set(adapter.params)
+            group_params = {f"nodes.groups[{i}].params": set(g.params) for i, g in enumerate(self.nodes.groups)
+                            if (g.implementation or self.protocol.implementation) == name}
+            for path, names in {"protocol.params": set(self.protocol.params.model_fields_set), **group_params}.items():
+                for param in sorted(names - taken):
+                    raise ValueError(f"{path}.{param}: {name} does not take {param} (it takes: "
+                                     f"{', '.join(adapter.params)}); leave it out or use implementation: peerlab")
+            if self.attackers:
+                raise ValueError(f"attackers: attack behaviours are peerlab's own nodes' ({where} is {name}); "
+                                 "run attacks with implementation: peerlab")
+        if len(set(wires.values())) > 1:
+            raise ValueError("implementations of different wires cannot share a run (peerlab's nodes do not speak "
+                             "libp2p): " + ", ".join(f"{w}: {self.implementations()[w]}" for w in wires))
 
 
 # loading ---------------------------------------------------------------------------------------
@@ -169,8 +209,10 @@ def _format_errors(err: ValidationError) -> list[str]:
 
 
 def canonical_path(path: str) -> str:
-    """Expand the shorthand `<protocol>.X` (as in --set gossipsub.variant=v1.2, for any registered
-    protocol) to protocol.params.X."""
+    """Expand the shorthands `<protocol>.X` (as in --set gossipsub.variant=v1.2, for any registered
+    protocol) to protocol.params.X, and `implementation` to protocol.implementation."""
+    if path == "implementation":
+        return "protocol.implementation"
     head, _, rest = path.partition(".")
     return f"protocol.params.{rest}" if rest and head in PROTOCOLS else path
 

@@ -8,6 +8,7 @@ from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 
+from node.adapters import IMPLEMENTATIONS, PEERLAB
 from node.behaviours import BEHAVIOURS
 from node.predicates import Predicate, PredicateError
 from node.protocols import PROTOCOLS
@@ -21,9 +22,14 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+IMPLEMENTATION_DOC = ("whose code runs the nodes: peerlab (its own core) or a libp2p implementation's adapter "
+                      "(" + ", ".join(IMPLEMENTATIONS[1:]) + "; docs/node-contract.md)")
+
+
 def _protocol_spec(name: str, params_cls: type[BaseModel]) -> type[BaseModel]:
     return create_model(f"{name}_protocol", __base__=Strict, name=(Literal[name], ...),
-                        params=(params_cls, Field(default_factory=params_cls)))
+                        params=(params_cls, Field(default_factory=params_cls)),
+                        implementation=(str, Field(PEERLAB, description=IMPLEMENTATION_DOC)))
 
 
 ProtocolSpec = Annotated[Union[tuple(_protocol_spec(n, c.Params) for n, c in PROTOCOLS.items())],
@@ -39,6 +45,8 @@ class Group(Strict):
     count: int = Field(..., gt=0)
     role: str = "honest"
     params: dict[str, Any] = Field(default_factory=dict, description="protocol parameters overriding protocol.params")
+    implementation: str | None = Field(None, description="overrides protocol.implementation for this group "
+                                       "(a mixed network: implementations of one wire interoperate)")
     bandwidth_up: Bandwidth | None = Field(None, gt=0)
     bandwidth_down: Bandwidth | None = Field(None, gt=0)
 

@@ -1,6 +1,6 @@
 """The fault timeline's actions on a live run (the `FaultExecutor` of orchestrator/faults.py): node
 processes killed, stopped and started through the backend, partitions and rates on the live tc trees
-(orchestrator/shaping), latency and loss through the nodes' transports (POST /links)."""
+(orchestrator/shaping), latency and loss through the delay line or the nodes' transports (POST /links)."""
 from __future__ import annotations
 
 import asyncio
@@ -80,6 +80,10 @@ class LiveFaults:
     async def _links(self, node_id: str, delay_ms: float, loss: float) -> None:
         """Latency and loss on every link of the node, both ways: its own transport (towards all its
         peers) and each running peer's transport (towards it) are told; zeros restore."""
+        if self.runner.delayline:  # every link's latency is in the delay line
+            await self.runner._blocking(lambda: self.runner.delayline.request(
+                op="degrade", node=node_id, delay_ms=delay_ms, loss=loss))
+            return
         node = self.plan.node(node_id)
         body = {"node": node_id, "delay_ms": delay_ms, "loss": loss}
         targets = [p for p in [node_id, *(node.contacts or node.neighbours)] if self.backend.alive(p)]

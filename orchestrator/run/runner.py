@@ -18,8 +18,10 @@ from typing import Any
 
 from rich.console import Console
 
-from node import ids
-from node.config import Address, ControlConfig, NodeConfig
+from node import contract, ids
+from node.adapters import PEERLAB, get_adapter
+from node.config import ControlConfig, NodeConfig
+from node.contract import Address
 from node.protocols import get_protocol
 from orchestrator import faults, shaping
 from orchestrator.backends import Backend, RunContext, get_backend
@@ -28,9 +30,16 @@ from orchestrator.model.scenario import Scenario
 from orchestrator.run import clock
 from orchestrator.run.calibrate import calibrate
 from orchestrator.run.cleanup import RunState, forget_run, record_run
+from orchestrator.run.contract_client import ContractClient
 from orchestrator.run.live_faults import LiveFaults, far_ends
 from orchestrator.run.node_client import ControlClient, NodeError
 from orchestrator.run.record import RunRecord
+from orchestrator.shaping import delayline
+from orchestrator.shaping.delayline import DelayLineProcess
+
+LATENCY_BY_MODE = {shaping.NETEM: "netem in the kernel",
+                   shaping.TRANSPORT: "per-destination delay in the node transport",
+                   shaping.DELAYLINE: "delay line: NFQUEUE at each node's ingress, held in user space by source"}
 
 
 class RunError(RuntimeError):
@@ -57,8 +66,10 @@ class Runner(RunRecord):
             shutil.rmtree(self.run_dir, ignore_errors=True)
             raise
         self.requested_mode = shaping_mode
-        self.clients: dict[str, ControlClient] = {}
-        self.configs: dict[str, NodeConfig] = {}
+        self.clients: dict[str, ControlClient | ContractClient] = {}
+        self.configs: dict[str, contract.ContractConfig] = {}
+        self.adapters = sorted({n.implementation for n in self.plan.nodes} - {PEERLAB})
+        self.delayline: DelayLineProcess | None = None
         self.t0_ns: int | None = None
         self.degraded: dict[str, dict[str, float]] = {}  # node -> its links' degradation, until restored
         self.manifest["clock"] = {"method": "shared host clock (all nodes on this machine)",
@@ -85,8 +96,39 @@ class Runner(RunRecord):
             raise
 
     # phases ------------------------------------------------------------------------------------
-    def _node_config(self, node_id: str, mode: str) -> NodeConfig:
+    def _check_adapters(self) -> None:
+        """Nodes of an adapter (node/adapters): a backend that runs them, the adapter installed."""
+        if not self.adapters:
+            return
+        if not self.backend.runs_adapters:
+            raise RunError(f"the {self.backend.name} backend runs peerlab's own nodes only so far; "
+                           f"{', '.join(self.adapters)} nodes run on --backend local")
+        for name in self.adapters:
+            adapter = get_adapter(name)
+            if adapter.missing():
+                raise RunError(f"implementation {name} is not installed ({adapter.missing()[0]} is missing); "
+                               f"install it with `{adapter.install}`")
+
+    def _contract_config(self, node_id: str) -> contract.ContractConfig:
+        """An adapter's node: the contract's config, with its identity and T0 (it has no control API)."""
         node = self.plan.node(node_id)
+        b = self.backend
+        seed = self.plan.seed
+        peers = node.contacts or node.neighbours
+        peer_ids = {p: contract.peer_id(contract.identity_seed(seed, p)) for p in [node_id, *peers]}
+        return contract.ContractConfig(
+            run_id=self.run_id, node_id=node.id, protocol=node.protocol, implementation=node.implementation,
+            params=node.params, seed=seed, identity_seed=contract.identity_seed(seed, node_id), peer_ids=peer_ids,
+            listen=Address(host=b.address(node.id), port=b.data_port(node.id)),
+            peers={p: Address(host=b.address(p), port=b.data_port(p), peer_id=peer_ids[p]) for p in peers},
+            dial=node.dial, neighbours=node.neighbours, subscriptions=node.subscriptions,
+            late_subscriptions=node.late_subscriptions, schedule=node.schedule, t0_ns=self.t0_ns,
+            event_log=b.event_log_path(node.id))
+
+    def _node_config(self, node_id: str, mode: str) -> contract.ContractConfig:
+        node = self.plan.node(node_id)
+        if node.implementation != PEERLAB:
+            return self._contract_config(node_id)
         b = self.backend
         return NodeConfig(
             run_id=self.run_id, node_id=node.id, protocol=node.protocol, params=node.params, role=node.role,
@@ -106,10 +148,23 @@ class Runner(RunRecord):
         )
 
     def _shaping_mode(self) -> tuple[str, str]:
+        """netem where the kernel has it (unless another mode is asked for); without it, the delay line
+        when asked for or when nodes of an adapter run (they cannot delay in their transport), else
+        peerlab's transport delays."""
         has_netem, why = self.backend.probe_netem()
-        if self.requested_mode == "netem" and not has_netem:
-            raise RunError(f"--shaping netem was asked for, but {why}; use --shaping auto or transport")
-        if self.requested_mode == "transport" or not has_netem:
+        asked = self.requested_mode
+        if asked == "netem" and not has_netem:
+            raise RunError(f"--shaping netem was asked for, but {why}; use --shaping auto, delayline or transport")
+        if asked == "transport" and self.adapters:
+            raise RunError(f"--shaping transport delays in peerlab's node transport; {', '.join(self.adapters)} "
+                           "nodes have none: use --shaping auto, delayline or netem")
+        if asked == "delayline" or (asked == "auto" and not has_netem and self.adapters):
+            ok, detail = delayline.probe() if self.backend.runs_adapters else (
+                False, f"the {self.backend.name} backend has no delay line yet")
+            if not ok:
+                raise RunError(f"latency needs the delay line here ({why}), but {detail}")
+            return shaping.DELAYLINE, f"{why}; {detail}"
+        if asked == "transport" or not has_netem:
             return shaping.TRANSPORT, why
         return shaping.NETEM, why
 
@@ -125,6 +180,13 @@ class Runner(RunRecord):
             work.setdefault(far, []).extend(shaping.download_op(ifname, self.plan.node(node_id).bandwidth_down)
                                             for node_id, ifname in links)
         self.backend.shape_all(work)
+        if mode == shaping.DELAYLINE:
+            self.delayline = DelayLineProcess(self.plan.seed)
+            self.delayline.request(op="links", ips=address_of, jitter_ms=self.plan.jitter_ms, loss=self.plan.loss)
+            for node in self.plan.nodes:
+                ends = self.backend.link_ends(node.id)
+                self.delayline.request(op="attach", netns=ends.node_netns, ifname=ends.node_ifname, node=node.id,
+                                       delays_ms=shaping.ingress_delays(self.plan, node.id, address_of))
 
     def _fail_node(self, node_id: str, what: str) -> RunError:
         return RunError(f"node {node_id} {what}; its last output:\n{self.backend.output_tail(node_id)}")
@@ -186,18 +248,35 @@ class Runner(RunRecord):
         assert self.t0_ns is not None
         return self.t0_ns + self.manifest["clock"]["offsets_ns"].get(node_id, 0)
 
+    def _contract_lead(self) -> float:
+        """Seconds from launching adapter nodes to the T0 written in their configs: their start-up
+        (a Node.js or Python libp2p host takes about a CPU-second) and the connecting."""
+        return 10.0 + 0.5 * len(self.plan.nodes)
+
     async def _start_all(self) -> None:
-        lead = 1.0 + 0.01 * len(self.plan.nodes)  # time for every node to hear /start before T0
-        self.t0_ns = time.time_ns() + int(lead * 1e9)
+        if self.adapters:  # T0 was fixed before the nodes started (it is in their configs)
+            assert self.t0_ns is not None
+            late = time.time_ns() - self.t0_ns
+            if late > 0:
+                raise RunError(f"the nodes were up and connected {late / 1e9:.1f}s after the T0 in their configs "
+                               f"({self._contract_lead():.0f}s after launch); this machine is too loaded or the "
+                               "run too large for the start allowance")
+        else:
+            lead = 1.0 + 0.01 * len(self.plan.nodes)  # time for every node to hear /start before T0
+            self.t0_ns = time.time_ns() + int(lead * 1e9)
         await asyncio.gather(*(self.clients[n].post("/start", {"t0": self._t0_for(n)}) for n in self.present))
         self.manifest["t0_ns"] = self.t0_ns
 
     async def _restart(self, node_id: str) -> None:
+        if isinstance(self.clients[node_id], ContractClient):
+            self.clients[node_id].launched()
         self.backend.start_node(node_id, self.configs[node_id])
         await self._wait_healthy([node_id], 30)
         if node_id not in self.manifest["clock"].get("rtt_ns", {}):  # a join: not measured yet
             await self._measure_clocks([node_id])
         await self.clients[node_id].post("/start", {"t0": self._t0_for(node_id)})
+        if self.delayline or isinstance(self.clients[node_id], ContractClient):
+            return  # degradations live in the delay line, not in the node
         # degradations outlive processes: tell the new one about its own and its peers'
         node = self.plan.node(node_id)
         known = {node_id, *(node.contacts or node.neighbours)}
@@ -263,21 +342,25 @@ class Runner(RunRecord):
         self.step(f"plan: {n} nodes, protocol {plan.protocol}, {len(plan.topics)} topics, "
                   f"{plan.publishes()} publishes over {plan.duration:g}s, seed {plan.seed}")
         started = time.monotonic()
+        self._check_adapters()
         self.step(f"deploy: {self.backend.name} backend, {n} network namespaces")
         # pyroute2's sync API runs an event loop of its own: netlink work goes to a worker thread
         await self._blocking(self.backend.create_network)
         # probed where the nodes run (on Kubernetes: in a pod, on the cluster's kernel)
         mode, why = await self._blocking(self._shaping_mode)
         self.manifest["shaping"] = {"mode": mode, "probe": why,
-                                    "latency": "netem in the kernel" if mode == shaping.NETEM
-                                    else "per-destination delay in the node transport",
+                                    "latency": LATENCY_BY_MODE[mode],
                                     "bandwidth": "HTB in the kernel (upload on the node, download on "
                                                  f"{self.backend.download_side})"}
         self.step(f"shape: {mode} mode ({why}); HTB on {2 * n} interfaces")
         await self._blocking(self._shape, mode)
+        if self.adapters:
+            self.t0_ns = time.time_ns() + int(self._contract_lead() * 1e9)
+            self.step(f"nodes: {', '.join(self.adapters)}, T0 in their configs {self._contract_lead():.0f}s from now")
         for node in plan.nodes:
             self.configs[node.id] = self._node_config(node.id, mode)
-            self.clients[node.id] = self.backend.control(node.id)
+            self.clients[node.id] = (self.backend.control(node.id) if node.implementation == PEERLAB
+                                     else ContractClient(node.id, self.backend, node.neighbours, self.t0_ns))
             if not node.absent:
                 self.backend.start_node(node.id, self.configs[node.id])
         await self._wait_healthy(self.present, 30 + 0.3 * n)
@@ -285,7 +368,11 @@ class Runner(RunRecord):
         await self._measure_clocks(self.present)
         self.manifest["startup_s"] = round(time.monotonic() - started, 2)
         self.step(f"nodes up and connected in {self.manifest['startup_s']:.1f}s")
-        if self.scenario.calibration.enabled:
+        if self.scenario.calibration.enabled and self.adapters:
+            self.warn(f"calibration skipped: it probes through peerlab's nodes, and these are "
+                      f"{', '.join(self.adapters)} nodes")
+            self.manifest["calibration"] = {"skipped": "nodes of an adapter have no calibration probes"}
+        elif self.scenario.calibration.enabled:
             self.step("calibrate: RTT and throughput through the data plane")
             cal = await calibrate(plan, self.clients, self.scenario.calibration)
             self.manifest["calibration"] = cal
@@ -335,6 +422,8 @@ class Runner(RunRecord):
                 await client.close()
             self.step("teardown: stopping processes, removing namespaces")
             await self._blocking(self.backend.teardown)
+            if self.delayline:
+                self.delayline.close()
             collected = self.collect({n.id: self.backend.event_log(n.id) for n in self.plan.nodes})
             shutil.rmtree(self.scratch, ignore_errors=True)
             forget_run(self.short)

@@ -26,8 +26,10 @@ Degrading a node's bandwidth changes the rate of 1:1 (and the ceil of its childr
 in place: nothing is rebuilt, queued packets stay queued.
 
 Kernels without sch_netem (CI machines, WSL2, minimal cloud kernels) keep the HTB rate but no bucket
-classes; the same buckets then become per-destination delays in the node transport
-(`transport_delays`). Which mode ran is written in the manifest. `probe_netem` finds out; never assume.
+classes; the same latencies are then applied either by the delay line (`delayline.py`: every packet
+a node receives is held in user space through NFQUEUE, for any node implementation; `ingress_delays`)
+or, for peerlab's own nodes, as per-destination delays in the node transport (`transport_delays`).
+Which mode ran is written in the manifest. `probe_netem` finds out; never assume.
 
 The runner speaks to this module in operations (`egress_op`, `download_op`, ...: plain dicts) that
 `apply` executes on a pyroute2 handle. A backend with the handle at hand (local namespaces) applies
@@ -51,6 +53,7 @@ NETEM = "netem"
 BUCKET_PRIO, CUT_PRIO = 2, 1          # the partition's filters are looked at first
 CUT_CLASS, CUT_QDISC = "1:3", "3:"
 TRANSPORT = "transport"
+DELAYLINE = "delayline"
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,13 @@ def transport_delays(plan: Any, node_id: str) -> dict[str, float]:
     """Transport mode: the same buckets as per-destination delays (ms) for the node's transport."""
     node = plan.node(node_id)
     return {peer: plan.one_way_ms(node_id, peer) for peer in node.contacts or node.neighbours}
+
+
+def ingress_delays(plan: Any, node_id: str, address_of: dict[str, str]) -> dict[str, float]:
+    """Delay-line mode (orchestrator/shaping/delayline.py): the one-way latency (ms) of every packet
+    the node receives, by its source address; the same latencies as the other modes."""
+    node = plan.node(node_id)
+    return {address_of[peer]: plan.one_way_ms(peer, node_id) for peer in node.contacts or node.neighbours}
 
 
 def htb_quantum(rate_bps: int) -> int:

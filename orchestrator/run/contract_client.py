@@ -1,0 +1,88 @@
+"""The runner's handle on a node that has no control API (an adapter's node: node/contract.py).
+
+It answers the same calls as `ControlClient`, from what the contract gives: readiness and
+connections from the node's own event log (`ready`, `connect`, `disconnect`, read as it grows), a
+stop as SIGTERM through the backend. T0 is in the node's config, so `/start` only checks that the
+runner's T0 is that one. Calibration probes and transport-level link changes do not exist here:
+such a node is calibrated and degraded from outside (the delay line, orchestrator/shaping/delayline.py).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.run.node_client import NodeError
+
+if TYPE_CHECKING:
+    from orchestrator.backends import Backend
+
+
+class ContractClient:
+    def __init__(self, node_id: str, backend: Backend, neighbours: list[str], t0_ns: int):
+        self.node_id = node_id
+        self.backend = backend
+        self.neighbours = neighbours
+        self.t0_ns = t0_ns
+        self._offset = 0
+        self._partial = b""
+        self._ready = False
+        self._connected: set[str] = set()
+
+    def launched(self) -> None:
+        """A new process of this node was started: readiness and connections start over."""
+        self._read()
+        self._ready = False
+        self._connected.clear()
+
+    def _read(self) -> None:
+        path = Path(self.backend.event_log(self.node_id))
+        try:
+            with open(path, "rb") as f:
+                f.seek(self._offset)
+                data = f.read()
+        except FileNotFoundError:
+            return
+        self._offset += len(data)
+        lines = (self._partial + data).split(b"\n")
+        self._partial = lines.pop()  # a line the node is still writing
+        for line in lines:
+            if not line.strip():
+                continue
+            event = json.loads(line)
+            kind = event.get("type")
+            if kind == "start":
+                self._ready = False
+                self._connected.clear()
+            elif kind == "ready":
+                self._ready = True
+            elif kind == "connect":
+                self._connected.add(event["peer"])
+            elif kind == "disconnect":
+                self._connected.discard(event["peer"])
+
+    async def get(self, path: str, **_: Any) -> dict[str, Any]:
+        self._read()
+        if path == "/healthz":
+            if not self._ready:
+                raise NodeError(self.node_id, "has not logged `ready` yet")
+            return {"ok": True}
+        if path == "/status":
+            return {"node": self.node_id, "neighbours": self.neighbours, "connected": sorted(self._connected),
+                    "state": "ready" if self._ready else "starting"}
+        raise NodeError(self.node_id, f"GET {path}: a contract node has no control API")
+
+    async def post(self, path: str, body: dict[str, Any] | None = None, **_: Any) -> dict[str, Any]:
+        body = body or {}
+        if path == "/start":
+            if body.get("t0") != self.t0_ns:
+                raise NodeError(self.node_id, f"its config has T0 {self.t0_ns}, the runner asked {body.get('t0')}")
+            return {"armed": None}
+        if path == "/stop":
+            self.backend.stop_node(self.node_id)
+            return {"stopping": True}
+        raise NodeError(self.node_id, f"POST {path}: a contract node has no control API "
+                                      "(its links are shaped from outside: --shaping netem or delayline)")
+
+    async def close(self) -> None:
+        pass

@@ -1,0 +1,239 @@
+"""The delay line: per-pair latency for kernels without sch_netem, applied outside every node.
+
+Where netem is missing no qdisc here can hold a packet back (no fq, etf or sfq either), so the
+delay is applied in user space through netfilter's NFQUEUE. In each node's network namespace one
+rule sends every IPv4 packet that arrives on its interface to a queue:
+
+    iptables -t mangle -A PREROUTING -i eth0 -j NFQUEUE --queue-num 0
+
+and this process holds each packet, by its source address, for the one-way latency of the pair
+(plus jitter that never reorders one direction, and the fault timeline's degradations), then
+accepts it. Packets are taken at the receiver because there the kernel has already released them
+from the sender's socket: held at the sender they would count against TCP small queues and cap a
+connection at a few packets per round trip (netem avoids that by orphaning what it delays). The
+queue is bound without fail-open: if this process dies, the run's packets stop instead of flowing
+without their latency. GSO packets are queued whole, so a bulk transfer costs few verdicts.
+
+Every node of a run, whoever wrote it, is delayed by this one mechanism, and the calibration
+measures it like netem. One process serves all the namespaces of a run; it reads JSON lines on
+stdin and answers each with one JSON line on stdout:
+
+    {"op": "attach", "netns": "plab-n3", "ifname": "eth0", "node": "n3",
+     "delays_ms": {"10.1.0.5": 40.0, ...}}                  -> {"ok": "n3"}
+    {"op": "links", "ips": {"n3": "10.1.0.5", ...}, "jitter_ms": 2, "loss": 0.0}
+    {"op": "degrade", "node": "n3", "delay_ms": 100, "loss": 0.1}  (zeros restore)
+    {"op": "stats"} -> {"ok": "stats", "packets": {...}, "dropped": {...}}
+
+It exits when stdin closes. `python -m orchestrator.shaping.delayline --probe` says whether NFQUEUE
+works here (exit 0) or why not.
+"""
+from __future__ import annotations
+
+import argparse
+import heapq
+import itertools
+import json
+import random
+import socket
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+from node.linkmodel import Degradations, release_time
+
+QUEUE = 0
+QUEUE_MAXLEN = 65536      # packets held at once per namespace (a verdict frees a slot)
+COPY_BYTES = 20           # the IPv4 header: the source address is all we read
+
+
+def rule(ifname: str, action: str = "-A") -> list[str]:
+    return ["iptables", "-w", "-t", "mangle", action, "PREROUTING", "-i", ifname, "-j", "NFQUEUE",
+            "--queue-num", str(QUEUE)]
+
+
+class DelayLine:
+    def __init__(self, seed: int = 0):
+        self.rng = random.Random(seed)
+        self.lock = threading.Condition()
+        self.heap: list[tuple[float, int, Any]] = []
+        self.order = itertools.count()
+        self.delays: dict[str, dict[str, float]] = {}   # node -> source ip -> one-way delay, s
+        self.last: dict[tuple[str, str], float] = {}    # (node, source ip) -> last release (no reordering)
+        self.node_of_ip: dict[str, str] = {}
+        self.jitter = 0.0
+        self.loss = 0.0
+        self.degraded = Degradations()
+        self.packets: dict[str, int] = {}
+        self.dropped: dict[str, int] = {}
+        self.errors: list[str] = []
+        threading.Thread(target=self._release, daemon=True, name="release").start()
+
+    def attach(self, netns_name: str, ifname: str, node: str, delays_ms: dict[str, float]) -> None:
+        """Bind a queue in the namespace, then add the rule that feeds it (nothing passes unqueued)."""
+        self.delays[node] = {ip: ms / 1000 for ip, ms in delays_ms.items()}
+        self.packets[node] = self.dropped[node] = 0
+        ready: list[BaseException | None] = []
+        done = threading.Event()
+        threading.Thread(target=self._serve, args=(netns_name, ifname, node, ready, done), daemon=True,
+                         name=f"queue-{node}").start()
+        done.wait(30)
+        if not ready or ready[0] is not None:
+            raise RuntimeError(f"delay line for {node}: {ready[0] if ready else 'no answer'}")
+
+    def _serve(self, netns_name: str, ifname: str, node: str, ready: list, done: threading.Event) -> None:
+        import fnfqueue
+        from pyroute2 import netns
+
+        try:
+            netns.setns(netns_name, flags=0, fork=False)  # this thread only: the socket lives there
+            conn = fnfqueue.Connection(alloc_size=64, chunk_size=32, packet_size=512)
+            queue = conn.bind(QUEUE)
+            queue.set_mode(COPY_BYTES, fnfqueue.COPY_PACKET)
+            queue.set_maxlen(QUEUE_MAXLEN)
+            queue.gso = True
+            # the child inherits this thread's namespace
+            subprocess.run(rule(ifname), check=True, capture_output=True, text=True)
+        except (OSError, subprocess.CalledProcessError) as err:
+            detail = getattr(err, "stderr", "") or ""
+            ready.append(RuntimeError(f"{err} {detail}".strip()))
+            done.set()
+            return
+        ready.append(None)
+        done.set()
+        delays = self.delays[node]
+        try:
+            for packet in conn:
+                src = socket.inet_ntoa(packet.payload[12:16])
+                now = time.monotonic()
+                with self.lock:
+                    self.packets[node] += 1
+                    peer = self.node_of_ip.get(src)
+                    loss = self.degraded.loss(node, peer, self.loss) if peer else self.loss
+                    if loss and self.rng.random() < loss:
+                        self.dropped[node] += 1
+                        packet.drop()
+                        continue
+                    delay = delays.get(src, 0.0) + (self.degraded.added_delay(node, peer) if peer else 0.0)
+                    if not delay and not self.jitter:
+                        packet.accept()
+                        continue
+                    key = (node, src)
+                    at = release_time(now, delay, self.jitter, self.rng, self.last.get(key, 0.0))
+                    self.last[key] = at
+                    heapq.heappush(self.heap, (at, next(self.order), packet))
+                    if self.heap[0][2] is packet:
+                        self.lock.notify()
+        except Exception as err:  # noqa: BLE001 - the namespace went away (teardown) or the queue broke
+            with self.lock:
+                self.errors.append(f"{node}: {err.__class__.__name__}: {err}")
+
+    def _release(self) -> None:
+        while True:
+            with self.lock:
+                while not self.heap or self.heap[0][0] > time.monotonic():
+                    self.lock.wait(None if not self.heap else self.heap[0][0] - time.monotonic())
+                due = []
+                now = time.monotonic()
+                while self.heap and self.heap[0][0] <= now:
+                    due.append(heapq.heappop(self.heap)[2])
+            for packet in due:
+                try:
+                    packet.accept()
+                except Exception:  # noqa: BLE001 - its queue is gone (namespace deleted at teardown)
+                    pass
+
+    def handle(self, msg: dict[str, Any]) -> dict[str, Any]:
+        op = msg.get("op")
+        if op == "attach":
+            self.attach(msg["netns"], msg.get("ifname", "eth0"), msg["node"], msg.get("delays_ms", {}))
+            return {"ok": msg["node"]}
+        with self.lock:
+            if op == "links":
+                self.node_of_ip.update({ip: node for node, ip in msg["ips"].items()})
+                self.jitter = float(msg.get("jitter_ms", 0)) / 1000
+                self.loss = float(msg.get("loss", 0))
+                return {"ok": "links"}
+            if op == "degrade":
+                self.degraded.set(msg["node"], float(msg["delay_ms"]) / 1000, float(msg["loss"]))
+                return {"ok": "degrade"}
+            if op == "stats":
+                return {"ok": "stats", "packets": dict(self.packets), "dropped": dict(self.dropped),
+                        "held": len(self.heap), "errors": list(self.errors)}
+        return {"error": f"unknown op {op!r}"}
+
+
+def probe() -> tuple[bool, str]:
+    """Can this machine queue packets to user space (NFQUEUE target, nfnetlink_queue, iptables)?"""
+    import shutil
+
+    if not shutil.which("iptables"):
+        return False, "iptables is not installed (apt-get install iptables)"
+    try:
+        import fnfqueue
+    except ImportError:
+        return False, "the Python package fnfqueue is not installed (make setup)"
+    try:
+        conn = fnfqueue.Connection()
+        conn.bind(60000).unbind()
+        conn.close()
+    except OSError as err:
+        return False, f"nfnetlink_queue is not usable ({err}); the kernel needs CONFIG_NETFILTER_NETLINK_QUEUE"
+    return True, "NFQUEUE works (iptables and nfnetlink_queue)"
+
+
+class DelayLineProcess:
+    """The orchestrator's side: starts the delay line and speaks its protocol (one answer per line)."""
+
+    def __init__(self, seed: int = 0):
+        self.proc = subprocess.Popen([sys.executable, "-m", "orchestrator.shaping.delayline", "--seed", str(seed)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+        self.lock = threading.Lock()
+
+    def request(self, **msg: Any) -> dict[str, Any]:
+        with self.lock:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the delay line exited (code {self.proc.returncode}); packets are not delayed")
+            self.proc.stdin.write(json.dumps(msg) + "\n")
+            self.proc.stdin.flush()
+            answer = json.loads(self.proc.stdout.readline() or '{"error": "no answer"}')
+        if "error" in answer:
+            raise RuntimeError(f"delay line, {msg['op']}: {answer['error']}")
+        return answer
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.close()  # EOF: it exits
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m orchestrator.shaping.delayline",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--probe", action="store_true", help="say whether NFQUEUE works here, and exit")
+    parser.add_argument("--seed", type=int, default=0, help="jitter and loss draws")
+    args = parser.parse_args(argv)
+    if args.probe:
+        ok, why = probe()
+        print(why)
+        return 0 if ok else 1
+    line_ = DelayLine(args.seed)
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        try:
+            answer = line_.handle(json.loads(line))
+        except Exception as err:  # noqa: BLE001 - answer with the error; the orchestrator raises it
+            answer = {"error": f"{err.__class__.__name__}: {err}"}
+        sys.stdout.write(json.dumps(answer) + "\n")
+        sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
