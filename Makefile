@@ -2,13 +2,18 @@
 #   make quickstart   set up (system packages, .venv) and run scenarios/quickstart.yaml
 #   make test         set up and run the whole test suite (what CI runs)
 #   make docs         build the documentation site into .site/
+#   make adapters     install the node adapters (js-libp2p) under .tools/ (setup does it too)
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: setup quickstart test test-fast docs bench-scale proto chart-schema clean-runs
+.PHONY: setup adapters quickstart test test-fast docs bench-scale proto chart-schema clean-runs
 
-setup: $(STAMP)
+setup: $(STAMP) adapters
+
+# the node adapters (node/adapters: js-libp2p) under .tools/, from their lock files
+adapters:
+	@./.ci/adapters
 
 $(STAMP): pyproject.toml
 	@./.ci/system-packages

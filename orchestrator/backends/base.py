@@ -57,6 +57,7 @@ class Backend(abc.ABC):
     download_side = "the switch"  # where the download cap sits (the far end of the node's link)
     parallel_shaping = False  # shape_all: side by side (each shape a round trip to a container)
     runs_adapters = False  # can start an adapter's node (node/adapters) and stop it with SIGTERM
+    has_delayline = False  # the delay line (orchestrator/shaping/delayline.py) reaches its namespaces by name
 
     def __init__(self, ctx: RunContext):
         self.ctx = ctx

@@ -37,6 +37,7 @@ class LocalBackend(Backend):
     name = "local"
     uses_unix_control = True
     runs_adapters = True
+    has_delayline = True
 
     def __init__(self, ctx: RunContext):
         super().__init__(ctx)

@@ -148,9 +148,9 @@ class Runner(RunRecord):
         )
 
     def _shaping_mode(self) -> tuple[str, str]:
-        """netem where the kernel has it (unless another mode is asked for); without it, the delay line
-        when asked for or when nodes of an adapter run (they cannot delay in their transport), else
-        peerlab's transport delays."""
+        """netem where the kernel has it; without it the delay line (outside every node, so the same for
+        any implementation) where the backend has one, else peerlab's transport delays, which nodes of
+        an adapter do not have. An explicit --shaping is obeyed or refused, never replaced."""
         has_netem, why = self.backend.probe_netem()
         asked = self.requested_mode
         if asked == "netem" and not has_netem:
@@ -158,15 +158,17 @@ class Runner(RunRecord):
         if asked == "transport" and self.adapters:
             raise RunError(f"--shaping transport delays in peerlab's node transport; {', '.join(self.adapters)} "
                            "nodes have none: use --shaping auto, delayline or netem")
-        if asked == "delayline" or (asked == "auto" and not has_netem and self.adapters):
-            ok, detail = delayline.probe() if self.backend.runs_adapters else (
-                False, f"the {self.backend.name} backend has no delay line yet")
-            if not ok:
-                raise RunError(f"latency needs the delay line here ({why}), but {detail}")
-            return shaping.DELAYLINE, f"{why}; {detail}"
-        if asked == "transport" or not has_netem:
+        if asked == "netem" or (asked == "auto" and has_netem):
+            return shaping.NETEM, why
+        if asked == "transport":
             return shaping.TRANSPORT, why
-        return shaping.NETEM, why
+        ok, detail = delayline.probe() if self.backend.has_delayline else (
+            False, f"the {self.backend.name} backend has no delay line yet")
+        if ok:
+            return shaping.DELAYLINE, f"{why}; {detail}"
+        if asked == "delayline" or self.adapters:
+            raise RunError(f"latency needs the delay line here ({why}), but {detail}")
+        return shaping.TRANSPORT, f"{why}; {detail}"
 
     def _shape(self, mode: str) -> None:
         address_of = {n.id: self.backend.address(n.id) for n in self.plan.nodes}
@@ -421,6 +423,11 @@ class Runner(RunRecord):
             for client in self.clients.values():
                 await client.close()
             self.step("teardown: stopping processes, removing namespaces")
+            if self.delayline:
+                try:
+                    self.manifest["shaping"]["delay_line"] = self.delayline.request(op="stats")
+                except RuntimeError as err:
+                    self.warn(str(err))
             await self._blocking(self.backend.teardown)
             if self.delayline:
                 self.delayline.close()

@@ -33,6 +33,7 @@ import argparse
 import heapq
 import itertools
 import json
+import os
 import random
 import socket
 import subprocess
@@ -45,6 +46,8 @@ from node.linkmodel import Degradations, release_time
 
 QUEUE = 0
 QUEUE_MAXLEN = 65536      # packets held at once per namespace (a verdict frees a slot)
+REALTIME_PRIORITY = 10
+LATE_EDGES_MS = (0.1, 0.5, 1, 2, 5, 10, 20)
 COPY_BYTES = 20           # the IPv4 header: the source address is all we read
 
 
@@ -68,6 +71,7 @@ class DelayLine:
         self.packets: dict[str, int] = {}
         self.dropped: dict[str, int] = {}
         self.errors: list[str] = []
+        self.late = [0] * 8  # releases by lateness: <0.1, <0.5, <1, <2, <5, <10, <20, >=20 ms after due
         threading.Thread(target=self._release, daemon=True, name="release").start()
 
     def attach(self, netns_name: str, ifname: str, node: str, delays_ms: dict[str, float]) -> None:
@@ -136,8 +140,11 @@ class DelayLine:
                     self.lock.wait(None if not self.heap else self.heap[0][0] - time.monotonic())
                 due = []
                 now = time.monotonic()
+                due_at = self.heap[0][0]
                 while self.heap and self.heap[0][0] <= now:
                     due.append(heapq.heappop(self.heap)[2])
+                late_ms = (now - due_at) * 1000
+                self.late[next((i for i, edge in enumerate(LATE_EDGES_MS) if late_ms < edge), len(LATE_EDGES_MS))] += len(due)
             for packet in due:
                 try:
                     packet.accept()
@@ -160,7 +167,8 @@ class DelayLine:
                 return {"ok": "degrade"}
             if op == "stats":
                 return {"ok": "stats", "packets": dict(self.packets), "dropped": dict(self.dropped),
-                        "held": len(self.heap), "errors": list(self.errors)}
+                        "held": len(self.heap), "errors": list(self.errors),
+                        "late_ms": dict(zip([f"<{e:g}" for e in LATE_EDGES_MS] + [f">={LATE_EDGES_MS[-1]:g}"], self.late))}
         return {"error": f"unknown op {op!r}"}
 
 
@@ -222,6 +230,16 @@ def main(argv: list[str] | None = None) -> int:
         ok, why = probe()
         print(why)
         return 0 if ok else 1
+    # Threads (two per namespace, one releasing) take turns on the GIL; the default 5 ms turn would be
+    # added to a packet's delay whenever a reader holds the GIL when the packet falls due.
+    sys.setswitchinterval(0.0002)
+    # netem's timers run in softirq, ahead of every process; the nearest user-space equivalent is a
+    # real-time priority, so that busy nodes on few cores do not hold packets past their time.
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(REALTIME_PRIORITY))
+    except (PermissionError, OSError) as err:
+        print(f"delay line: no real-time priority ({err}); packets may leave late on a busy machine",
+              file=sys.stderr)
     line_ = DelayLine(args.seed)
     for line in sys.stdin:
         if not line.strip():

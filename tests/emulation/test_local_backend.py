@@ -38,7 +38,7 @@ def test_small_run_end_to_end(tmp_path: Path):
 
     # shaping measured through the data plane: bytes and latency as configured
     cal = manifest["calibration"]
-    assert manifest["shaping"]["mode"] in ("netem", "transport")
+    assert manifest["shaping"]["mode"] in ("netem", "delayline", "transport")
     for r in cal["rtt"]:
         assert abs(r["measured_ms"] - 40.0) <= 0.1 * 40 + 1, r
     for r in cal["throughput"]:
