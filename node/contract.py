@@ -18,6 +18,7 @@ The full text is docs/node-contract.md.
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any
 
 import base58
@@ -84,3 +85,68 @@ def peer_id(seed_hex: str) -> str:
     multihash = b"\x00" + bytes([len(key_pb)]) + key_pb  # identity hash
     return base58.b58encode(multihash).decode()
 
+
+
+_JSON_TYPES = {"long": "integer", "string": "string", "boolean": "boolean", "double": "number"}
+
+
+def config_schema() -> dict[str, Any]:
+    """JSON Schema of the config every node is given."""
+    schema = ContractConfig.model_json_schema()
+    schema["title"] = f"peerlab node contract v{CONTRACT_VERSION}: node config"
+    return schema
+
+
+def events_schema() -> dict[str, Any]:
+    """JSON Schema of one line of a contract node's event log: the required and optional events, each
+    with its fields as node/events.schema.json types them (all of a required event's fields must be
+    there; an optional event may leave out what the implementation cannot tell, like per-type bytes)."""
+    from node.eventlog import load_schema
+
+    source = load_schema()
+    kinds = []
+    for kind in (*REQUIRED_EVENTS, *OPTIONAL_EVENTS):
+        spec = source["events"][kind]
+        fields = {**source["common"], **{f: source["fields"][f] for f in spec["fields"]}}
+        properties = {name: {"type": _JSON_TYPES[t]} for name, t in fields.items()}
+        properties["type"] = {"const": kind}
+        kinds.append({"title": kind, "description": spec["doc"], "type": "object", "properties": properties,
+                      "required": list(fields) if kind in REQUIRED_EVENTS else list(source["common"]),
+                      "additionalProperties": False})
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema",
+            "title": f"peerlab node contract v{CONTRACT_VERSION}: one event (a line of the event log)",
+            "description": "required events: " + ", ".join(REQUIRED_EVENTS) + "; optional: "
+                           + ", ".join(OPTIONAL_EVENTS) + ". ts: unix ns; node: the node id.",
+            "oneOf": kinds}
+
+
+def check_log(lines: list[str]) -> list[str]:
+    """Problems of an event log against the contract: invalid lines, and required events never written
+    (`disconnect` and `duplicate_message` may legitimately not happen). Empty: it conforms."""
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(events_schema())
+    by_type = {s["title"]: jsonschema.Draft202012Validator(s) for s in events_schema()["oneOf"]}
+    problems, seen = [], set()
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line)
+        except ValueError as err:
+            problems.append(f"line {number}: not JSON ({err})")
+            continue
+        kind = event.get("type") if isinstance(event, dict) else None
+        if kind not in by_type:
+            if not validator.is_valid(event):
+                problems.append(f"line {number}: unknown event type {kind!r}")
+            continue
+        seen.add(kind)
+        for error in by_type[kind].iter_errors(event):
+            where = ".".join(map(str, error.path)) or "(event)"
+            problems.append(f"line {number} ({kind}): {where}: {error.message}")
+    for kind in REQUIRED_EVENTS:
+        if kind not in seen and kind not in ("disconnect", "duplicate_message", "publish_message",
+                                              "deliver_message"):
+            problems.append(f"no {kind!r} event")
+    return problems

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from orchestrator.cli import bench, fuzz, machine, overlay, report, run, scenario
+from orchestrator.cli import bench, contract, fuzz, machine, overlay, report, run, scenario
 from orchestrator.cli.common import UsageError, err
 
 EXAMPLES = """\
@@ -24,6 +24,8 @@ examples:
   peerlab overlay --compare --nodes 1000 --runs 10   # the CD-MAX seed's overlay tables
   peerlab clean            # remove what a crashed run left behind
   peerlab doctor           # what this machine can run
+  peerlab run scenarios/gossipsub-implementations.yaml   # peerlab's GossipSub beside js-libp2p's
+  peerlab contract implementations   # the node implementations (adapters) and their install state
 
 scenario reference: `peerlab schema` prints the JSON Schema (point your editor's YAML plugin at it);
 docs/scenarios.md walks through every section, docs/reference/scenario.md lists every field.
@@ -36,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Emulation testbed for peer-to-peer publish/subscribe protocols: real nodes in "
                     "network namespaces, every link shaped with tc, logs analysed with PySpark.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for group in (run, scenario, machine, report, bench, overlay, fuzz):
+    for group in (run, scenario, machine, report, bench, overlay, fuzz, contract):
         group.add(sub)
     return parser
 

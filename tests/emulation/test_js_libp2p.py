@@ -1,0 +1,97 @@
+"""js-libp2p nodes as peerlab nodes: the adapter (node/adapters/js-libp2p) run by the runner on the
+local backend, in real namespaces, latency applied by the delay line outside the node."""
+import gzip
+import json
+
+import pytest
+
+from node import contract
+from node.adapters import get_adapter
+from orchestrator.model.scenario import parse_scenario
+from orchestrator.run.runner import RunError, Runner
+
+pytestmark = [pytest.mark.emulation, pytest.mark.slow]
+
+SCENARIO = """
+name: js-small
+seed: 4
+nodes: {count: 6}
+protocol: {name: gossipsub, implementation: js-libp2p, params: {heartbeat_interval: 0.5}}
+topology: {algorithm: random, degree: 3}
+network: {latency: {model: constant, one_way: 20ms}}
+topics: {count: 1, subscriptions: {model: interest, rate: 1.0}}
+workload: {publishers: 2, rate: 4/s, warmup: 2s, duration: 5s, drain: 2s, message_size: 1KiB}
+faults: [{at: 2.5s, action: kill, nodes: [n5], restart_after: 1s}]
+"""
+
+
+@pytest.fixture(scope="module")
+def js_run(tmp_path_factory):
+    missing = get_adapter("js-libp2p").missing()
+    assert not missing, f"the js-libp2p adapter is not installed ({missing[0]}): make adapters"
+    store = tmp_path_factory.mktemp("runs")
+    scenario = parse_scenario(SCENARIO + f"output: {{store: 'file://{store}'}}\n")
+    run_dir = Runner(scenario).run()
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    logs = {}
+    for node in manifest["plan"]["nodes"]:
+        with gzip.open(run_dir / "events" / f"{node['id']}.jsonl.gz", "rt") as f:
+            logs[node["id"]] = f.read().splitlines()
+    return run_dir, manifest, logs
+
+
+def test_the_run_completes_with_latency_applied_outside_the_nodes(js_run):
+    run_dir, manifest, logs = js_run
+    assert json.loads((run_dir / "status").read_text())["status"] == "completed"
+    assert manifest["shaping"]["mode"] in ("netem", "delayline")
+    events = [json.loads(line) for lines in logs.values() for line in lines]
+    published = {e["msg_id"]: e for e in events if e["type"] == "publish_message"}
+    delivered = [e for e in events if e["type"] == "deliver_message"]
+    assert published and delivered
+    # no copy arrives sooner than one link's latency: the nodes' packets were delayed
+    assert min(e["ts"] - published[e["msg_id"]]["ts"] for e in delivered) >= 20e6
+
+
+def test_every_message_reaches_every_node_that_was_up(js_run):
+    _, manifest, logs = js_run
+    events = {n: [json.loads(line) for line in lines] for n, lines in logs.items()}
+    planned = sum(len(n["schedule"]) for n in manifest["plan"]["nodes"])
+    published = [e for evs in events.values() for e in evs if e["type"] == "publish_message"]
+    assert planned == 20 and 15 <= len(published) <= planned  # a killed publisher skips what falls in its downtime
+    # A restarted js-libp2p node that publishes before its peers have its subscription (a few hundred
+    # ms after its start) sends to nobody: js-libp2p's behaviour, not a loss of the network's.
+    ready = {n: max(e["ts"] for e in evs if e["type"] == "ready") for n, evs in events.items()}
+    expected = {e["msg_id"] for e in published if e["ts"] > ready[e["node"]] + 1e9}
+    assert len(expected) >= 14
+    for node, evs in events.items():
+        got = {e["msg_id"] for e in evs if e["type"] in ("deliver_message", "publish_message")}
+        if node != "n5":  # n5 was killed for a second: what it missed is not expected of it
+            assert expected <= got, f"{node} missed {sorted(expected - got)}"
+
+
+def test_every_log_follows_the_contract(js_run):
+    _, _, logs = js_run
+    for node, lines in logs.items():
+        assert contract.check_log(lines) == [], node
+
+
+def test_a_restarted_node_keeps_its_peer_id(js_run):
+    _, manifest, logs = js_run
+    n5 = [json.loads(line) for line in logs["n5"]]
+    assert [e["type"] for e in n5].count("start") == 2
+    assert {f["action"] for f in manifest["faults_executed"]} == {"kill", "restart"}
+    # its peers name it by node id (mapped from its peer id) before and after the restart
+    reconnects = [e for lines in logs.values() for e in map(json.loads, lines)
+                  if e["type"] == "connect" and e["peer"] == "n5"]
+    restart_ns = manifest["t0_ns"] + int(3.5e9)
+    assert any(e["ts"] < restart_ns for e in reconnects) and any(e["ts"] > restart_ns for e in reconnects)
+    assert not any(e["type"] == "connect" and e["peer"].startswith("12D3") for lines in logs.values()
+                   for e in map(json.loads, lines))
+
+
+def test_an_adapter_that_is_not_installed_says_how_to_install_it(tmp_path, monkeypatch):
+    adapter = get_adapter("js-libp2p")
+    monkeypatch.setattr(type(adapter), "missing", lambda self: [str(tmp_path / "node")])
+    scenario = parse_scenario(SCENARIO + f"output: {{store: 'file://{tmp_path}'}}\n")
+    with pytest.raises(RunError, match="implementation js-libp2p is not installed .* `make adapters`"):
+        Runner(scenario).run()
