@@ -17,6 +17,7 @@ COLUMNS = [  # (header, how to get it from (metrics, manifest))
     ("run", lambda m, man: man["run_id"]),
     ("label", lambda m, man: man.get("label") or ""),
     ("protocol", lambda m, man: man["plan"]["protocol"]),
+    ("implementation", lambda m, man: "+".join(sorted({n.get("implementation", "peerlab") for n in man["plan"]["nodes"]}))),
     ("topology", lambda m, man: _topology(man)),
     ("nodes", lambda m, man: m["nodes"]),
     ("edges", lambda m, man: sum(len(n["dial"]) for n in man["plan"]["nodes"])),
@@ -35,6 +36,8 @@ COLUMNS = [  # (header, how to get it from (metrics, manifest))
     ("rss_peak_MB", lambda m, man: (m.get("resources") or {}).get("rss_peak_mb_max")),
     ("data_MB", lambda m, man: m["bytes"]["data_sent"] / 1e6),
     ("control_MB", lambda m, man: m["bytes"]["control_sent"] / 1e6),
+    ("kernel_sent_MB", lambda m, man: (m.get("kernel_traffic") or {}).get("sent_bytes", 0) / 1e6 or None),
+    ("kernel/logged", lambda m, man: (m.get("kernel_traffic") or {}).get("kernel_over_logged")),
     ("shaping", lambda m, man: m["shaping"]["mode"]),
 ]
 

@@ -38,7 +38,11 @@ class Store:
 
     def put_log(self, run_id: str, node_id: str, src: Path) -> None:
         """Store a node's JSON-lines event log, gzipped, as events/<node>.jsonl.gz."""
-        dest = self.run_dir(run_id) / "events" / f"{node_id}.jsonl.gz"
+        self.put_gzip(run_id, f"events/{node_id}.jsonl.gz", src)
+
+    def put_gzip(self, run_id: str, rel: str, src: Path) -> None:
+        """Store a file of the run, gzipped, at `rel` in the run directory."""
+        dest = self.run_dir(run_id) / rel
         dest.parent.mkdir(exist_ok=True)
         with open(src, "rb") as fin, gzip.open(dest, "wb", compresslevel=5) as fout:
             shutil.copyfileobj(fin, fout, 1024 * 1024)

@@ -110,6 +110,11 @@ class Backend(abc.ABC):
             for future in [pool.submit(self.shape, where, ops) for where, ops in work.items()]:
                 future.result()  # the first failure is raised
 
+    def link_counters(self) -> dict[str, dict[str, int]] | None:
+        """Every node's kernel counters, as its link sees them: bytes and packets it sent and received
+        (headers, handshakes and retransmissions included). None where the backend cannot read them."""
+        return None
+
     @abc.abstractmethod
     def start_node(self, node_id: str, config: ContractConfig) -> None:
         """Start the node's process: peerlab's node for a `NodeConfig`, else its adapter's command."""

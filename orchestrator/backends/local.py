@@ -96,6 +96,20 @@ class LocalBackend(Backend):
                         ns.neigh("add", dst=self.address(peer), lladdr=self.mac(peer), ifindex=eth0,
                                  state=NUD_PERMANENT)
 
+    def link_counters(self) -> dict[str, dict[str, int]]:
+        """One dump of the switch namespace: every node's port v<i>, whose receive side is what the node
+        sent and whose transmit side is what it was given."""
+        ports = {f"v{node.index}": node.id for node in self.ctx.plan.nodes}
+        out = {}
+        with NetNS(self.switch, flags=0) as sw:
+            for link in sw.get_links():
+                node = ports.get(link.get_attr("IFLA_IFNAME"))
+                stats = link.get_attr("IFLA_STATS64")
+                if node and stats:
+                    out[node] = {"sent_bytes": stats["rx_bytes"], "received_bytes": stats["tx_bytes"],
+                                 "sent_packets": stats["rx_packets"], "received_packets": stats["tx_packets"]}
+        return out
+
     def _paths(self, node_id: str) -> dict[str, Path]:
         s = self.ctx.scratch
         return {"config": s / "configs" / f"{node_id}.json", "events": s / "events" / f"{node_id}.jsonl",

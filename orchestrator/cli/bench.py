@@ -12,8 +12,9 @@ def add(sub: argparse._SubParsersAction) -> None:
                                      "simulation speed and memory)")
     p.add_argument("target", choices=["local", "gossipsub", "router", "topiary-sweep", "sim", "analysis"],
                    help="local: how many nodes the local backend runs (floodsub); gossipsub: "
-                        "scenarios/gossipsub-large.yaml at each --nodes count, and the largest with "
-                        "delivery 1.0; router: GossipSub CPU per relayed message; topiary-sweep: "
+                        "a GossipSub scenario (--scenario, default scenarios/gossipsub-large.yaml) at each "
+                        "--nodes count, and the largest with delivery 1.0 (with --set implementation=js-libp2p "
+                        "and scenarios/gossipsub-implementations.yaml: js-libp2p's); router: GossipSub CPU per relayed message; topiary-sweep: "
                         "Topiary parameters (--matrix) on the in-memory network against random-overlay; sim: "
                         "the simulation's memory per node and per frame in flight, and its speed on each "
                         "--sim-scenario (default scenarios/sim-gossipsub-1000.yaml); analysis: the core "
@@ -21,7 +22,8 @@ def add(sub: argparse._SubParsersAction) -> None:
                         "spark_s=... duckdb_s=... ratio=...)")
     p.add_argument("--sim-scenario", dest="scenarios", action="append", default=[], metavar="FILE",
                    help="sim: a scenario to simulate (repeat for several)")
-    p.add_argument("--scenario", default="scenarios/topiary-vs-random.yaml", help="topiary-sweep: the scenario")
+    p.add_argument("--scenario", help="gossipsub: the scenario (default scenarios/gossipsub-large.yaml); "
+                                      "topiary-sweep: the scenario (default scenarios/topiary-vs-random.yaml)")
     p.add_argument("--matrix", action="append", default=[], metavar="PATH=V1,V2",
                    help="topiary-sweep: values to sweep, e.g. --matrix protocol.params.w_d=1,10,100")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="PATH=VALUE",
@@ -65,7 +67,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.target == "topiary-sweep":
         from orchestrator.tools.bench import bench_topiary_sweep
 
-        bench_topiary_sweep(args.scenario, args.overrides, args.matrix, err)
+        bench_topiary_sweep(args.scenario or "scenarios/topiary-vs-random.yaml", args.overrides, args.matrix, err)
         return 0
 
     if os.geteuid() != 0:
@@ -79,7 +81,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.target == "gossipsub":
         from orchestrator.tools.bench import bench_gossipsub
 
-        bench_gossipsub(sizes, args.overrides, args.store, err)
+        bench_gossipsub(sizes, args.overrides, args.store, err, args.scenario or "scenarios/gossipsub-large.yaml")
         return 0
     from orchestrator.tools.bench import bench_local
 

@@ -29,9 +29,9 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, help="override the scenario's seed (same seed => same plan)")
     p.add_argument("--shaping", choices=["auto", "netem", "delayline", "transport"], default="auto",
                    help="where latency is applied: netem (the kernel's qdisc), delayline (NFQUEUE: every packet a "
-                        "node receives held in user space, for any implementation) or transport (peerlab's node "
-                        "delays its own sends); auto: netem if the kernel has it, else delayline for adapter "
-                        "nodes and transport for peerlab's")
+                        "node receives held outside the node, for any implementation) or transport (peerlab's "
+                        "node delays its own sends); auto: the scenario's network.shaping, whose own auto is "
+                        "netem if the kernel has it, else delayline for adapter nodes and transport for peerlab's")
     p.add_argument("--no-report", action="store_true", help="skip the PySpark analysis (run `peerlab report` later)")
     spark_options(p)
     p.set_defaults(func=cmd_run)

@@ -103,6 +103,12 @@ class Network(Strict):
     bandwidth_up: Bandwidth = Field(50_000_000, gt=0)
     bandwidth_down: Bandwidth = Field(50_000_000, gt=0)
     latency_bucket: Duration = Field(0.001, gt=0, description="latencies are rounded to this to share tc classes")
+    shaping: Literal["auto", "netem", "delayline", "transport"] = Field(
+        "auto", description="where latency is applied (docs/shaping.md): netem (the kernel's qdisc), delayline "
+                            "(NFQUEUE: packets held outside every node, for any implementation) or transport "
+                            "(peerlab's node delays its own sends); auto: netem if the kernel has it, else the "
+                            "delay line for adapter nodes and transport for peerlab's. `peerlab run --shaping` "
+                            "overrides it")
 
 
 class Interest(Strict):

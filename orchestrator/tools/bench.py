@@ -113,10 +113,12 @@ def bench_local(sizes: list[int], duration: float, store: str, console: Console)
                                                        store=store)) for n in sizes], console)
 
 
-def bench_gossipsub(sizes: list[int], overrides: list[str], store: str, console: Console) -> list[dict[str, Any]]:
+def bench_gossipsub(sizes: list[int], overrides: list[str], store: str, console: Console,
+                    scenario: str = "scenarios/gossipsub-large.yaml") -> list[dict[str, Any]]:
     from orchestrator.model.scenario import load_scenario
 
-    path = ROOT / "scenarios" / "gossipsub-large.yaml"
+    path = Path(scenario) if Path(scenario).exists() else ROOT / scenario
+    # a scenario's own matrix is not expanded here: its base values run, with the --set overrides
     scenarios = [load_scenario(path, [*overrides, f"nodes.count={n}", f"output.store={store}"]) for n in sizes]
     results = bench_scale(scenarios, console)
     sustained = [r["nodes"] for r in results if r["delivery_ratio"] == 1.0]

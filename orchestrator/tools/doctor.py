@@ -30,8 +30,13 @@ def checks() -> list[dict[str, Any]]:
         htb, htb_why = probe_htb()
         netem, netem_why = probe_netem()
         rows.append({"what": "network namespaces + HTB", "ok": htb, "detail": htb_why})
+        from orchestrator.shaping.delayline import probe as probe_delayline
+
+        line, line_why = probe_delayline()
         rows.append({"what": "netem", "ok": netem, "detail": netem_why + (
-            "" if netem else " -> latency is applied in the node transport (shaping mode 'transport')")})
+            "" if netem else " -> latency by the delay line (below), else in peerlab's node transport")})
+        rows.append({"what": "delay line (NFQUEUE)", "ok": line, "detail": line_why + (
+            " -> latency for any node implementation without netem (shaping mode 'delayline')" if line else "")})
     java = _cmd_version(["java", "-version"])
     rows.append({"what": "java (for PySpark reports)", "ok": java is not None,
                  "detail": java or "missing: apt-get install openjdk-17-jre-headless"})
@@ -44,6 +49,12 @@ def checks() -> list[dict[str, Any]]:
     rows.append({"what": "helm", "ok": helm is not None,
                  "detail": helm or "missing (.ci/tools installs it into .tools/bin; for the chart's checks)"})
     rows.append(_kubernetes_row())
+    from node.adapters import ADAPTERS
+
+    for adapter in ADAPTERS.values():
+        missing = adapter.missing()
+        rows.append({"what": f"implementation {adapter.name}", "ok": not missing,
+                     "detail": "installed" if not missing else f"not installed: {adapter.install}"})
     return rows
 
 
@@ -68,7 +79,9 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
     ok = {r["what"]: r["ok"] for r in rows}
     lines = []
     if ok.get("root (or CAP_NET_ADMIN)") and ok.get("network namespaces + HTB"):
-        mode = "netem (kernel)" if ok.get("netem") else "transport (HTB in the kernel, latency in the node)"
+        mode = ("netem (kernel)" if ok.get("netem") else
+                "delayline (HTB in the kernel, latency by NFQUEUE outside the nodes)" if ok.get("delay line (NFQUEUE)")
+                else "transport (HTB in the kernel, latency in peerlab's node; adapter nodes cannot run)")
         lines.append(f"backend local: can run; shaping mode {mode}")
     else:
         lines.append("backend local: cannot run here (needs root, network namespaces and HTB)")

@@ -1,0 +1,95 @@
+"""Traffic as the kernel counted it on every node's link (`kernel_traffic.jsonl.gz`, sampled each
+second by the runner; orchestrator/run/link_sampler.py), for any node implementation: bytes sent and
+received per node, the mean upload over the publishing window, and, where the nodes also logged what
+they sent (`send_rpc`), the ratios of the two: all bytes (TCP/IP headers and acknowledgements,
+encryption and multiplexing, retransmissions are what the kernel sees beyond the protocol's own
+bytes) and the payload after the headers (what the sockets carried)."""
+from __future__ import annotations
+
+import gzip
+import json
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from analysis.registry import metric, table
+
+if TYPE_CHECKING:
+    from analysis.run_data import RunData
+
+FILE = "kernel_traffic.jsonl.gz"
+HEADER_BYTES = 66  # Ethernet 14 + IPv4 20 + TCP 32 (with timestamps): one set per packet the link counts
+COUNTERS = ("sent_bytes", "received_bytes", "sent_packets", "received_packets")
+
+
+def load_samples(run: RunData) -> list[dict[str, Any]]:
+    path = run.run_dir / FILE
+    if not path.exists():
+        return []
+    with gzip.open(path, "rt") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def per_node_totals(samples: list[dict[str, Any]], since_ns: int = 0, until_ns: int | None = None) -> dict[str, dict[str, int]]:
+    """Each node's counters' growth between its first and last sample inside [since, until]."""
+    first: dict[str, dict[str, Any]] = {}
+    last: dict[str, dict[str, Any]] = {}
+    for s in samples:
+        if s["ts"] < since_ns or (until_ns is not None and s["ts"] > until_ns):
+            continue
+        first.setdefault(s["node"], s)
+        last[s["node"]] = s
+    return {node: {c: last[node][c] - first[node][c] for c in COUNTERS} for node in first}
+
+
+def kernel_summary(samples: list[dict[str, Any]], window: tuple[int, int] | None,
+                   logged_sent: dict[str, int]) -> dict[str, Any] | None:
+    if not samples:
+        return None
+    whole = per_node_totals(samples)
+    out: dict[str, Any] = {
+        "nodes": len(whole),
+        "sent_bytes": sum(t["sent_bytes"] for t in whole.values()),
+        "received_bytes": sum(t["received_bytes"] for t in whole.values()),
+        "sent_packets": sum(t["sent_packets"] for t in whole.values()),
+    }
+    if window and window[1] > window[0]:
+        inside = per_node_totals(samples, *window)
+        seconds = (window[1] - window[0]) / 1e9
+        if inside:
+            out["mean_mbit_per_node"] = sum(t["sent_bytes"] for t in inside.values()) * 8 / 1e6 / seconds / len(inside)
+    # what the sockets carried: every packet's headers off (a GSO packet is counted once, with one set)
+    out["sent_payload_bytes"] = out["sent_bytes"] - HEADER_BYTES * out["sent_packets"]
+    logged = sum(logged_sent.values())
+    if logged:
+        out["logged_sent_bytes"] = logged
+        out["kernel_over_logged"] = out["sent_bytes"] / logged
+        out["payload_over_logged"] = out["sent_payload_bytes"] / logged
+    return out
+
+
+@metric("kernel_traffic")
+def _kernel_traffic(run: RunData) -> dict[str, Any] | None:
+    samples = load_samples(run)
+    if not samples:
+        return None
+    logged = {r["node"]: int(r["b"] or 0) for r in run.events.where(F.col("type") == "send_rpc")
+              .groupBy("node").agg(F.sum("bytes").alias("b")).collect()}
+    return kernel_summary(samples, run.publishing, logged)
+
+
+@table("kernel_traffic")
+def _kernel_traffic_table(run: RunData) -> DataFrame | None:
+    """Per node per second since T0: bytes sent and received on its link (counter deltas)."""
+    samples = load_samples(run)
+    if not samples:
+        return None
+    rows, previous = [], {}
+    for s in samples:
+        before = previous.get(s["node"])
+        previous[s["node"]] = s
+        if before is not None:
+            rows.append((int((s["ts"] - run.t0) // 1e9), s["node"], s["sent_bytes"] - before["sent_bytes"],
+                         s["received_bytes"] - before["received_bytes"]))
+    return run.spark.createDataFrame(rows, "second long, node string, sent_bytes long, received_bytes long")
