@@ -35,7 +35,6 @@ class NodeConfig(ContractConfig):
     loss: float = 0.0
     max_frame: int = MAX_FRAME
     send_queue_limit: int = 256 * 1024 * 1024
-    resources_interval: float = Field(1.0, ge=0, description="seconds between `resources` events (0: none)")
 
 
 def load_config(path: str | None = None) -> NodeConfig:

@@ -66,6 +66,8 @@ class ContractConfig(BaseModel):
     t0_ns: int | None = Field(None, description="T0 in unix ns on the node's clock; peerlab's own node may "
                               "also be given it later through its control API")
     event_log: str = Field(..., description="where the node appends its events (JSON lines)")
+    resources_interval: float = Field(1.0, ge=0, description="seconds between `resources` events, the "
+                                      "process's CPU time and RSS (0: none; optional for an implementation)")
 
 
 def identity_seed(run_seed: int, node_id: str) -> str:

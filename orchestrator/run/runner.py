@@ -134,7 +134,7 @@ class Runner(RunRecord):
             peers={p: Address(host=b.address(p), port=b.data_port(p), peer_id=peer_ids[p]) for p in peers},
             dial=node.dial, neighbours=node.neighbours, subscriptions=node.subscriptions,
             late_subscriptions=node.late_subscriptions, schedule=node.schedule, t0_ns=self.t0_ns,
-            event_log=b.event_log_path(node.id))
+            event_log=b.event_log_path(node.id), resources_interval=self.scenario.output.resources_interval)
 
     def _node_config(self, node_id: str, mode: str) -> contract.ContractConfig:
         node = self.plan.node(node_id)

@@ -95,3 +95,18 @@ def test_an_adapter_that_is_not_installed_says_how_to_install_it(tmp_path, monke
     scenario = parse_scenario(SCENARIO + f"output: {{store: 'file://{tmp_path}'}}\n")
     with pytest.raises(RunError, match="implementation js-libp2p is not installed .* `make adapters`"):
         Runner(scenario).run()
+
+
+def test_traffic_and_memory_are_measured_outside_and_inside_the_node(js_run):
+    run_dir, manifest, logs = js_run
+    with gzip.open(run_dir / "kernel_traffic.jsonl.gz", "rt") as f:
+        samples = [json.loads(line) for line in f]
+    last = {s["node"]: s for s in samples}
+    assert set(last) == set(logs)
+    for node, lines in logs.items():
+        events = [json.loads(line) for line in lines]
+        logged = sum(e["bytes"] for e in events if e["type"] == "send_rpc")
+        # the kernel counts Noise, Yamux, identify and TCP/IP on top of the GossipSub RPCs
+        assert last[node]["sent_bytes"] > logged > 0
+        rss = [e["rss_bytes"] for e in events if e["type"] == "resources"]
+        assert rss and 20 * 2**20 < max(rss) < 1024 * 2**20

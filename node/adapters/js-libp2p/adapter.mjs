@@ -33,7 +33,7 @@ if (cfg.contract !== 1) {
 
 // events ------------------------------------------------------------------------------------------
 const log = openSync(cfg.event_log, 'a')
-const nowNs = () => BigInt(Date.now()) * 1000000n + BigInt(Math.floor((performance.now() % 1) * 1e6))
+const nowNs = () => BigInt(Math.round((performance.timeOrigin + performance.now()) * 1e3)) * 1000n // µs resolution
 function emit (type, fields = {}) {
   const body = JSON.stringify({ node: cfg.node_id, type, ...fields })
   writeSync(log, `{"ts":${nowNs()},${body.slice(1)}\n`)
@@ -151,6 +151,15 @@ node.addEventListener('connection:close', (evt) => {
   emit('disconnect', { peer: nodeName(peer), reason: 'closed' })
 })
 
+// the process's CPU time and resident memory, every resources_interval seconds (as peerlab's node)
+const interval = (cfg.resources_interval ?? 1) * 1000
+const sampler = interval > 0
+  ? setInterval(() => {
+    const cpu = process.cpuUsage()
+    emit('resources', { cpu_s: (cpu.user + cpu.system) / 1e6, rss_bytes: process.memoryUsage.rss() })
+  }, interval)
+  : null
+
 // lifecycle ---------------------------------------------------------------------------------------
 let stopping = false
 async function stop (reason) {
@@ -158,6 +167,7 @@ async function stop (reason) {
   stopping = true
   emit('stop', { reason })
   timers.forEach(clearTimeout)
+  if (sampler) clearInterval(sampler)
   await node.stop()
   process.exit(0)
 }
