@@ -21,7 +21,6 @@ import hashlib
 import json
 from typing import Any
 
-import base58
 from pydantic import BaseModel, ConfigDict, Field
 
 CONTRACT_VERSION = 1
@@ -78,6 +77,7 @@ def identity_seed(run_seed: int, node_id: str) -> str:
 def peer_id(seed_hex: str) -> str:
     """The libp2p peer id of an Ed25519 identity: the identity multihash of its protobuf public key,
     in base58btc (the `12D3KooW...` form)."""
+    import base58  # the orchestrator's imports, not the node image's
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
     from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 

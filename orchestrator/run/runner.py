@@ -215,8 +215,9 @@ class Runner(RunRecord):
             pending = {n for n, r in zip(list(pending), results) if isinstance(r, Exception)}
             if pending and time.monotonic() > deadline:
                 first = ids.by_index(pending)[0]
-                raise self._fail_node(first, f"did not answer on its control API within {timeout:.0f}s "
-                                             f"({len(pending)} nodes not up)")
+                what = ("did not answer on its control API" if isinstance(self.clients[first], ControlClient)
+                        else "did not log `ready` (the T0 in its config came first)")
+                raise self._fail_node(first, f"{what} within {timeout:.0f}s ({len(pending)} nodes not up)")
             if pending and time.monotonic() > report_at:
                 self.step(f"  {len(node_ids) - len(pending)}/{len(node_ids)} nodes answering")
                 report_at += 5
@@ -287,17 +288,13 @@ class Runner(RunRecord):
 
     def _contract_lead(self) -> float:
         """Seconds from launching adapter nodes to the T0 written in their configs: their start-up
-        (a Node.js or Python libp2p host takes about a CPU-second) and the connecting."""
-        return 10.0 + 0.5 * len(self.plan.nodes)
+        (a js-libp2p node takes about 0.8 s of the machine's 2 cores: 30 nodes were up in 25 s) and the
+        connecting. A node not ready by T0 fails the run, naming it."""
+        return 10.0 + 1.0 * len(self.plan.nodes)
 
     async def _start_all(self) -> None:
         if self.adapters:  # T0 was fixed before the nodes started (it is in their configs)
             assert self.t0_ns is not None
-            late = time.time_ns() - self.t0_ns
-            if late > 0:
-                raise RunError(f"the nodes were up and connected {late / 1e9:.1f}s after the T0 in their configs "
-                               f"({self._contract_lead():.0f}s after launch); this machine is too loaded or the "
-                               "run too large for the start allowance")
         else:
             lead = 1.0 + 0.01 * len(self.plan.nodes)  # time for every node to hear /start before T0
             self.t0_ns = time.time_ns() + int(lead * 1e9)
