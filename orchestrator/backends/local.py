@@ -158,25 +158,26 @@ class LocalBackend(Backend):
             if not self._cond.wait_for(lambda: node_id in self.pids, timeout=30):
                 raise RuntimeError(f"the fork server did not start {node_id}")
 
-    def stop_node(self, node_id: str) -> None:
+    def _signal(self, node_id: str, sig: int) -> bool:
+        """Send `sig` to the node's running process; False if it has none."""
         pid = self.pids.get(node_id)
-        if pid is not None and not self._exited(node_id):
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+        if pid is None or self._exited(node_id):
+            return False
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+        return True
+
+    def stop_node(self, node_id: str) -> None:
+        self._signal(node_id, signal.SIGTERM)
 
     def _exited(self, node_id: str) -> bool:
         pid = self.pids.get(node_id)
         return pid is None or pid in self.exit_codes
 
     def kill_node(self, node_id: str) -> None:
-        pid = self.pids.get(node_id)
-        if pid is not None and not self._exited(node_id):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        if self._signal(node_id, signal.SIGKILL):
             self.wait_node(node_id, 10)
 
     def wait_node(self, node_id: str, timeout: float) -> int | None:

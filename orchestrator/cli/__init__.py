@@ -6,6 +6,8 @@ Exit codes: 0 success, 1 the run failed (the message names the node), 2 the inpu
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 
 from orchestrator.cli import bench, contract, fuzz, machine, overlay, report, run, scenario
 from orchestrator.cli.common import UsageError, err
@@ -58,3 +60,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         err.print("interrupted: run torn down")
         return 130
+    except BrokenPipeError:  # `peerlab schema | head`: the reader had what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 0

@@ -3,6 +3,7 @@ analysis of one run and its one-line summary."""
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 from typing import Any
 
@@ -77,3 +78,12 @@ def upload(store: Any, run_id: str) -> None:
     if uploaded:
         err.print(f"uploaded {uploaded} files to {store.url}/{run_id}")
 
+
+def write_json(obj: Any, output: str | None) -> None:
+    """A JSON document (a schema) to `output`, or to stdout."""
+    text = json.dumps(obj, indent=2)
+    if output:
+        Path(output).write_text(text + "\n")
+        err.print(f"wrote {output}")
+    else:
+        print(text)

@@ -3,10 +3,9 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import json
 from pathlib import Path
 
-from orchestrator.cli.common import UsageError, err
+from orchestrator.cli.common import UsageError, write_json
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -34,13 +33,7 @@ def add(sub: argparse._SubParsersAction) -> None:
 def cmd_schema(args: argparse.Namespace) -> int:
     from node import contract
 
-    schema = contract.config_schema() if args.which == "config" else contract.events_schema()
-    text = json.dumps(schema, indent=2)
-    if args.output:
-        Path(args.output).write_text(text + "\n")
-        err.print(f"wrote {args.output}")
-    else:
-        print(text)
+    write_json(contract.config_schema() if args.which == "config" else contract.events_schema(), args.output)
     return 0
 
 

@@ -2,11 +2,9 @@
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 from typing import Any
 
-from orchestrator.cli.common import UsageError, err, load, scenario_args
+from orchestrator.cli.common import UsageError, load, scenario_args, write_json
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -47,12 +45,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_schema(args: argparse.Namespace) -> int:
     from orchestrator.model.scenario import json_schema
 
-    text = json.dumps(json_schema(), indent=2)
-    if args.output:
-        Path(args.output).write_text(text + "\n")
-        err.print(f"wrote {args.output}")
-    else:
-        print(text)
+    write_json(json_schema(), args.output)
     return 0
 
 

@@ -1,7 +1,8 @@
 """Calibration: before T0, measure what the shaped network really does and compare with the plan.
 
-RTT on sampled neighbour pairs and upload throughput on sampled nodes, both through the nodes' own
-data connections (so transport-mode delays are measured too). Throughput is the fastest of
+RTT on sampled neighbour pairs and upload throughput on sampled nodes, through peerlab's nodes' own
+data connections (so transport-mode delays are measured too), or, for an adapter's nodes, which have
+no probes, through probes in their namespaces before they start (orchestrator/run/netprobe.py). Throughput is the fastest of
 `throughput_rounds` probes: a loaded host can only slow a probe down, never speed it past the shaper.
 Results, configured vs measured, go into the manifest; errors above the tolerance become warnings.
 """
@@ -14,6 +15,7 @@ from typing import Any
 
 from orchestrator.model.plan import RunPlan
 from orchestrator.model.sections import Calibration
+from orchestrator.run.netprobe import ProbeClient
 from orchestrator.run.node_client import ControlClient
 
 PINGS = 5
@@ -29,7 +31,7 @@ def _error_pct(measured: float, configured: float) -> float:
     return abs(measured - configured) / configured * 100 if configured else 0.0
 
 
-async def calibrate(plan: RunPlan, clients: dict[str, ControlClient], cal: Calibration) -> dict[str, Any]:
+async def calibrate(plan: RunPlan, clients: dict[str, ControlClient | ProbeClient], cal: Calibration) -> dict[str, Any]:
     rng = random.Random(f"peerlab:{plan.seed}:calibration")
     edges = _edges(plan)
     pairs = rng.sample(edges, min(cal.pairs, len(edges)))

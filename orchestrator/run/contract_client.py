@@ -3,8 +3,9 @@
 It answers the same calls as `ControlClient`, from what the contract gives: readiness and
 connections from the node's own event log (`ready`, `connect`, `disconnect`, read as it grows), a
 stop as SIGTERM through the backend. T0 is in the node's config, so `/start` only checks that the
-runner's T0 is that one. Calibration probes and transport-level link changes do not exist here:
-such a node is calibrated and degraded from outside (the delay line, orchestrator/shaping/delayline.py).
+runner's T0 is that one. Such nodes are calibrated before they start, by probes in their namespaces
+(orchestrator/run/netprobe.py), and their links are degraded from outside (the delay line,
+orchestrator/shaping/delayline.py), never through the node.
 """
 from __future__ import annotations
 

@@ -34,6 +34,7 @@ from orchestrator.run.cleanup import RunState, forget_run, record_run
 from orchestrator.run.contract_client import ContractClient
 from orchestrator.run.link_sampler import LinkSampler
 from orchestrator.run.live_faults import LiveFaults, far_ends
+from orchestrator.run.netprobe import NamespaceProbes
 from orchestrator.run.node_client import ControlClient, NodeError
 from orchestrator.run.record import RunRecord
 from orchestrator.shaping import delayline
@@ -75,6 +76,7 @@ class Runner(RunRecord):
         self.configs: dict[str, contract.ContractConfig] = {}
         self.adapters = sorted({n.implementation for n in self.plan.nodes} - {PEERLAB})
         self.delayline: DelayLineProcess | None = None
+        self.probes = NamespaceProbes(self.backend)  # calibration of adapter nodes, from beside them
         self.sampler = LinkSampler(self.backend, self.scratch / link_sampler.FILE)
         self.t0_ns: int | None = None
         self.degraded: dict[str, dict[str, float]] = {}  # node -> its links' degradation, until restored
@@ -286,6 +288,21 @@ class Runner(RunRecord):
         for error in stats["errors"]:
             self.warn(f"delay line: {error}")
 
+    async def _calibrate(self, clients: dict[str, Any]) -> None:
+        """RTT and throughput through the data plane, before T0: through peerlab's nodes (their probes
+        see transport-mode delays too), or, for adapter nodes, before they start, by probes in their
+        namespaces (orchestrator/run/netprobe.py)."""
+        if not self.scenario.calibration.enabled:
+            return
+        self.step("calibrate: RTT and throughput through the data plane")
+        cal = await calibrate(self.plan, clients, self.scenario.calibration)
+        self.manifest["calibration"] = cal
+        for w in cal["warnings"]:
+            self.warn(f"calibration off by more than {cal['tolerance']:.0%}: {w}")
+        self.step(f"calibration: RTT error {cal['latency_error_pct']}%, throughput error "
+                  f"{cal['bandwidth_error_pct']}% "
+                  f"({', '.join(str(r['measured_mbit']) for r in cal['throughput'])} Mbit/s)")
+
     def _contract_lead(self) -> float:
         """Seconds from launching adapter nodes to the T0 written in their configs: their start-up
         (a js-libp2p node takes about 0.8 s of the machine's 2 cores: 30 nodes were up in 25 s) and the
@@ -388,6 +405,9 @@ class Runner(RunRecord):
                                                  f"{self.backend.download_side})"}
         self.step(f"shape: {mode} mode ({why}); HTB on {2 * n} interfaces")
         await self._blocking(self._shape, mode)
+        if self.adapters:  # before they start: T0 is in their configs, and the probes need no node
+            await self._calibrate({n.id: self.probes.client(n.id) for n in plan.nodes})
+            await self.probes.close()
         if await self.sampler.start():
             self.manifest["kernel_traffic"] = {"file": link_sampler.FILE + ".gz", "interval_s": link_sampler.INTERVAL_S,
                                                "where": "each node's link, at its switch port"}
@@ -409,19 +429,8 @@ class Runner(RunRecord):
         await self._measure_clocks(self.present)
         self.manifest["startup_s"] = round(time.monotonic() - started, 2)
         self.step(f"nodes up and connected in {self.manifest['startup_s']:.1f}s")
-        if self.scenario.calibration.enabled and self.adapters:
-            self.warn(f"calibration skipped: it probes through peerlab's nodes, and these are "
-                      f"{', '.join(self.adapters)} nodes")
-            self.manifest["calibration"] = {"skipped": "nodes of an adapter have no calibration probes"}
-        elif self.scenario.calibration.enabled:
-            self.step("calibrate: RTT and throughput through the data plane")
-            cal = await calibrate(plan, self.clients, self.scenario.calibration)
-            self.manifest["calibration"] = cal
-            for w in cal["warnings"]:
-                self.warn(f"calibration off by more than {cal['tolerance']:.0%}: {w}")
-            self.step(f"calibration: RTT error {cal['latency_error_pct']}%, throughput error "
-                      f"{cal['bandwidth_error_pct']}% "
-                      f"({', '.join(str(r['measured_mbit']) for r in cal['throughput'])} Mbit/s)")
+        if not self.adapters:
+            await self._calibrate(self.clients)
         await self._start_all()
         self.step(f"T0: running {plan.end:g}s (warm-up {plan.warmup:g}s, publishing {plan.duration:g}s, "
                   f"drain {plan.drain:g}s, {len(plan.faults)} faults)")
@@ -462,6 +471,7 @@ class Runner(RunRecord):
                 signal.signal(sig, handler)
             for client in self.clients.values():
                 await client.close()
+            await self.probes.close()
             await self.sampler.stop()  # (after an error: what was sampled is kept)
             self.step("teardown: stopping processes, removing namespaces")
             if self.delayline:

@@ -102,7 +102,8 @@ def run_netns_all() -> list[str]:
 
 def _leftovers() -> dict[str, object]:
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
-    procs = subprocess.run(["pgrep", "-f", "node.forkserver|-m node "], capture_output=True, text=True).stdout
+    procs = subprocess.run(["pgrep", "-f", "node.forkserver|-m node |shaping.delayline|adapter.mjs"],
+                           capture_output=True, text=True).stdout
     scratch = Path("/tmp/peerlab")
     return {"netns": {n for n in run_netns_all() if n.startswith("pl")},
             "links": links.count("\n"), "processes": procs.split(),
@@ -132,4 +133,4 @@ def test_twenty_runs_with_kill_and_restart_leave_nothing(tmp_path: Path):
         manifest = json.loads((run_dir / "manifest.json").read_text())
         assert manifest["status"] == "completed"
         assert [f["action"] for f in manifest["faults_executed"]] == ["kill", "restart", "stop"]
-        assert {p.name for p in run_dir.iterdir()} == {"manifest.json", "status", "events"}
+        assert {p.name for p in run_dir.iterdir()} == {"manifest.json", "status", "events", "kernel_traffic.jsonl.gz"}

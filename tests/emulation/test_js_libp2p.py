@@ -44,6 +44,10 @@ def test_the_run_completes_with_latency_applied_outside_the_nodes(js_run):
     run_dir, manifest, logs = js_run
     assert json.loads((run_dir / "status").read_text())["status"] == "completed"
     assert manifest["shaping"]["mode"] in ("netem", "delayline")
+    # calibrated before the nodes started, by probes in their namespaces: RTT of 2 x 20 ms
+    cal = manifest["calibration"]
+    assert cal["rtt"] and all(r["measured_ms"] >= 40 for r in cal["rtt"]) and cal["latency_error_pct"] < 10
+    assert cal["throughput"] and cal["bandwidth_error_pct"] < 10
     events = [json.loads(line) for lines in logs.values() for line in lines]
     published = {e["msg_id"]: e for e in events if e["type"] == "publish_message"}
     delivered = [e for e in events if e["type"] == "deliver_message"]
@@ -55,9 +59,12 @@ def test_the_run_completes_with_latency_applied_outside_the_nodes(js_run):
 def test_every_message_reaches_every_node_that_was_up(js_run):
     _, manifest, logs = js_run
     events = {n: [json.loads(line) for line in lines] for n, lines in logs.items()}
-    planned = sum(len(n["schedule"]) for n in manifest["plan"]["nodes"])
+    planned = {n["id"]: len(n["schedule"]) for n in manifest["plan"]["nodes"]}
     published = [e for evs in events.values() for e in evs if e["type"] == "publish_message"]
-    assert planned == 20 and 15 <= len(published) <= planned  # a killed publisher skips what falls in its downtime
+    assert sum(planned.values()) == 20
+    for node, count in planned.items():  # n5, killed, skips what falls in its downtime; the others all
+        done = sum(e["node"] == node for e in published)
+        assert done <= count if node == "n5" else done == count, node
     # A restarted js-libp2p node that publishes before its peers have its subscription (a few hundred
     # ms after its start) sends to nobody: js-libp2p's behaviour, not a loss of the network's.
     ready = {n: max(e["ts"] for e in evs if e["type"] == "ready") for n, evs in events.items()}

@@ -1,0 +1,128 @@
+"""Calibration probes from outside the node, for nodes that have no probes of their own (an adapter's
+node: node/contract.py), run before the nodes start: a small TCP server in the receiver's network namespace and a client in the
+sender's, on the nodes' addresses, so the probes cross the same interfaces, tc trees and delay line
+as the nodes' traffic. They answer what peerlab's node answers on /calibrate/ping and
+/calibrate/throughput (orchestrator/run/calibrate.py): RTTs in ms, and the rate the receiver saw
+from the first quarter of a bulk transfer on (after TCP's slow start), in Mbit/s.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from orchestrator.backends import Backend
+
+PORT = 4999  # beside the nodes' data port
+
+SERVER = r"""
+import socket, sys, threading, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(64)
+print("listening", flush=True)
+def serve(c):
+    f = c.makefile("rb")
+    for line in f:
+        if line.startswith(b"ping"):
+            c.sendall(line)
+        elif line.startswith(b"bulk"):
+            total, got, mark = int(line.split()[1]), 0, None
+            while got < total:
+                chunk = f.read1(min(1 << 16, total - got))
+                if not chunk:
+                    return
+                got += len(chunk)
+                now = time.monotonic()
+                if mark is None and got >= total // 4:
+                    mark = (now, got)
+            rate = (got - mark[1]) * 8 / max(1e-9, now - mark[0]) / 1e6
+            c.sendall(b"%f\n" % rate)
+while True:
+    conn, _ = s.accept()
+    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    threading.Thread(target=serve, args=(conn,), daemon=True).start()
+"""
+
+CLIENT = r"""
+import json, socket, sys, time
+host, port, what, n = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+c = socket.create_connection((host, port), timeout=60)
+c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+f = c.makefile("rb")
+if what == "ping":
+    rtts = []
+    for i in range(n):
+        t = time.monotonic(); c.sendall(b"ping %d\n" % i); f.readline(); rtts.append((time.monotonic() - t) * 1000)
+    print(json.dumps({"rtt_ms": rtts}))
+else:
+    c.sendall(b"bulk %d\n" % n)
+    chunk, sent = bytes(1 << 16), 0
+    while sent < n:
+        size = min(len(chunk), n - sent); c.sendall(chunk[:size]); sent += size
+    print(json.dumps({"mbit": float(f.readline())}))
+"""
+
+
+class NamespaceProbes:
+    """Probe servers in the nodes' namespaces (started when first probed, stopped by `close`)."""
+
+    def __init__(self, backend: Backend):
+        self.backend = backend
+        self.servers: dict[str, asyncio.subprocess.Process] = {}
+
+    def _exec(self, node_id: str) -> list[str]:
+        return ["ip", "netns", "exec", self.backend.link_ends(node_id).node_netns, sys.executable, "-c"]
+
+    async def _server(self, node_id: str) -> None:
+        if node_id in self.servers:
+            return
+        proc = await asyncio.create_subprocess_exec(
+            *self._exec(node_id), SERVER, self.backend.address(node_id), str(PORT),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        self.servers[node_id] = proc
+        line = await asyncio.wait_for(proc.stdout.readline(), 30)
+        if not line.startswith(b"listening"):
+            raise RuntimeError(f"probe server in {node_id}'s namespace: {(await proc.stderr.read()).decode()[-300:]}")
+
+    async def _client(self, a: str, b: str, what: str, n: int, timeout: float) -> dict[str, Any]:
+        await self._server(b)
+        proc = await asyncio.create_subprocess_exec(
+            *self._exec(a), CLIENT, self.backend.address(b), str(PORT), what, str(n),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(proc.communicate(), timeout)
+        if proc.returncode != 0:
+            raise RuntimeError(f"probe {a}->{b}: {err.decode()[-300:]}")
+        return json.loads(out)
+
+    async def ping(self, a: str, b: str, count: int, timeout: float) -> dict[str, Any]:
+        return await self._client(a, b, "ping", count, timeout)
+
+    async def throughput(self, a: str, b: str, nbytes: int, timeout: float) -> dict[str, Any]:
+        return await self._client(a, b, "bulk", nbytes, timeout)
+
+    def client(self, node_id: str) -> ProbeClient:
+        return ProbeClient(node_id, self)
+
+    async def close(self) -> None:
+        for proc in self.servers.values():
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+        self.servers.clear()
+
+
+class ProbeClient:
+    """One node's side of the probes, with the calls calibrate() makes of a node's control API."""
+
+    def __init__(self, node_id: str, probes: NamespaceProbes):
+        self.node_id = node_id
+        self.probes = probes
+
+    async def post(self, path: str, body: dict[str, Any], timeout: float = 30.0) -> dict[str, Any]:
+        if path == "/calibrate/ping":
+            return await self.probes.ping(self.node_id, body["peer"], int(body["count"]), timeout)
+        if path == "/calibrate/throughput":
+            return await self.probes.throughput(self.node_id, body["peer"], int(body["bytes"]), timeout)
+        raise ValueError(f"a probe answers /calibrate/ping and /calibrate/throughput, not {path}")
