@@ -71,13 +71,18 @@ class NamespaceProbes:
     def __init__(self, backend: Backend):
         self.backend = backend
         self.servers: dict[str, asyncio.subprocess.Process] = {}
+        self.starting: dict[str, asyncio.Future] = {}
 
     def _exec(self, node_id: str) -> list[str]:
         return ["ip", "netns", "exec", self.backend.link_ends(node_id).node_netns, sys.executable, "-c"]
 
     async def _server(self, node_id: str) -> None:
-        if node_id in self.servers:
-            return
+        """The node's probe server, started once (probes of several pairs may reach it at once)."""
+        if node_id not in self.starting:
+            self.starting[node_id] = asyncio.ensure_future(self._start_server(node_id))
+        await asyncio.shield(self.starting[node_id])
+
+    async def _start_server(self, node_id: str) -> None:
         proc = await asyncio.create_subprocess_exec(
             *self._exec(node_id), SERVER, self.backend.address(node_id), str(PORT),
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
@@ -111,6 +116,7 @@ class NamespaceProbes:
                 proc.kill()
                 await proc.wait()
         self.servers.clear()
+        self.starting.clear()
 
 
 class ProbeClient:
