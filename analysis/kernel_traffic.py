@@ -1,7 +1,7 @@
 """Traffic as the kernel counted it on every node's link (`kernel_traffic.jsonl.gz`, sampled each
 second by the runner; orchestrator/run/link_sampler.py), for any node implementation: bytes sent and
 received per node, the mean upload over the publishing window, and, where the nodes also logged what
-they sent (`send_rpc`), the ratios of the two: all bytes (TCP/IP headers and acknowledgements,
+they sent (`send_rpc`), the ratios of the two, both from T0 on (start-up and calibration left out): all bytes (TCP/IP headers and acknowledgements,
 encryption and multiplexing, retransmissions are what the kernel sees beyond the protocol's own
 bytes) and the payload after the headers (what the sockets carried)."""
 from __future__ import annotations
@@ -44,10 +44,11 @@ def per_node_totals(samples: list[dict[str, Any]], since_ns: int = 0, until_ns: 
 
 
 def kernel_summary(samples: list[dict[str, Any]], window: tuple[int, int] | None,
-                   logged_sent: dict[str, int]) -> dict[str, Any] | None:
+                   logged_sent: dict[str, int], since_ns: int = 0) -> dict[str, Any] | None:
+    """Totals from `since_ns` (T0: start-up and calibration traffic left out) to the last sample."""
     if not samples:
         return None
-    whole = per_node_totals(samples)
+    whole = per_node_totals(samples, since_ns)
     out: dict[str, Any] = {
         "nodes": len(whole),
         "sent_bytes": sum(t["sent_bytes"] for t in whole.values()),
@@ -74,9 +75,9 @@ def _kernel_traffic(run: RunData) -> dict[str, Any] | None:
     samples = load_samples(run)
     if not samples:
         return None
-    logged = {r["node"]: int(r["b"] or 0) for r in run.events.where(F.col("type") == "send_rpc")
-              .groupBy("node").agg(F.sum("bytes").alias("b")).collect()}
-    return kernel_summary(samples, run.publishing, logged)
+    sent = run.events.where((F.col("type") == "send_rpc") & (F.col("ts") >= F.lit(run.t0)))
+    logged = {r["node"]: int(r["b"] or 0) for r in sent.groupBy("node").agg(F.sum("bytes").alias("b")).collect()}
+    return kernel_summary(samples, run.publishing, logged, run.t0)
 
 
 @table("kernel_traffic")
