@@ -20,16 +20,12 @@ from typing import Any
 from rich.console import Console
 
 from node import contract, ids
-from node.adapters import PEERLAB, get_adapter
-from node.config import ControlConfig, NodeConfig
-from node.contract import Address
-from node.protocols import get_protocol
+from node.adapters import PEERLAB
 from orchestrator import faults, shaping
 from orchestrator.backends import Backend, RunContext, get_backend
 from orchestrator.model.plan import FaultEvent
 from orchestrator.model.scenario import Scenario
-from orchestrator.run import clock, link_sampler
-from orchestrator.run.calibrate import calibrate
+from orchestrator.run import clock, link_sampler, node_configs
 from orchestrator.run.cleanup import RunState, forget_run, record_run
 from orchestrator.run.contract_client import ContractClient
 from orchestrator.run.link_sampler import LinkSampler
@@ -43,9 +39,6 @@ from orchestrator.shaping.delayline import DelayLineProcess
 LATENCY_BY_MODE = {shaping.NETEM: "netem in the kernel",
                    shaping.TRANSPORT: "per-destination delay in the node transport",
                    shaping.DELAYLINE: "delay line: NFQUEUE at each node's ingress, held in user space by source"}
-
-
-DELAY_LINE_LATE_WARN = 0.01  # share of packets released 10 ms or more late
 
 
 class RunError(RuntimeError):
@@ -105,81 +98,28 @@ class Runner(RunRecord):
 
     # phases ------------------------------------------------------------------------------------
     def _check_adapters(self) -> None:
-        """Nodes of an adapter (node/adapters): a backend that runs them, the adapter installed."""
-        if not self.adapters:
-            return
-        if not self.backend.runs_adapters:
-            raise RunError(f"the {self.backend.name} backend runs peerlab's own nodes only so far; "
-                           f"{', '.join(self.adapters)} nodes run on --backend local")
-        for name in self.adapters:
-            adapter = get_adapter(name)
-            if adapter.missing():
-                raise RunError(f"implementation {name} is not installed ({adapter.missing()[0]} is missing); "
-                               f"install it with `{adapter.install}`")
+        problem = node_configs.adapter_problem(self.adapters, self.backend)
+        if problem:
+            raise RunError(problem)
 
     @cached_property
     def peer_ids(self) -> dict[str, str]:
-        """Every node's peer id (every config carries them all: a message's origin may be any node)."""
-        return {n.id: contract.peer_id(contract.identity_seed(self.plan.seed, n.id)) for n in self.plan.nodes}
-
-    def _contract_config(self, node_id: str) -> contract.ContractConfig:
-        """An adapter's node: the contract's config, with its identity and T0 (it has no control API)."""
-        node = self.plan.node(node_id)
-        b = self.backend
-        seed = self.plan.seed
-        peers = node.contacts or node.neighbours
-        peer_ids = self.peer_ids
-        return contract.ContractConfig(
-            run_id=self.run_id, node_id=node.id, protocol=node.protocol, implementation=node.implementation,
-            params=node.params, seed=seed, identity_seed=contract.identity_seed(seed, node_id), peer_ids=peer_ids,
-            listen=Address(host=b.address(node.id), port=b.data_port(node.id)),
-            peers={p: Address(host=b.address(p), port=b.data_port(p), peer_id=peer_ids[p]) for p in peers},
-            dial=node.dial, neighbours=node.neighbours, subscriptions=node.subscriptions,
-            late_subscriptions=node.late_subscriptions, schedule=node.schedule, t0_ns=self.t0_ns,
-            event_log=b.event_log_path(node.id), resources_interval=self.scenario.output.resources_interval)
+        return node_configs.peer_ids(self.plan) if self.adapters else {}
 
     def _node_config(self, node_id: str, mode: str) -> contract.ContractConfig:
-        node = self.plan.node(node_id)
-        if node.implementation != PEERLAB:
-            return self._contract_config(node_id)
-        b = self.backend
-        return NodeConfig(
-            run_id=self.run_id, node_id=node.id, protocol=node.protocol, params=node.params, role=node.role,
-            seed=self.plan.seed, listen=Address(host=b.address(node.id), port=b.data_port(node.id)),
-            peers={p: Address(host=b.address(p), port=b.data_port(p)) for p in node.contacts or node.neighbours},
-            directory={p: self.plan.node(p).subscriptions for p in node.contacts}
-            if get_protocol(node.protocol).uses_directory else {},
-            behaviour=node.behaviour,
-            dial=node.dial, neighbours=node.neighbours, subscriptions=node.subscriptions,
-            authors=node.authors, late_subscriptions=node.late_subscriptions,
-            schedule=node.schedule, control=ControlConfig(token=self.ctx.token, **b.control_endpoint(node.id)),
-            event_log=b.event_log_path(node.id),
-            delays_ms=shaping.transport_delays(self.plan, node.id) if mode == shaping.TRANSPORT else {},
-            jitter_ms=self.plan.jitter_ms if mode == shaping.TRANSPORT else 0.0,
-            loss=self.plan.loss if mode == shaping.TRANSPORT else 0.0,
-            resources_interval=self.scenario.output.resources_interval,
-        )
+        return node_configs.node_config(self.plan, node_id, self.backend, run_id=self.run_id, token=self.ctx.token,
+                                        mode=mode, t0_ns=self.t0_ns, ids=self.peer_ids,
+                                        resources_interval=self.scenario.output.resources_interval)
 
     def _shaping_mode(self) -> tuple[str, str]:
-        """netem where the kernel has it; without it, the delay line for runs with adapter nodes (they
-        cannot delay in their transport) and peerlab's transport delays otherwise. A mode asked for
-        (--shaping, else the scenario's network.shaping) is obeyed or refused, never replaced."""
-        has_netem, why = self.backend.probe_netem()
+        """orchestrator.shaping.choose_mode for what was asked: --shaping, else the scenario's network.shaping."""
         asked = self.requested_mode if self.requested_mode != "auto" else self.scenario.network.shaping
-        if asked == "netem" and not has_netem:
-            raise RunError(f"--shaping netem was asked for, but {why}; use --shaping auto, delayline or transport")
-        if asked == "transport" and self.adapters:
-            raise RunError(f"--shaping transport delays in peerlab's node transport; {', '.join(self.adapters)} "
-                           "nodes have none: use --shaping auto, delayline or netem")
-        if asked == "netem" or (asked == "auto" and has_netem):
-            return shaping.NETEM, why
-        if asked == "transport" or (asked == "auto" and not self.adapters):
-            return shaping.TRANSPORT, why
-        ok, detail = delayline.probe() if self.backend.has_delayline else (
-            False, f"the {self.backend.name} backend has no delay line yet")
-        if not ok:
-            raise RunError(f"latency needs the delay line here ({why}), but {detail}")
-        return shaping.DELAYLINE, f"{why}; {detail}"
+        has_line = self.backend.has_delayline
+        try:
+            return shaping.choose_mode(asked, self.backend.probe_netem(), lambda: delayline.probe() if has_line else (
+                False, f"the {self.backend.name} backend has no delay line yet"), self.adapters)
+        except shaping.ModeError as err:
+            raise RunError(str(err)) from None
 
     def _shape(self, mode: str) -> None:
         address_of = {n.id: self.backend.address(n.id) for n in self.plan.nodes}
@@ -270,44 +210,18 @@ class Runner(RunRecord):
         return self.t0_ns + self.manifest["clock"]["offsets_ns"].get(node_id, 0)
 
     def _delay_line_report(self) -> None:
-        """The delay line's accounting into the manifest; a warning when it fell behind (its packets
-        left late, so the run's latencies include its own delay)."""
+        """The delay line's accounting into the manifest, and its warnings (it fell behind, a queue broke)."""
         try:
-            stats = self.delayline.request(op="stats")
+            stats, warnings = delayline.summary(self.delayline.request(op="stats"))
         except RuntimeError as err:
             self.warn(str(err))
             return
-        stats.pop("ok", None)
         self.manifest["shaping"]["delay_line"] = stats
-        total = sum(stats["late_ms"].values())
-        late = stats["late_ms"]["<20"] + stats["late_ms"][">=20"]
-        stats["late_10ms_share"] = round(late / total, 4) if total else 0.0
-        if total and late / total > DELAY_LINE_LATE_WARN:
-            self.warn(f"the delay line fell behind: {late / total:.1%} of {total} packets left 10 ms or more after "
-                      "their time (too many packets per second for it on this machine); latencies include that")
-        for error in stats["errors"]:
-            self.warn(f"delay line: {error}")
-
-    async def _calibrate(self, clients: dict[str, Any]) -> None:
-        """RTT and throughput through the data plane, before T0: through peerlab's nodes (their probes
-        see transport-mode delays too), or, for adapter nodes, before they start, by probes in their
-        namespaces (orchestrator/run/netprobe.py)."""
-        if not self.scenario.calibration.enabled:
-            return
-        self.step("calibrate: RTT and throughput through the data plane")
-        cal = await calibrate(self.plan, clients, self.scenario.calibration)
-        self.manifest["calibration"] = cal
-        for w in cal["warnings"]:
-            self.warn(f"calibration off by more than {cal['tolerance']:.0%}: {w}")
-        self.step(f"calibration: RTT error {cal['latency_error_pct']}%, throughput error "
-                  f"{cal['bandwidth_error_pct']}% "
-                  f"({', '.join(str(r['measured_mbit']) for r in cal['throughput'])} Mbit/s)")
+        for warning in warnings:
+            self.warn(warning)
 
     def _contract_lead(self) -> float:
-        """Seconds from launching adapter nodes to the T0 written in their configs: their start-up
-        (a js-libp2p node takes about 0.8 s of the machine's 2 cores: 30 nodes were up in 25 s) and the
-        connecting. A node not ready by T0 fails the run, naming it."""
-        return 10.0 + 1.0 * len(self.plan.nodes)
+        return node_configs.start_allowance(len(self.plan.nodes))
 
     async def _start_all(self) -> None:
         if self.adapters:  # T0 was fixed before the nodes started (it is in their configs)

@@ -93,6 +93,31 @@ def transport_delays(plan: Any, node_id: str) -> dict[str, float]:
     return {peer: plan.one_way_ms(node_id, peer) for peer in node.contacts or node.neighbours}
 
 
+class ModeError(ValueError):
+    """A shaping mode that cannot run here; the message says what to ask for instead."""
+
+
+def choose_mode(asked: str, netem: tuple[bool, str], delay_line: Any, adapters: list[str]) -> tuple[str, str]:
+    """The mode a run shapes latency with, and why: netem where the kernel has it; without it, the
+    delay line for runs with adapter nodes (they cannot delay in their transport) and peerlab's
+    transport delays otherwise. A mode asked for is obeyed or refused (ModeError), never replaced.
+    `netem` is the probe's answer; `delay_line()` probes the delay line, only when it is needed."""
+    has_netem, why = netem
+    if asked == NETEM and not has_netem:
+        raise ModeError(f"--shaping netem was asked for, but {why}; use --shaping auto, delayline or transport")
+    if asked == TRANSPORT and adapters:
+        raise ModeError(f"--shaping transport delays in peerlab's node transport; {', '.join(adapters)} nodes "
+                        "have none: use --shaping auto, delayline or netem")
+    if asked == NETEM or (asked == "auto" and has_netem):
+        return NETEM, why
+    if asked == TRANSPORT or (asked == "auto" and not adapters):
+        return TRANSPORT, why
+    ok, detail = delay_line()
+    if not ok:
+        raise ModeError(f"latency needs the delay line here ({why}), but {detail}")
+    return DELAYLINE, f"{why}; {detail}"
+
+
 def ingress_delays(plan: Any, node_id: str, address_of: dict[str, str]) -> dict[str, float]:
     """Delay-line mode (orchestrator/shaping/delayline.py): the one-way latency (ms) of every packet
     the node receives, by its source address; the same latencies as the other modes."""

@@ -48,6 +48,7 @@ QUEUE = 0
 QUEUE_MAXLEN = 65536      # packets held at once per namespace (a verdict frees a slot)
 REALTIME_PRIORITY = 10
 LATE_EDGES_MS = (0.1, 0.5, 1, 2, 5, 10, 20)
+LATE_WARN = 0.01          # share of packets released 10 ms or more late above which a run warns
 COPY_BYTES = 20           # the IPv4 header: the source address is all we read
 
 
@@ -170,6 +171,22 @@ class DelayLine:
                         "held": len(self.heap), "errors": list(self.errors),
                         "late_ms": dict(zip([f"<{e:g}" for e in LATE_EDGES_MS] + [f">={LATE_EDGES_MS[-1]:g}"], self.late))}
         return {"error": f"unknown op {op!r}"}
+
+
+def summary(stats: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """A run's `stats` answer for the manifest (with the share of packets 10 ms or more late), and
+    warnings: it fell behind (above LATE_WARN: the run's latencies include its own delay), or a
+    namespace's queue broke."""
+    stats = {k: v for k, v in stats.items() if k != "ok"}
+    total = sum(stats["late_ms"].values())
+    late = stats["late_ms"]["<20"] + stats["late_ms"][">=20"]
+    stats["late_10ms_share"] = round(late / total, 4) if total else 0.0
+    warnings = [f"delay line: {error}" for error in stats["errors"]]
+    if total and late / total > LATE_WARN:
+        warnings.insert(0, f"the delay line fell behind: {late / total:.1%} of {total} packets left 10 ms or more "
+                           "after their time (too many packets per second for it on this machine); latencies "
+                           "include that")
+    return stats, warnings
 
 
 def probe() -> tuple[bool, str]:

@@ -1,0 +1,70 @@
+"""What each node of a run is given at start: peerlab's own node its `NodeConfig`, an adapter's node
+the node contract's config (node/contract.py) with its identity and T0; and whether a run's adapter
+nodes can run here at all."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from node import contract
+from node.adapters import PEERLAB, get_adapter
+from node.config import ControlConfig, NodeConfig
+from node.contract import Address
+from node.protocols import get_protocol
+from orchestrator import shaping
+
+if TYPE_CHECKING:
+    from orchestrator.backends import Backend
+    from orchestrator.model.plan import RunPlan
+
+
+def adapter_problem(adapters: list[str], backend: Backend) -> str | None:
+    """Why the run's adapter nodes cannot run (a backend without them, an adapter not installed)."""
+    if adapters and not backend.runs_adapters:
+        return (f"the {backend.name} backend runs peerlab's own nodes only so far; "
+                f"{', '.join(adapters)} nodes run on --backend local")
+    for name in adapters:
+        missing = get_adapter(name).missing()
+        if missing:
+            return f"implementation {name} is not installed ({missing[0]} is missing); install it with " \
+                   f"`{get_adapter(name).install}`"
+    return None
+
+
+def start_allowance(nodes: int) -> float:
+    """Seconds from launching adapter nodes to the T0 written in their configs: their start-up (a
+    js-libp2p node takes about 0.8 s of a 2-core machine: 30 nodes were up in 25 s) and connecting."""
+    return 10.0 + 1.0 * nodes
+
+
+def peer_ids(plan: RunPlan) -> dict[str, str]:
+    """Every node's peer id (every contract config carries them all: an origin may be any node)."""
+    return {n.id: contract.peer_id(contract.identity_seed(plan.seed, n.id)) for n in plan.nodes}
+
+
+def node_config(plan: RunPlan, node_id: str, backend: Backend, *, run_id: str, token: str, mode: str,
+                t0_ns: int | None, ids: dict[str, str], resources_interval: float) -> contract.ContractConfig:
+    node = plan.node(node_id)
+    b = backend
+    listen = Address(host=b.address(node.id), port=b.data_port(node.id))
+    peers = node.contacts or node.neighbours
+    if node.implementation != PEERLAB:
+        return contract.ContractConfig(
+            run_id=run_id, node_id=node.id, protocol=node.protocol, implementation=node.implementation,
+            params=node.params, seed=plan.seed, identity_seed=contract.identity_seed(plan.seed, node_id),
+            peer_ids=ids, listen=listen,
+            peers={p: Address(host=b.address(p), port=b.data_port(p), peer_id=ids[p]) for p in peers},
+            dial=node.dial, neighbours=node.neighbours, subscriptions=node.subscriptions,
+            late_subscriptions=node.late_subscriptions, schedule=node.schedule, t0_ns=t0_ns,
+            event_log=b.event_log_path(node.id), resources_interval=resources_interval)
+    transport = mode == shaping.TRANSPORT
+    return NodeConfig(
+        run_id=run_id, node_id=node.id, protocol=node.protocol, params=node.params, role=node.role,
+        seed=plan.seed, listen=listen, peers={p: Address(host=b.address(p), port=b.data_port(p)) for p in peers},
+        directory={p: plan.node(p).subscriptions for p in node.contacts}
+        if get_protocol(node.protocol).uses_directory else {},
+        behaviour=node.behaviour, dial=node.dial, neighbours=node.neighbours, subscriptions=node.subscriptions,
+        authors=node.authors, late_subscriptions=node.late_subscriptions, schedule=node.schedule,
+        control=ControlConfig(token=token, **b.control_endpoint(node.id)), event_log=b.event_log_path(node.id),
+        delays_ms=shaping.transport_delays(plan, node.id) if transport else {},
+        jitter_ms=plan.jitter_ms if transport else 0.0, loss=plan.loss if transport else 0.0,
+        resources_interval=resources_interval)
