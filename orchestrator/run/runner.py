@@ -26,6 +26,7 @@ from orchestrator.backends import Backend, RunContext, get_backend
 from orchestrator.model.plan import FaultEvent
 from orchestrator.model.scenario import Scenario
 from orchestrator.run import clock, link_sampler, node_configs
+from orchestrator.run.calibrate import calibrate
 from orchestrator.run.cleanup import RunState, forget_run, record_run
 from orchestrator.run.contract_client import ContractClient
 from orchestrator.run.link_sampler import LinkSampler
@@ -219,6 +220,21 @@ class Runner(RunRecord):
         self.manifest["shaping"]["delay_line"] = stats
         for warning in warnings:
             self.warn(warning)
+
+    async def _calibrate(self, clients: dict[str, Any]) -> None:
+        """RTT and throughput through the data plane, before T0: through peerlab's nodes (their probes
+        see transport-mode delays too), or, for adapter nodes, before they start, by probes in their
+        namespaces (orchestrator/run/netprobe.py)."""
+        if not self.scenario.calibration.enabled:
+            return
+        self.step("calibrate: RTT and throughput through the data plane")
+        cal = await calibrate(self.plan, clients, self.scenario.calibration)
+        self.manifest["calibration"] = cal
+        for w in cal["warnings"]:
+            self.warn(f"calibration off by more than {cal['tolerance']:.0%}: {w}")
+        self.step(f"calibration: RTT error {cal['latency_error_pct']}%, throughput error "
+                  f"{cal['bandwidth_error_pct']}% "
+                  f"({', '.join(str(r['measured_mbit']) for r in cal['throughput'])} Mbit/s)")
 
     def _contract_lead(self) -> float:
         return node_configs.start_allowance(len(self.plan.nodes))

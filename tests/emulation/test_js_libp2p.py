@@ -69,7 +69,7 @@ def test_every_message_reaches_every_node_that_was_up(js_run):
     # ms after its start) sends to nobody: js-libp2p's behaviour, not a loss of the network's.
     ready = {n: max(e["ts"] for e in evs if e["type"] == "ready") for n, evs in events.items()}
     expected = {e["msg_id"] for e in published if e["ts"] > ready[e["node"]] + 1e9}
-    assert len(expected) >= 14
+    assert {e["msg_id"] for e in published if e["node"] != "n5"} <= expected  # publishers up all along
     for node, evs in events.items():
         got = {e["msg_id"] for e in evs if e["type"] in ("deliver_message", "publish_message")}
         if node != "n5":  # n5 was killed for a second: what it missed is not expected of it
