@@ -41,25 +41,31 @@ print(sorted(rtts)[2], sent * 8 / (time.monotonic() - t) / 1e6)
 def pair():
     ok, why = probe()
     assert ok, why  # CI machines have NFQUEUE; a kernel without it must fail this test, not skip it
-    netns.create(A)
-    netns.create(B)
-    with NetNS(A, flags=0) as ns:
-        ns.link("add", ifname="eth0", kind="veth", peer={"ifname": "eth0", "net_ns_fd": B})
-    for name, ip in ((A, IP["a"]), (B, IP["b"])):
-        with NetNS(name, flags=0) as ns:
-            idx = ns.link_lookup(ifname="eth0")[0]
-            ns.addr("add", index=idx, address=ip, prefixlen=24)
-            ns.link("set", index=idx, state="up")
-            ns.link("set", index=ns.link_lookup(ifname="lo")[0], state="up")
-    server = subprocess.Popen(["ip", "netns", "exec", B, sys.executable, "-c", ECHO])
-    time.sleep(0.5)
-    line = DelayLineProcess(seed=1)
-    yield line
-    line.close()
-    server.kill()
-    server.wait()
-    netns.remove(A)
-    netns.remove(B)
+    server = line = None
+    try:
+        netns.create(A)
+        netns.create(B)
+        with NetNS(A, flags=0) as ns:
+            ns.link("add", ifname="eth0", kind="veth", peer={"ifname": "eth0", "net_ns_fd": B})
+        for name, ip in ((A, IP["a"]), (B, IP["b"])):
+            with NetNS(name, flags=0) as ns:
+                idx = ns.link_lookup(ifname="eth0")[0]
+                ns.addr("add", index=idx, address=ip, prefixlen=24)
+                ns.link("set", index=idx, state="up")
+                ns.link("set", index=ns.link_lookup(ifname="lo")[0], state="up")
+        server = subprocess.Popen(["ip", "netns", "exec", B, sys.executable, "-c", ECHO])
+        time.sleep(0.5)
+        line = DelayLineProcess(seed=1)
+        yield line
+    finally:
+        if line:
+            line.close()
+        if server:
+            server.kill()
+            server.wait()
+        for name in (A, B):
+            if name in netns.listnetns():
+                netns.remove(name)
 
 
 def _measure() -> tuple[float, float]:
