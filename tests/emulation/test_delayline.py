@@ -5,7 +5,7 @@ import sys
 import time
 
 import pytest
-from pyroute2 import NetNS, netns
+from pyroute2 import NetNS
 
 from orchestrator.shaping.delayline import DelayLineProcess, probe
 
@@ -43,8 +43,8 @@ def pair():
     assert ok, why  # CI machines have NFQUEUE; a kernel without it must fail this test, not skip it
     server = line = None
     try:
-        netns.create(A)
-        netns.create(B)
+        for name in (A, B):  # iproute2, not pyroute2's netns.create: its forked helper flaked here
+            subprocess.run(["ip", "netns", "add", name], check=True)
         with NetNS(A, flags=0) as ns:
             ns.link("add", ifname="eth0", kind="veth", peer={"ifname": "eth0", "net_ns_fd": B})
         for name, ip in ((A, IP["a"]), (B, IP["b"])):
@@ -64,8 +64,7 @@ def pair():
             server.kill()
             server.wait()
         for name in (A, B):
-            if name in netns.listnetns():
-                netns.remove(name)
+            subprocess.run(["ip", "netns", "del", name], capture_output=True)
 
 
 def _measure() -> tuple[float, float]:
