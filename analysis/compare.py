@@ -38,6 +38,10 @@ COLUMNS = [  # (header, how to get it from (metrics, manifest))
     ("control_MB", lambda m, man: m["bytes"]["control_sent"] / 1e6),
     ("kernel_sent_MB", lambda m, man: (m.get("kernel_traffic") or {}).get("sent_bytes", 0) / 1e6 or None),
     ("kernel/logged", lambda m, man: (m.get("kernel_traffic") or {}).get("kernel_over_logged")),
+    ("mesh_mean", lambda m, man: (m.get("mesh") or {}).get("mean_at_delivery")),
+    ("forwards_per_delivery", lambda m, man: (m.get("relaying") or {}).get("forwards_per_delivery")),
+    ("first_forward_ms", lambda m, man: ((m.get("relaying") or {}).get("first_forward_ms") or {}).get("p50")),
+    ("last_forward_ms", lambda m, man: ((m.get("relaying") or {}).get("last_forward_ms") or {}).get("p50")),
     ("shaping", lambda m, man: m["shaping"]["mode"]),
 ]
 

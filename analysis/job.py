@@ -9,7 +9,7 @@ import numpy as np
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from analysis import faults, kernel_traffic, metrics, traffic, views  # noqa: F401 - they register their metrics and tables
+from analysis import faults, kernel_traffic, metrics, relaying, traffic, views  # noqa: F401 - they register their metrics and tables
 from analysis.extras import EXTRAS, RunFrames
 from analysis.ingest import load_manifest
 from analysis.registry import TABLES, compute_metrics

@@ -28,12 +28,14 @@ class Adapter:
     command: tuple[str, ...]    # with {tools}, {adapter}, {config}
     needs: tuple[str, ...]      # files that exist once it is installed
     install: str                # the command that installs it
+    fixed: dict                 # parameters it cannot change, accepted when set to its one value
 
-    def _fill(self, text: str, config: str = "") -> str:
-        return text.format(tools=TOOLS, adapter=self.directory, config=config)
+    def _fill(self, text: str, config: str = "", tools: str | Path = TOOLS, directory: str | Path | None = None) -> str:
+        return text.format(tools=tools, adapter=directory or self.directory, config=config)
 
-    def argv(self, config_path: str) -> list[str]:
-        return [self._fill(part, config_path) for part in self.command]
+    def argv(self, config_path: str, tools: str | Path = TOOLS, directory: str | Path | None = None) -> list[str]:
+        """The command that runs a node; `tools` and `directory` where they are inside an image."""
+        return [self._fill(part, config_path, tools, directory) for part in self.command]
 
     def missing(self) -> list[str]:
         """Files of the installed adapter that are not there (empty: installed)."""
@@ -44,7 +46,8 @@ def _load(folder: Path) -> Adapter:
     spec = json.loads((folder / "adapter.json").read_text())
     return Adapter(name=spec["name"], directory=folder, description=spec["description"],
                    protocols=tuple(spec["protocols"]), params=tuple(spec["params"]), wire=spec["wire"],
-                   command=tuple(spec["command"]), needs=tuple(spec["needs"]), install=spec["install"])
+                   command=tuple(spec["command"]), needs=tuple(spec["needs"]), install=spec["install"],
+                   fixed=spec.get("fixed", {}))
 
 
 ADAPTERS: dict[str, Adapter] = {a.name: a for a in (_load(f) for f in sorted(HERE.iterdir())

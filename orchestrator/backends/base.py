@@ -57,7 +57,8 @@ class Backend(abc.ABC):
     download_side = "the switch"  # where the download cap sits (the far end of the node's link)
     parallel_shaping = False  # shape_all: side by side (each shape a round trip to a container)
     runs_adapters = False  # can start an adapter's node (node/adapters) and stop it with SIGTERM
-    has_delayline = False  # the delay line (orchestrator/shaping/delayline.py) reaches its namespaces by name
+    adapters_in_images = False  # runs them from their images (node/adapters/*/Dockerfile), not from .tools/
+    has_delayline = False  # the delay line (orchestrator/shaping/delayline.py) reaches its namespaces (netns_path)
 
     def __init__(self, ctx: RunContext):
         self.ctx = ctx
@@ -83,6 +84,11 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def event_log_path(self, node_id: str) -> str:
         """Where the node writes its event log, as the node sees it."""
+
+    def netns_path(self, node_id: str) -> str:
+        """The file of the node's network namespace on this machine, for what enters it from outside
+        (the delay line, calibration probes)."""
+        raise NotImplementedError(f"the {self.name} backend's namespaces are not on this machine")
 
     @contextlib.contextmanager
     def netns(self, name: str) -> Iterator[NetNS]:

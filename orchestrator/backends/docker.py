@@ -7,7 +7,9 @@
     volume pl<short>-events     every node's event log
 
 The sandbox outlives node restarts (churn kills and starts only the node container), so the
-namespace, its address and its tc tree stay, as a pod's do on Kubernetes. Upload shaping runs in the
+namespace, its address and its tc tree stay, as a pod's do on Kubernetes. A node of an adapter
+(node/adapters) runs its adapter's image and command in the same place; the delay line and the
+calibration probes reach a sandbox's namespace through its process (/proc/<pid>/ns/net), on the host. Upload shaping runs in the
 sandbox through `docker exec`; the download cap and partitions go on the host side of the node's
 veth (the far end of its link), which this process shapes directly, as root on the Docker host.
 Everything carries the label peerlab.run=<short>: teardown and `peerlab clean` remove by label.
@@ -23,7 +25,9 @@ from typing import Any
 from pyroute2 import IPRoute
 
 from node import ids
+from node.adapters import get_adapter
 from node.config import NodeConfig
+from node.contract import ContractConfig
 from orchestrator import shaping
 from orchestrator.backends.base import Backend, LinkEnds, RunContext, file_tail
 from orchestrator.run.node_client import ControlClient
@@ -84,6 +88,9 @@ def docker_leftovers() -> set[str]:
 class DockerBackend(Backend):
     name = "docker"
     parallel_shaping = True
+    runs_adapters = True
+    adapters_in_images = True
+    has_delayline = True
 
     def __init__(self, ctx: RunContext):
         super().__init__(ctx)
@@ -92,9 +99,13 @@ class DockerBackend(Backend):
         self.labels = {LABEL: ctx.short}
         self.subnet = 200 + int(ctx.short, 16) % 50
         self.host_ifname: dict[str, str] = {}
+        self.sandbox_pid: dict[str, int] = {}
         self.containers: dict[str, Any] = {}
         # progress on stderr: stdout's last line is the run directory
-        self.image = image.build(self.client, say=lambda m: print(f"  {m}", file=sys.stderr, flush=True))
+        say = lambda m: print(f"  {m}", file=sys.stderr, flush=True)  # noqa: E731
+        self.image = image.build(self.client, say=say)
+        self.images = {name: image.build(self.client, say=say, implementation=name)
+                       for name in sorted({n.implementation for n in ctx.plan.nodes} - {"peerlab"})}
         for sub in ("configs", "out"):
             (ctx.scratch / sub).mkdir(parents=True, exist_ok=True)
         self.volume = None
@@ -111,6 +122,9 @@ class DockerBackend(Backend):
 
     def link_ends(self, node_id: str) -> LinkEnds:
         return LinkEnds(self.sandbox(node_id), "eth0", HOST, self.host_ifname[node_id])
+
+    def netns_path(self, node_id: str) -> str:
+        return f"/proc/{self.sandbox_pid[node_id]}/ns/net"
 
     def control_endpoint(self, node_id: str) -> dict[str, Any]:
         return {"host": self.address(node_id), "port": CONTROL_PORT}
@@ -138,6 +152,7 @@ class DockerBackend(Backend):
                                                    cap_add=["NET_ADMIN"], security_opt=["no-new-privileges"],
                                                    init=True))
             api.start(c["Id"])
+            self.sandbox_pid[node.id] = api.inspect_container(c["Id"])["State"]["Pid"]
         with IPRoute() as ipr:
             for node in self.ctx.plan.nodes:
                 peer = self._exec_shaper(self.sandbox(node.id), [{"op": "peer_index", "ifname": "eth0"}])
@@ -166,14 +181,33 @@ class DockerBackend(Backend):
         s = self.ctx.scratch
         return {"config": s / "configs" / f"{node_id}.json", "out": s / "out" / f"{node_id}.out"}
 
-    def start_node(self, node_id: str, config: NodeConfig) -> None:
+    def link_counters(self) -> dict[str, dict[str, int]]:
+        """The host side of every node's veth: what it receives is what the node sent."""
+        ports = {ifname: node for node, ifname in self.host_ifname.items()}
+        out = {}
+        with IPRoute() as ipr:
+            for link in ipr.get_links():
+                node = ports.get(link.get_attr("IFLA_IFNAME"))
+                stats = link.get_attr("IFLA_STATS64")
+                if node and stats:
+                    out[node] = {"sent_bytes": stats["rx_bytes"], "received_bytes": stats["tx_bytes"],
+                                 "sent_packets": stats["rx_packets"], "received_packets": stats["tx_packets"]}
+        return out
+
+    def start_node(self, node_id: str, config: ContractConfig) -> None:
         self._paths(node_id)["config"].write_text(config.model_dump_json())
         old = self.containers.pop(node_id, None)
         if old is not None:
             self._save_output(node_id, old)
             old.remove(force=True)
+        config_path = f"{CONFIG_DIR}/{node_id}.json"
+        if isinstance(config, NodeConfig):
+            node_image, entrypoint, command = self.image, None, ["--config", config_path]
+        else:  # an adapter's node: its image, its command
+            argv = get_adapter(config.implementation).argv(config_path, image.IMAGE_TOOLS, image.IMAGE_ADAPTER)
+            node_image, entrypoint, command = self.images[config.implementation], argv[:1], argv[1:]
         self.containers[node_id] = self.client.containers.run(
-            self.image, ["--config", f"{CONFIG_DIR}/{node_id}.json"], name=f"{self.prefix}-{node_id}",
+            node_image, command, entrypoint=entrypoint, name=f"{self.prefix}-{node_id}",
             detach=True, labels=self.labels, network_mode=f"container:{self.sandbox(node_id)}",
             cap_drop=["ALL"], security_opt=["no-new-privileges"], init=True,
             volumes={self.volume.name: {"bind": EVENTS_DIR, "mode": "rw"},
@@ -183,6 +217,14 @@ class DockerBackend(Backend):
         """Keep what a node printed before its container is replaced or removed."""
         with open(self._paths(node_id)["out"], "ab") as f:
             f.write(container.logs())
+
+    def stop_node(self, node_id: str) -> None:
+        c = self.containers.get(node_id)
+        if c is not None and self.alive(node_id):
+            try:
+                c.kill(signal="SIGTERM")
+            except Exception:  # it exited meanwhile
+                pass
 
     def kill_node(self, node_id: str) -> None:
         c = self.containers.get(node_id)
@@ -213,7 +255,10 @@ class DockerBackend(Backend):
         return ControlClient(node_id, self.ctx.token, url=f"http://{self.address(node_id)}:{CONTROL_PORT}")
 
     def event_log(self, node_id: str) -> Path:
-        """After teardown: the copy taken out of the run's volume."""
+        """During the run: the log in the run's volume, as the node writes it (the runner follows an
+        adapter node's readiness there); after teardown: the copy taken out of the volume."""
+        if self.volume is not None and self.containers:
+            return Path(self.volume.attrs["Mountpoint"]) / f"{node_id}.jsonl"
         return self.ctx.scratch / "events" / f"{node_id}.jsonl"
 
     def output_tail(self, node_id: str, lines: int = 10) -> str:

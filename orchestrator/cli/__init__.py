@@ -26,7 +26,8 @@ examples:
   peerlab overlay --compare --nodes 1000 --runs 10   # the CD-MAX seed's overlay tables
   peerlab clean            # remove what a crashed run left behind
   peerlab doctor           # what this machine can run
-  peerlab run scenarios/gossipsub-implementations.yaml   # peerlab's GossipSub beside js-libp2p's
+  peerlab run scenarios/gossipsub-implementations.yaml   # peerlab's GossipSub beside js-libp2p's and py-libp2p's
+  peerlab run scenarios/gossipsub-mixed.yaml             # js-libp2p and py-libp2p nodes in one network
   peerlab contract implementations   # the node implementations (adapters) and their install state
 
 scenario reference: `peerlab schema` prints the JSON Schema (point your editor's YAML plugin at it);

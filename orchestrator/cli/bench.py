@@ -13,8 +13,8 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("target", choices=["local", "gossipsub", "router", "topiary-sweep", "sim", "analysis"],
                    help="local: how many nodes the local backend runs (floodsub); gossipsub: "
                         "a GossipSub scenario (--scenario, default scenarios/gossipsub-large.yaml) at each "
-                        "--nodes count, and the largest with delivery 1.0 (with --set implementation=js-libp2p "
-                        "and scenarios/gossipsub-implementations.yaml: js-libp2p's); router: GossipSub CPU per relayed message; topiary-sweep: "
+                        "--nodes count, and the largest with delivery 1.0 (with --set implementation=js-libp2p or py-libp2p "
+                        "and scenarios/gossipsub-implementations.yaml: that implementation's); router: GossipSub CPU per relayed message; topiary-sweep: "
                         "Topiary parameters (--matrix) on the in-memory network against random-overlay; sim: "
                         "the simulation's memory per node and per frame in flight, and its speed on each "
                         "--sim-scenario (default scenarios/sim-gossipsub-1000.yaml); analysis: the core "

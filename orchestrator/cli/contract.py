@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import json
 from pathlib import Path
 
 from orchestrator.cli.common import UsageError, write_json
@@ -67,4 +68,7 @@ def cmd_implementations(args: argparse.Namespace) -> int:
         missing = adapter.missing()
         state = "installed" if not missing else f"missing    (install: {adapter.install})"
         print(f"{adapter.name:<12} {state}  {', '.join(adapter.protocols)}: {adapter.description}")
+        print(f"{'':<12} parameters: {', '.join(adapter.params)}")
+        if adapter.fixed:
+            print(f"{'':<12} fixed: " + ", ".join(f"{k} {json.dumps(v)}" for k, v in adapter.fixed.items()))
     return 0

@@ -4,15 +4,20 @@ from __future__ import annotations
 import argparse
 import os
 
-from orchestrator.cli.common import err, key_values
+from orchestrator.cli.common import UsageError, err, key_values
 
 
 def add(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("image", help="build the node image (node/Dockerfile) for the docker and kubernetes backends",
-                       description="Build the node image with the local Docker engine, tagged by its content "
-                                   "(peerlab-node:<hash of node/ and the shaper>); prints the tag. The docker "
-                                   "backend does this by itself when the tag is missing.")
+    p = sub.add_parser("image", help="build the node images (node/Dockerfile, node/adapters/*/Dockerfile) for the "
+                                     "docker and kubernetes backends",
+                       description="Build a node image with the local Docker engine, tagged by its content "
+                                   "(peerlab-node:<hash of node/ and the shaper>, peerlab-<adapter>:<hash of its "
+                                   "folder>); prints the tag. The docker backend does this by itself when a tag "
+                                   "is missing.")
     p.add_argument("action", choices=["build"])
+    p.add_argument("--implementation", default="peerlab", metavar="NAME",
+                   help="whose image: peerlab (default), an adapter (js-libp2p, py-libp2p: `peerlab contract "
+                        "implementations`), or all")
     p.add_argument("--base-image", help="the image to build FROM (default: $PEERLAB_BASE_IMAGE or python:3.12-slim; "
                                         "without a registry: .ci/docker-base builds peerlab-base:bookworm)")
     p.add_argument("--tag-only", action="store_true", help="print the tag the image would have; build nothing")
@@ -41,15 +46,23 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_image(args: argparse.Namespace) -> int:
+    from node.adapters import IMPLEMENTATIONS
     from orchestrator.backends.docker import docker_client
     from orchestrator.tools import image
 
     base = args.base_image or image.base_image()
+    names = list(IMPLEMENTATIONS) if args.implementation == "all" else [args.implementation]
+    unknown = [n for n in names if n not in IMPLEMENTATIONS]
+    if unknown:
+        raise UsageError(f"--implementation: unknown {unknown[0]!r}; known: {', '.join(IMPLEMENTATIONS)}, all")
     if args.tag_only:
-        print(image.image_tag(base))
+        for name in names:
+            print(image.image_tag(base, name))
         return 0
     try:
-        print(image.build(docker_client(), base, say=lambda m: err.print(m, markup=False, highlight=False)))
+        client = docker_client()
+        for name in names:
+            print(image.build(client, base, say=lambda m: err.print(m, markup=False, highlight=False), implementation=name))
     except RuntimeError as e:
         err.print(f"[bold red]error:[/] {e}", markup=False)
         return 1

@@ -5,6 +5,7 @@ them and exit 2 without a traceback.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -144,10 +145,17 @@ class Scenario(Strict):
                 raise ValueError(f"{where}: {name} runs {', '.join(adapter.protocols)}, not {self.protocol.name}")
             wires[where] = adapter.wire
             taken = set(adapter.params)
-            group_params = {f"nodes.groups[{i}].params": set(g.params) for i, g in enumerate(self.nodes.groups)
+            group_params = {f"nodes.groups[{i}].params": g.params for i, g in enumerate(self.nodes.groups)
                             if (g.implementation or self.protocol.implementation) == name}
-            for path, names in {"protocol.params": set(self.protocol.params.model_fields_set), **group_params}.items():
-                for param in sorted(names - taken):
+            protocol_params = {p: getattr(self.protocol.params, p) for p in self.protocol.params.model_fields_set}
+            for path, values in {"protocol.params": protocol_params, **group_params}.items():
+                for param in sorted(set(values) - taken):
+                    if param in adapter.fixed and values[param] == adapter.fixed[param]:
+                        continue
+                    if param in adapter.fixed:
+                        fixed = json.dumps(adapter.fixed[param])
+                        raise ValueError(f"{path}.{param}: {name} cannot change {param}, it always behaves as "
+                                         f"{param}: {fixed}; set {fixed}, leave it out, or use implementation: peerlab")
                     raise ValueError(f"{path}.{param}: {name} does not take {param} (it takes: "
                                      f"{', '.join(adapter.params)}); leave it out or use implementation: peerlab")
             if self.attackers:

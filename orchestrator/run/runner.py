@@ -139,7 +139,7 @@ class Runner(RunRecord):
             self.delayline.request(op="links", ips=address_of, jitter_ms=self.plan.jitter_ms, loss=self.plan.loss)
             for node in self.plan.nodes:
                 ends = self.backend.link_ends(node.id)
-                self.delayline.request(op="attach", netns=ends.node_netns, ifname=ends.node_ifname, node=node.id,
+                self.delayline.request(op="attach", netns=self.backend.netns_path(node.id), ifname=ends.node_ifname, node=node.id,
                                        delays_ms=shaping.ingress_delays(self.plan, node.id, address_of))
 
     def _fail_node(self, node_id: str, what: str) -> RunError:

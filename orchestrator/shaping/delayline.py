@@ -18,7 +18,7 @@ Every node of a run, whoever wrote it, is delayed by this one mechanism, and the
 measures it like netem. One process serves all the namespaces of a run; it reads JSON lines on
 stdin and answers each with one JSON line on stdout:
 
-    {"op": "attach", "netns": "plab-n3", "ifname": "eth0", "node": "n3",
+    {"op": "attach", "netns": "/var/run/netns/plab-n3", "ifname": "eth0", "node": "n3",
      "delays_ms": {"10.1.0.5": 40.0, ...}}                  -> {"ok": "n3"}
     {"op": "links", "ips": {"n3": "10.1.0.5", ...}, "jitter_ms": 2, "loss": 0.0}
     {"op": "degrade", "node": "n3", "delay_ms": 100, "loss": 0.1}  (zeros restore)

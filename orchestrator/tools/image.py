@@ -1,8 +1,9 @@
-"""The node image: its content tag, and building it with the Docker engine (`peerlab image build`).
+"""The node images: their content tags, and building them with the Docker engine (`peerlab image build`).
 
-The tag is a hash of everything the image holds (node/, the shaper's files, the Dockerfile) and of
-the base image's name, so a changed node is never run from a stale image: the Docker backend builds
-the image when its tag is missing.
+One image per implementation: peerlab's node (node/Dockerfile: the protocol node and the shaper) and
+each adapter's (node/adapters/<name>/Dockerfile: the adapter and what it runs on). A tag is a hash
+of everything the image holds and of the base image's name, so a changed node is never run from a
+stale image: the Docker backend builds an image when its tag is missing.
 """
 from __future__ import annotations
 
@@ -11,46 +12,63 @@ import os
 from pathlib import Path
 from typing import Callable
 
+from node.adapters import PEERLAB, get_adapter
 from orchestrator.paths import ROOT
 
 DOCKERFILE = "node/Dockerfile"
 REPOSITORY = "peerlab-node"
 DEFAULT_BASE = "python:3.12-slim"
 SHAPER_FILES = ("orchestrator/__init__.py", "orchestrator/shaping/__init__.py", "orchestrator/shaping/__main__.py")
+# where an adapter's image keeps it, for the {tools} and {adapter} of its adapter.json command
+IMAGE_TOOLS = "/opt/peerlab/tools"
+IMAGE_ADAPTER = "/opt/peerlab/adapter"
 
 
 def base_image() -> str:
-    """The base the Dockerfile builds FROM: $PEERLAB_BASE_IMAGE, else python:3.12-slim."""
+    """The base the Dockerfiles build FROM: $PEERLAB_BASE_IMAGE, else python:3.12-slim."""
     return os.environ.get("PEERLAB_BASE_IMAGE") or DEFAULT_BASE
 
 
-def _content_files() -> list[Path]:
-    files = [p for p in sorted((ROOT / "node").rglob("*")) if p.is_file() and "__pycache__" not in p.parts]
-    return files + [ROOT / f for f in SHAPER_FILES]
+def _files(folder: Path) -> list[Path]:
+    return [p for p in sorted(folder.rglob("*"))
+            if p.is_file() and "__pycache__" not in p.parts and "node_modules" not in p.parts]
 
 
-def image_tag(base: str | None = None) -> str:
+def _content_files(implementation: str) -> list[Path]:
+    if implementation == PEERLAB:
+        return _files(ROOT / "node") + [ROOT / f for f in SHAPER_FILES]
+    return _files(get_adapter(implementation).directory)
+
+
+def dockerfile(implementation: str = PEERLAB) -> str:
+    if implementation == PEERLAB:
+        return DOCKERFILE
+    return str((get_adapter(implementation).directory / "Dockerfile").relative_to(ROOT))
+
+
+def image_tag(base: str | None = None, implementation: str = PEERLAB) -> str:
     digest = hashlib.sha256((base or base_image()).encode())
-    for path in _content_files():
+    for path in _content_files(implementation):
         digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
-    return f"{REPOSITORY}:{digest.hexdigest()[:12]}"
+    repository = REPOSITORY if implementation == PEERLAB else f"peerlab-{implementation}"
+    return f"{repository}:{digest.hexdigest()[:12]}"
 
 
-def build(client, base: str | None = None, say: Callable[[str], None] = print) -> str:
-    """Build the node image (unless its tag exists); its tag. `client`: a docker.DockerClient."""
+def build(client, base: str | None = None, say: Callable[[str], None] = print, implementation: str = PEERLAB) -> str:
+    """Build the implementation's image (unless its tag exists); its tag. `client`: a docker.DockerClient."""
     import docker.errors
 
     base = base or base_image()
-    tag = image_tag(base)
+    tag = image_tag(base, implementation)
     try:
         client.images.get(tag)
         return tag
     except docker.errors.ImageNotFound:
         pass
-    say(f"building the node image {tag} from {base} (once per change of node/)")
+    say(f"building the {implementation} node image {tag} from {base} (once per change of {dockerfile(implementation).rsplit('/', 1)[0]}/)")
     log: list[str] = []
-    for chunk in client.api.build(path=str(ROOT), dockerfile=DOCKERFILE, tag=tag, buildargs={"BASE_IMAGE": base},
-                                  rm=True, forcerm=True, decode=True):
+    for chunk in client.api.build(path=str(ROOT), dockerfile=dockerfile(implementation), tag=tag,
+                                  buildargs={"BASE_IMAGE": base}, rm=True, forcerm=True, decode=True):
         if "error" in chunk:
             raise RuntimeError(f"building {tag} failed: {chunk['error'].strip()}\n" + "".join(log[-15:]) +
                                (f"\n(is the base image {base} there? without a registry, build one with "

@@ -31,7 +31,7 @@ def test_an_adapter_node_gets_only_the_parameters_the_scenario_sets():
 
 
 def test_unknown_implementation_lists_the_known_ones():
-    assert "protocol.implementation: unknown implementation 'go-libp2p'; known: peerlab, js-libp2p" in \
+    assert "protocol.implementation: unknown implementation 'go-libp2p'; known: peerlab, js-libp2p, py-libp2p" in \
         _problems(BASE, ["implementation=go-libp2p"])
 
 
@@ -44,6 +44,23 @@ def test_a_parameter_the_implementation_does_not_take_is_refused_not_ignored():
     assert "protocol.params.variant: js-libp2p does not take variant" in text and "implementation: peerlab" in text
     assert "nodes.groups[0].params.stagger_parallel: js-libp2p does not take stagger_parallel" in _problems(
         BASE.replace("nodes: {count: 6}", "nodes:\n  count: 6\n  groups: [{name: g, count: 2, params: {stagger_parallel: 2}}]"))
+
+
+def test_a_behaviour_the_implementation_cannot_change_is_taken_only_at_its_value():
+    py = ["implementation=py-libp2p"]
+    text = _problems(BASE, [*py, "gossipsub.flood_publish=true"])
+    assert "protocol.params.flood_publish: py-libp2p cannot change flood_publish, it always behaves as " \
+           "flood_publish: false; set false, leave it out, or use implementation: peerlab" in text
+    node = make_plan(parse_scenario(BASE, overrides=[*py, "gossipsub.flood_publish=false", "gossipsub.D_lazy=4"])).nodes[0]
+    assert node.params == {"flood_publish": False, "D_lazy": 4}
+    assert "py-libp2p does not take idontwant_threshold" in _problems(BASE, [*py, "gossipsub.idontwant_threshold=100"])
+
+
+def test_js_and_py_nodes_share_a_run():
+    groups = "nodes:\n  count: 6\n  groups: [{name: js, count: 3, implementation: js-libp2p}, " \
+             "{name: py, count: 3, implementation: py-libp2p}]"
+    plan = make_plan(parse_scenario(BASE.replace("nodes: {count: 6}", groups)))
+    assert [n.implementation for n in plan.nodes] == ["js-libp2p"] * 3 + ["py-libp2p"] * 3
 
 
 def test_attackers_stay_peerlab_only():

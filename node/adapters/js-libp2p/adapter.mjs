@@ -107,12 +107,14 @@ pubsub.validateReceivedMessage = async (from, rpcMsg) => {
   }
   return result
 }
+// the contract's counts: message ids announced (ihave, iwant, idontwant), topics (graft, prune)
+const ids = (entries) => (entries ?? []).reduce((sum, e) => sum + (e.messageIDs?.length ?? 0), 0)
 function counts (rpc) {
   const c = rpc.control ?? {}
   const data = (rpc.messages ?? []).reduce((sum, m) => sum + (m.data?.length ?? 0), 0)
   return {
     data_bytes: data, msgs: rpc.messages?.length ?? 0, subs: rpc.subscriptions?.length ?? 0,
-    ihave: c.ihave?.length ?? 0, iwant: c.iwant?.length ?? 0, idontwant: c.idontwant?.length ?? 0,
+    ihave: ids(c.ihave), iwant: ids(c.iwant), idontwant: ids(c.idontwant),
     graft: c.graft?.length ?? 0, prune: c.prune?.length ?? 0
   }
 }
