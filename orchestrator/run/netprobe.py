@@ -32,14 +32,20 @@ def serve(c):
             c.sendall(line)
         elif line.startswith(b"bulk"):
             total, got, mark = int(line.split()[1]), 0, None
+            start = (time.monotonic(), 0)
             while got < total:
-                chunk = f.read1(min(1 << 16, total - got))
+                want = min(1 << 16, total - got)
+                chunk = f.read1(want)
                 if not chunk:
                     return
                 got += len(chunk)
                 now = time.monotonic()
-                if mark is None and got >= total // 2:
+                # mark only on a read that emptied the socket (a short read): after a stall, data that
+                # arrived before the mark but was read after it would count at a rate above the link's
+                if mark is None and got >= total // 2 and len(chunk) < want:
                     mark = (now, got)
+            if mark is None:  # every read was full: no clean mark, the whole transfer then
+                mark = start
             rate = (got - mark[1]) * 8 / max(1e-9, now - mark[0]) / 1e6
             c.sendall(b"%f\n" % rate)
 while True:
