@@ -42,6 +42,19 @@ class LinkEnds:
     far_ifname: str
 
 
+def far_end_counters(handle, ports: dict[str, str]) -> dict[str, dict[str, int]]:
+    """Each node's traffic read at the far end of its link (`ports`: interface name -> node id, in the
+    namespace `handle` (pyroute2) dumps): what that end received, the node sent, and the other way."""
+    out = {}
+    for link in handle.get_links():
+        node = ports.get(link.get_attr("IFLA_IFNAME"))
+        stats = link.get_attr("IFLA_STATS64")
+        if node and stats:
+            out[node] = {"sent_bytes": stats["rx_bytes"], "received_bytes": stats["tx_bytes"],
+                         "sent_packets": stats["rx_packets"], "received_packets": stats["tx_packets"]}
+    return out
+
+
 def file_tail(path: Path, lines: int) -> str:
     """The last lines of a node's saved output, for error messages."""
     try:

@@ -29,7 +29,7 @@ from node.adapters import get_adapter
 from node.config import NodeConfig
 from node.contract import ContractConfig
 from orchestrator import shaping
-from orchestrator.backends.base import Backend, LinkEnds, RunContext, file_tail
+from orchestrator.backends.base import Backend, LinkEnds, RunContext, far_end_counters, file_tail
 from orchestrator.run.node_client import ControlClient
 from orchestrator.tools import image
 
@@ -183,16 +183,8 @@ class DockerBackend(Backend):
 
     def link_counters(self) -> dict[str, dict[str, int]]:
         """The host side of every node's veth: what it receives is what the node sent."""
-        ports = {ifname: node for node, ifname in self.host_ifname.items()}
-        out = {}
         with IPRoute() as ipr:
-            for link in ipr.get_links():
-                node = ports.get(link.get_attr("IFLA_IFNAME"))
-                stats = link.get_attr("IFLA_STATS64")
-                if node and stats:
-                    out[node] = {"sent_bytes": stats["rx_bytes"], "received_bytes": stats["tx_bytes"],
-                                 "sent_packets": stats["rx_packets"], "received_packets": stats["tx_packets"]}
-        return out
+            return far_end_counters(ipr, {ifname: node for node, ifname in self.host_ifname.items()})
 
     def start_node(self, node_id: str, config: ContractConfig) -> None:
         self._paths(node_id)["config"].write_text(config.model_dump_json())

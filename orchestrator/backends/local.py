@@ -25,7 +25,7 @@ from node import ids
 from node.adapters import get_adapter
 from node.config import NodeConfig
 from node.contract import ContractConfig
-from orchestrator.backends.base import Backend, LinkEnds, RunContext, file_tail
+from orchestrator.backends.base import Backend, LinkEnds, RunContext, far_end_counters, file_tail
 from orchestrator.run.cleanup import remove_run_objects
 from orchestrator.run.node_client import ControlClient
 
@@ -102,16 +102,8 @@ class LocalBackend(Backend):
     def link_counters(self) -> dict[str, dict[str, int]]:
         """One dump of the switch namespace: every node's port v<i>, whose receive side is what the node
         sent and whose transmit side is what it was given."""
-        ports = {f"v{node.index}": node.id for node in self.ctx.plan.nodes}
-        out = {}
         with NetNS(self.switch, flags=0) as sw:
-            for link in sw.get_links():
-                node = ports.get(link.get_attr("IFLA_IFNAME"))
-                stats = link.get_attr("IFLA_STATS64")
-                if node and stats:
-                    out[node] = {"sent_bytes": stats["rx_bytes"], "received_bytes": stats["tx_bytes"],
-                                 "sent_packets": stats["rx_packets"], "received_packets": stats["tx_packets"]}
-        return out
+            return far_end_counters(sw, {f"v{node.index}": node.id for node in self.ctx.plan.nodes})
 
     def _paths(self, node_id: str) -> dict[str, Path]:
         s = self.ctx.scratch
