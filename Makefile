@@ -2,7 +2,7 @@
 #   make quickstart   set up (system packages, .venv) and run scenarios/quickstart.yaml
 #   make test         set up and run the whole test suite (what CI runs)
 #   make docs         build the documentation site into .site/
-#   make adapters     install the node adapters (js-libp2p) under .tools/ (setup does it too)
+#   make adapters     install the node adapters (js-libp2p, py-libp2p) under .tools/ (setup does it too)
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
@@ -11,7 +11,7 @@ STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
 setup: $(STAMP) adapters
 
-# the node adapters (node/adapters: js-libp2p) under .tools/, from their lock files
+# the node adapters (node/adapters: js-libp2p, py-libp2p) under .tools/, from their lock files
 adapters:
 	@./.ci/adapters
 
