@@ -7,11 +7,12 @@
     volume pl<short>-events     every node's event log
 
 The sandbox outlives node restarts (churn kills and starts only the node container), so the
-namespace, its address and its tc tree stay, as a pod's do on Kubernetes. A node of an adapter
-(node/adapters) runs its adapter's image and command in the same place; the delay line and the
-calibration probes reach a sandbox's namespace through its process (/proc/<pid>/ns/net), on the host. Upload shaping runs in the
+namespace, its address and its tc tree stay, as a pod's do on Kubernetes. Upload shaping runs in the
 sandbox through `docker exec`; the download cap and partitions go on the host side of the node's
 veth (the far end of its link), which this process shapes directly, as root on the Docker host.
+A node of an adapter (node/adapters) runs its adapter's image and command in the same place; the
+delay line and the calibration probes reach a sandbox's namespace from the host through the
+sandbox's process (/proc/<pid>/ns/net).
 Everything carries the label peerlab.run=<short>: teardown and `peerlab clean` remove by label.
 """
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 from pyroute2 import IPRoute
 
 from node import ids
-from node.adapters import get_adapter
+from node.adapters import PEERLAB, get_adapter
 from node.config import NodeConfig
 from node.contract import ContractConfig
 from orchestrator import shaping
@@ -105,7 +106,7 @@ class DockerBackend(Backend):
         say = lambda m: print(f"  {m}", file=sys.stderr, flush=True)  # noqa: E731
         self.image = image.build(self.client, say=say)
         self.images = {name: image.build(self.client, say=say, implementation=name)
-                       for name in sorted({n.implementation for n in ctx.plan.nodes} - {"peerlab"})}
+                       for name in sorted({n.implementation for n in ctx.plan.nodes} - {PEERLAB})}
         for sub in ("configs", "out"):
             (ctx.scratch / sub).mkdir(parents=True, exist_ok=True)
         self.volume = None
