@@ -5,6 +5,7 @@ identity while its pod (network namespace, address, tc tree) stays as it is.
 
     python -m node.supervisor serve --dir D            the container's command: wait for requests
     python -m node.supervisor start --dir D < CONFIG   start the node with this config (one JSON line)
+    python -m node.supervisor stop --dir D             SIGTERM the node (it stops its own way)
     python -m node.supervisor kill --dir D             SIGKILL the node; answers once it is gone
     python -m node.supervisor wait --dir D [--timeout S]   until the node exits (or S seconds pass)
     python -m node.supervisor status --dir D           {"running", "pid", "starts", "exit_code"}
@@ -12,6 +13,10 @@ identity while its pod (network namespace, address, tc tree) stays as it is.
 The requests reach `serve` over the Unix socket D/supervisor.sock (the orchestrator runs them
 through the exec API); each answer is one JSON line on stdout. The node's own output goes to the
 container's output. SIGTERM (pod deletion) is passed on to the node.
+
+The node is peerlab's own (`python -m node --config FILE`) unless PEERLAB_NODE_COMMAND holds another
+command as a JSON list, with `{config}` where the config file's path goes: the chart sets it for the
+pods of an adapter's node group (node/adapters), whose images carry this module beside the adapter.
 """
 from __future__ import annotations
 
@@ -25,6 +30,21 @@ from pathlib import Path
 from typing import Any
 
 SOCKET = "supervisor.sock"
+COMMAND_ENV = "PEERLAB_NODE_COMMAND"
+
+
+def node_command(config_path: str) -> list[str]:
+    """The node's command: PEERLAB_NODE_COMMAND's (a JSON list; {config} filled in), else peerlab's node."""
+    raw = os.environ.get(COMMAND_ENV)
+    if not raw:
+        return [sys.executable, "-m", "node", "--config", config_path]
+    try:
+        command = json.loads(raw)
+    except ValueError:
+        command = None
+    if not (isinstance(command, list) and command and all(isinstance(a, str) for a in command)):
+        raise ValueError(f"{COMMAND_ENV} must be a JSON list of strings, not {raw!r}")
+    return [part.replace("{config}", config_path) for part in command]
 
 
 class Supervisor:
@@ -46,7 +66,7 @@ class Supervisor:
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(config))
         tmp.replace(path)
-        self.proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "node", "--config", str(path))
+        self.proc = await asyncio.create_subprocess_exec(*node_command(str(path)))
         self.starts += 1
         self.exit_code = None
         asyncio.create_task(self._reap(self.proc))
@@ -66,6 +86,12 @@ class Supervisor:
             await asyncio.sleep(0)  # let _reap record the code
         return self.status()
 
+    async def stop(self) -> dict[str, Any]:
+        """SIGTERM; answers at once (`wait` follows the node down)."""
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.terminate()
+        return self.status()
+
     async def kill(self) -> dict[str, Any]:
         if self.proc is not None and self.proc.returncode is None:
             self.proc.kill()
@@ -79,6 +105,8 @@ class Supervisor:
             cmd = request.get("cmd")
             if cmd == "start":
                 answer = await self.start(request["config"])
+            elif cmd == "stop":
+                answer = await self.stop()
             elif cmd == "kill":
                 answer = await self.kill()
             elif cmd == "wait":
@@ -126,7 +154,7 @@ async def request(directory: Path, body: dict[str, Any], timeout: float) -> dict
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m node.supervisor", description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("cmd", choices=["serve", "start", "kill", "wait", "status"])
+    parser.add_argument("cmd", choices=["serve", "start", "stop", "kill", "wait", "status"])
     parser.add_argument("--dir", type=Path, default=Path(os.environ.get("PEERLAB_SUPERVISOR_DIR", "/run/peerlab")),
                         help="the supervisor's directory (its socket and the node's config)")
     parser.add_argument("--timeout", type=float, default=10.0, help="wait: seconds to wait for the node to exit")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import sys
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -71,7 +72,8 @@ class Backend(abc.ABC):
     parallel_shaping = False  # shape_all: side by side (each shape a round trip to a container)
     runs_adapters = False  # can start an adapter's node (node/adapters) and stop it with SIGTERM
     adapters_in_images = False  # runs them from their images (node/adapters/*/Dockerfile), not from .tools/
-    has_delayline = False  # the delay line (orchestrator/shaping/delayline.py) reaches its namespaces (netns_path)
+    has_delayline = False  # the delay line (orchestrator/shaping/delayline.py) reaches its namespaces
+    delayline_per_node = False  # one delay line inside each node's namespace (python_in_netns), not one for all
 
     def __init__(self, ctx: RunContext):
         self.ctx = ctx
@@ -102,6 +104,28 @@ class Backend(abc.ABC):
         """The file of the node's network namespace on this machine, for what enters it from outside
         (the delay line, calibration probes)."""
         raise NotImplementedError(f"the {self.name} backend's namespaces are not on this machine")
+
+    def python_in_netns(self, node_id: str) -> list[str]:
+        """The command of a Python, started from here, that runs in the node's network namespace with
+        peerlab importable (the delay line, calibration probes): nsenter on this machine."""
+        return ["nsenter", f"--net={self.netns_path(node_id)}", sys.executable]
+
+    def probe_delayline(self) -> tuple[bool, str]:
+        """Can the delay line hold the nodes' packets? Here: NFQUEUE on this machine."""
+        if not self.has_delayline:
+            return False, f"the {self.name} backend has no delay line"
+        from orchestrator.shaping import delayline
+
+        return delayline.probe()
+
+    def read_event_log(self, node_id: str, offset: int) -> bytes:
+        """The node's event log from byte `offset` on, while it runs (nothing yet: empty)."""
+        try:
+            with open(self.event_log(node_id), "rb") as f:
+                f.seek(offset)
+                return f.read()
+        except FileNotFoundError:
+            return b""
 
     @contextlib.contextmanager
     def netns(self, name: str) -> Iterator[NetNS]:

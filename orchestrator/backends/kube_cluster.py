@@ -4,13 +4,20 @@ exec into their containers, their output, and HTTP to a pod's port through the A
 Only this module speaks to Kubernetes (the kubernetes client, the helm binary from .tools/bin); the
 backend on top of it (`orchestrator.backends.kubernetes`) knows nodes, not API objects. Tests replace
 it with a cluster of local network namespaces (tests/support/fake_cluster.py) that has the same methods.
+
+A process in a pod that the orchestrator talks to for the whole run (the delay line, a calibration
+probe) runs through this module as a local process whose stdin and stdout are the pod process's:
+
+    python -m orchestrator.backends.kube_cluster exec --namespace NS [--context C] POD CONTAINER -- ARGV...
 """
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import ssl
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -131,6 +138,37 @@ class KubeCluster:
             resp.close()
         return (code if code is not None else 124), "".join(out)
 
+    def python_in(self, pod: str, container: str) -> list[str]:
+        """The command of a local process that is a Python in the pod's container (see `bridge`)."""
+        context = ["--context", self.context] if self.context else []
+        return [sys.executable, "-m", "orchestrator.backends.kube_cluster", "exec", "--namespace", self.namespace,
+                *context, pod, container, "--", "python3"]
+
+    def bridge(self, pod: str, container: str, argv: list[str]) -> int:
+        """Run argv in the container with this process's stdin and stdout as its own, until it ends or
+        this stdin does (closing the exec stream closes the process's stdin); its exit code."""
+        from kubernetes.stream import stream
+
+        with self._exec_lock:
+            resp = stream(self.core.connect_get_namespaced_pod_exec, pod, self.namespace, container=container,
+                          command=argv, stdin=True, stdout=True, stderr=True, tty=False, _preload_content=False)
+
+        def pump() -> None:
+            for line in sys.stdin:
+                resp.write_stdin(line)
+            resp.close()
+
+        threading.Thread(target=pump, daemon=True).start()
+        while resp.is_open():
+            resp.update(timeout=1)
+            if resp.peek_stdout():
+                sys.stdout.write(resp.read_stdout())
+                sys.stdout.flush()
+            if resp.peek_stderr():
+                sys.stderr.write(resp.read_stderr())
+                sys.stderr.flush()
+        return resp.returncode or 0
+
     def logs(self, pod: str, container: str, tail: int | None = None) -> str:
         try:
             return self.core.read_namespaced_pod_log(pod, self.namespace, container=container, tail_lines=tail)
@@ -163,9 +201,33 @@ class KubeCluster:
         return ctx
 
 
+def adapter_image(implementation: str) -> str | None:
+    """PEERLAB_IMAGE_<IMPLEMENTATION> (js-libp2p: PEERLAB_IMAGE_JS_LIBP2P), where an adapter's image is
+    pushed under another name; else None: the content tag `peerlab image build --implementation` makes."""
+    return os.environ.get("PEERLAB_IMAGE_" + implementation.upper().replace("-", "_")) or None
+
+
 def settings() -> dict[str, str | None]:
     """Where kubernetes runs go: PEERLAB_K8S_NAMESPACE (default peerlab), PEERLAB_K8S_CONTEXT, and
     PEERLAB_IMAGE (default the content tag `peerlab image build` makes, loaded into the cluster)."""
     return {"namespace": os.environ.get("PEERLAB_K8S_NAMESPACE", "peerlab"),
             "context": os.environ.get("PEERLAB_K8S_CONTEXT") or None,
             "image": os.environ.get("PEERLAB_IMAGE") or None}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m orchestrator.backends.kube_cluster",
+                                     description="Run a command in a pod's container, with this process's "
+                                                 "stdin and stdout as its own (the orchestrator's bridge)")
+    parser.add_argument("what", choices=["exec"])
+    parser.add_argument("--namespace", required=True)
+    parser.add_argument("--context")
+    parser.add_argument("pod")
+    parser.add_argument("container")
+    parser.add_argument("argv", nargs="+", help="after --: the command")
+    args = parser.parse_args(argv)
+    return KubeCluster(args.namespace, args.context).bridge(args.pod, args.container, args.argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,10 +1,12 @@
 """The Kubernetes backend: every node a pod of the peerlab chart (charts/peerlab), one release per run.
 
-    release pl<short>          StatefulSets pl<short>-nodes (honest nodes, ordinal i = i-th honest
-                               node of the plan) and pl<short>-attackers, headless Service, Secret
+    release pl<short>          StatefulSets pl<short>-nodes (peerlab's honest nodes, ordinal i = the
+                               i-th of the plan), pl<short>-attackers and pl<short>-<implementation>
+                               for each adapter's nodes (node/adapters), headless Service, Secret
                                (control token), ConfigMap (the plan)
     pod                        node container: the node supervisor (`node.supervisor`), non-root,
-                               no capabilities; shaper sidecar: root, NET_ADMIN only
+                               no capabilities, from the image of the group's implementation;
+                               shaper sidecar from peerlab's image: root, NET_ADMIN only
 
 A pod lives for the whole run: nodes start, crash (SIGKILL) and restart inside it through the
 supervisor, so the pod's address and tc tree stay, as a namespace does on the local backend. (Deleting
@@ -12,6 +14,10 @@ the pod instead would give it a new address and an empty tc tree in the middle o
 end of a pod's link belongs to the cluster, so the download cap and partitions sit on an ifb that
 receives the pod's ingress (`shaping.redirect_ingress`). The control API is reached through the API
 server's pod proxy; the pods' clocks are the cluster nodes' own, so the runner measures their offsets.
+An adapter's node has no control API: the runner follows its event log inside the pod, stops it with
+SIGTERM through the supervisor, and probes and delays its links from the shaper sidecar, where the
+delay line (one per pod, on cluster kernels without netem) and the calibration probes run through the
+exec API (`kube_cluster.KubeCluster.python_in`). The pods' kernel counters are not sampled.
 Everything else is the shared runner.
 """
 from __future__ import annotations
@@ -23,7 +29,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
-from node.config import NodeConfig
+from node.adapters import PEERLAB, get_adapter
+from node.contract import ContractConfig
 from orchestrator import shaping
 from orchestrator.backends import kube_cluster
 from orchestrator.backends.base import Backend, LinkEnds, RunContext
@@ -33,10 +40,15 @@ from orchestrator.tools import image
 DATA_PORT = 4001
 CONTROL_PORT = 7000
 EVENTS_DIR = "/var/lib/peerlab/events"
-SUPERVISOR = ["python", "-m", "node.supervisor"]
+SUPERVISOR = ["python3", "-m", "node.supervisor"]
 SUPERVISOR_DIR = "/run/peerlab"
 IFB = "ifb0"
 STATUS_TTL = 1.0  # seconds a node's supervisor status is trusted (each query is an exec round trip)
+
+
+def image_values(tag: str) -> dict[str, str]:
+    repository, _, version = tag.rpartition(":")
+    return {"repository": repository, "tag": version, "pullPolicy": "IfNotPresent"}
 
 
 def connect(namespace: str, context: str | None):
@@ -49,6 +61,10 @@ class KubernetesBackend(Backend):
     parallel_shaping = True
     shared_clock = False
     download_side = "an ifb in the pod, fed by its ingress"
+    runs_adapters = True
+    adapters_in_images = True
+    has_delayline = True
+    delayline_per_node = True
 
     def __init__(self, ctx: RunContext):
         super().__init__(ctx)
@@ -56,13 +72,12 @@ class KubernetesBackend(Backend):
         self.cluster = connect(opts["namespace"], opts["context"])
         self.release = f"pl{ctx.short}"
         self.image = opts["image"] or image.image_tag()
-        self.pods: dict[str, str] = {}
-        honest = [n.id for n in ctx.plan.nodes if n.role == "honest"]
-        attackers = [n.id for n in ctx.plan.nodes if n.role != "honest"]
-        for i, node_id in enumerate(honest):
-            self.pods[node_id] = f"{self.release}-nodes-{i}"
-        for i, node_id in enumerate(attackers):
-            self.pods[node_id] = f"{self.release}-attackers-{i}"
+        self.groups: dict[str, list[str]] = {}  # StatefulSet suffix -> its nodes, ordinal order
+        for n in ctx.plan.nodes:
+            group = "attackers" if n.role != "honest" else "nodes" if n.implementation == PEERLAB else n.implementation
+            self.groups.setdefault(group, []).append(n.id)
+        self.pods = {node_id: f"{self.release}-{group}-{i}" for group, members in self.groups.items()
+                     for i, node_id in enumerate(members)}
         self.ips: dict[str, str] = {}
         self.uids: dict[str, str | None] = {}
         self._status: dict[str, tuple[float, dict[str, Any]]] = {}
@@ -89,13 +104,17 @@ class KubernetesBackend(Backend):
 
     def values(self) -> dict[str, Any]:
         """The chart's values for this run (validated by the chart's values.schema.json)."""
-        repository, _, tag = self.image.rpartition(":")
         plan = self.ctx.plan
+        adapters = [{"implementation": name, "count": len(self.groups[name]),
+                     "image": image_values(kube_cluster.adapter_image(name) or image.image_tag(implementation=name)),
+                     "command": get_adapter(name).argv("{config}", image.IMAGE_TOOLS, image.IMAGE_ADAPTER)}
+                    for name in sorted(set(self.groups) - {"nodes", "attackers"})]
         return {"run": {"id": self.ctx.run_id, "short": self.ctx.short},
-                "image": {"repository": repository, "tag": tag, "pullPolicy": "IfNotPresent"},
+                "image": image_values(self.image),
                 "protocol": plan.protocol,
-                "nodes": {"count": sum(n.role == "honest" for n in plan.nodes)},
-                "attackers": {"count": sum(n.role != "honest" for n in plan.nodes)},
+                "nodes": {"count": len(self.groups.get("nodes", []))},
+                "attackers": {"count": len(self.groups.get("attackers", []))},
+                "adapters": adapters,
                 "control": {"token": self.ctx.token},
                 "plan": plan.model_dump_json()}
 
@@ -123,6 +142,14 @@ class KubernetesBackend(Backend):
         first = next(iter(self.pods.values()))
         result = self.shape(first, [shaping.probe_op("netem")])[0]
         return result["ok"], f"{result['why']} on the cluster node of pod {first}"
+
+    def probe_delayline(self) -> tuple[bool, str]:
+        first = next(iter(self.pods.values()))
+        code, out = self.cluster.exec(first, "shaper", ["python3", "-m", "orchestrator.shaping.delayline", "--probe"])
+        return code == 0, f"{out.strip() or f'exit code {code}'} (in pod {first})"
+
+    def python_in_netns(self, node_id: str) -> list[str]:
+        return self.cluster.python_in(self.pods[node_id], "shaper")
 
     def shape(self, where: str, ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
         code, out = self.cluster.exec(where, "shaper", ["python", "-m", "orchestrator.shaping", "--ops",
@@ -153,9 +180,13 @@ class KubernetesBackend(Backend):
                 time.sleep(0.5)
         raise RuntimeError(f"node supervisor in pod {pod}: {answer['error']}")
 
-    def start_node(self, node_id: str, config: NodeConfig) -> None:
+    def start_node(self, node_id: str, config: ContractConfig) -> None:
+        """Through the pod's supervisor, which runs peerlab's node or the adapter's command of its group."""
         self._check_pod(node_id)
         self._supervisor(node_id, "start", stdin=config.model_dump_json() + "\n")
+
+    def stop_node(self, node_id: str) -> None:
+        self._supervisor(node_id, "stop")
 
     def _check_pod(self, node_id: str) -> None:
         """A pod replaced behind our back (evicted, deleted) has another address and no tc tree."""
@@ -185,6 +216,12 @@ class KubernetesBackend(Backend):
     def event_log(self, node_id: str) -> Path:
         """After teardown: the copy taken out of the pod."""
         return self.ctx.scratch / "events" / f"{node_id}.jsonl"
+
+    def read_event_log(self, node_id: str, offset: int) -> bytes:
+        """During the run, from inside the pod (an adapter's node reports readiness only there)."""
+        code, out = self.cluster.exec(self.pods[node_id], "node",
+                                      ["tail", "-c", f"+{offset + 1}", self.event_log_path(node_id)])
+        return out.encode() if code == 0 else b""
 
     def output_tail(self, node_id: str, lines: int = 10) -> str:
         return self.cluster.logs(self.pods[node_id], "node", tail=lines).rstrip() or "(no output)"

@@ -17,15 +17,16 @@ def add(sub: argparse._SubParsersAction) -> None:
                    help="where nodes run: local (default; processes in network namespaces, real tc), docker "
                         "(one container per node, shaped by the same tc code; builds the node image when it "
                         "changed, from $PEERLAB_BASE_IMAGE or python:3.12-slim), kubernetes (one pod per node "
-                        "of charts/peerlab in the cluster of your kubeconfig; load the image first: peerlab "
-                        "image build, kind load docker-image), or sim (the same protocol cores in virtual "
+                        "of charts/peerlab in the cluster of your kubeconfig; load the images first: peerlab "
+                        "image build [--implementation all], kind load docker-image), or sim (the same protocol cores in virtual "
                         "time, one process, no root; for paper-scale runs)")
     k8s = p.add_argument_group("kubernetes backend")
     k8s.add_argument("--namespace", help="namespace of the run's release (default $PEERLAB_K8S_NAMESPACE or "
                                          "peerlab; created when missing)")
     k8s.add_argument("--kube-context", help="kubeconfig context (default: the current one; $PEERLAB_K8S_CONTEXT)")
-    k8s.add_argument("--image", help="node image the pods run (default: $PEERLAB_IMAGE, else the content tag "
-                                     "`peerlab image build --tag-only` prints)")
+    k8s.add_argument("--image", help="peerlab's node image the pods run (default: $PEERLAB_IMAGE, else the content tag "
+                                     "`peerlab image build --tag-only` prints); an adapter's: "
+                                     "$PEERLAB_IMAGE_JS_LIBP2P, $PEERLAB_IMAGE_PY_LIBP2P, else its content tag")
     p.add_argument("--seed", type=int, help="override the scenario's seed (same seed => same plan)")
     p.add_argument("--shaping", choices=["auto", "netem", "delayline", "transport"], default="auto",
                    help="where latency is applied: netem (the kernel's qdisc), delayline (NFQUEUE: every packet a "

@@ -14,7 +14,7 @@ from typing import Any
 
 from orchestrator.run.node_client import ControlClient
 
-METHOD = "NTP-style over the control API: best of {n} round trips per node (error <= rtt/2)"
+METHOD = "NTP-style {how}: best of {n} round trips per node (error <= rtt/2)"
 
 
 async def node_offset(client: ControlClient, rounds: int = 5) -> tuple[int, int]:
@@ -31,11 +31,12 @@ async def node_offset(client: ControlClient, rounds: int = 5) -> tuple[int, int]
     return best
 
 
-async def estimate(clients: dict[str, ControlClient], rounds: int = 5) -> dict[str, Any]:
-    """The manifest's `clock` section for these nodes."""
+async def estimate(clients: dict[str, ControlClient], rounds: int = 5, how: str = "over the control API") -> dict[str, Any]:
+    """The manifest's `clock` section for these nodes (`clients`: their control APIs, or probes in
+    their namespaces: orchestrator/run/netprobe.py)."""
     results = await asyncio.gather(*(node_offset(c, rounds) for c in clients.values()))
     by_node = dict(zip(clients, results))
-    return {"method": METHOD.format(n=rounds),
+    return {"method": METHOD.format(how=how, n=rounds),
             "offsets_ns": {n: off for n, (off, _) in by_node.items()},
             "rtt_ns": {n: rtt for n, (_, rtt) in by_node.items()},
             "max_error_ns": max((rtt // 2 for _, rtt in results), default=0)}

@@ -10,7 +10,6 @@ orchestrator/shaping/delayline.py), never through the node.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.run.node_client import NodeError
@@ -37,13 +36,7 @@ class ContractClient:
         self._connected.clear()
 
     def _read(self) -> None:
-        path = Path(self.backend.event_log(self.node_id))
-        try:
-            with open(path, "rb") as f:
-                f.seek(self._offset)
-                data = f.read()
-        except FileNotFoundError:
-            return
+        data = self.backend.read_event_log(self.node_id, self._offset)
         self._offset += len(data)
         lines = (self._partial + data).split(b"\n")
         self._partial = lines.pop()  # a line the node is still writing

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -74,16 +73,25 @@ else:
 """
 
 
+CLOCK = r"""
+import sys, time
+for line in sys.stdin:
+    sys.stdout.write("%d\n" % time.time_ns()); sys.stdout.flush()
+"""
+
+
 class NamespaceProbes:
-    """Probe servers in the nodes' namespaces (started when first probed, stopped by `close`)."""
+    """Probe servers in the nodes' namespaces (started when first probed, stopped by `close`), and
+    clocks there: where a namespace is on another machine (a pod), its clock is the node's."""
 
     def __init__(self, backend: Backend):
         self.backend = backend
         self.servers: dict[str, asyncio.subprocess.Process] = {}
         self.starting: dict[str, asyncio.Future] = {}
+        self.clocks: dict[str, asyncio.subprocess.Process] = {}
 
     def _exec(self, node_id: str) -> list[str]:
-        return ["nsenter", f"--net={self.backend.netns_path(node_id)}", sys.executable, "-c"]
+        return [*self.backend.python_in_netns(node_id), "-c"]
 
     async def _server(self, node_id: str) -> None:
         """The node's probe server, started once (probes of several pairs may reach it at once)."""
@@ -116,24 +124,44 @@ class NamespaceProbes:
     async def throughput(self, a: str, b: str, nbytes: int, timeout: float) -> dict[str, Any]:
         return await self._client(a, b, "bulk", 2 * nbytes, timeout)
 
+    async def clock(self, node_id: str) -> int:
+        """The namespace's clock (time.time_ns), read by a process kept in it for the next readings."""
+        if node_id not in self.clocks:
+            self.clocks[node_id] = await asyncio.create_subprocess_exec(
+                *self._exec(node_id), CLOCK, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+        proc = self.clocks[node_id]
+        proc.stdin.write(b"t\n")
+        await proc.stdin.drain()
+        line = await asyncio.wait_for(proc.stdout.readline(), 30)
+        if not line:
+            raise RuntimeError(f"clock probe in {node_id}'s namespace exited (code {await proc.wait()})")
+        return int(line)
+
     def client(self, node_id: str) -> ProbeClient:
         return ProbeClient(node_id, self)
 
     async def close(self) -> None:
-        for proc in self.servers.values():
+        for proc in [*self.servers.values(), *self.clocks.values()]:
             if proc.returncode is None:
                 proc.kill()
                 await proc.wait()
         self.servers.clear()
         self.starting.clear()
+        self.clocks.clear()
 
 
 class ProbeClient:
-    """One node's side of the probes, with the calls calibrate() makes of a node's control API."""
+    """One node's side of the probes, with the calls calibrate() and clock.estimate() make of a node's
+    control API."""
 
     def __init__(self, node_id: str, probes: NamespaceProbes):
         self.node_id = node_id
         self.probes = probes
+
+    async def get(self, path: str, **_: Any) -> dict[str, Any]:
+        if path == "/clock":
+            return {"ns": await self.probes.clock(self.node_id)}
+        raise ValueError(f"a probe answers GET /clock, not {path}")
 
     async def post(self, path: str, body: dict[str, Any], timeout: float = 30.0) -> dict[str, Any]:
         if path == "/calibrate/ping":

@@ -21,7 +21,7 @@ def adapter_problem(adapters: list[str], backend: Backend) -> str | None:
     """Why the run's adapter nodes cannot run (a backend without them, an adapter not installed)."""
     if adapters and not backend.runs_adapters:
         return (f"the {backend.name} backend runs peerlab's own nodes only so far; "
-                f"{', '.join(adapters)} nodes run on --backend local or docker")
+                f"{', '.join(adapters)} nodes run on --backend local, docker or kubernetes")
     if backend.adapters_in_images:  # built from their Dockerfiles, not run from .tools/
         return None
     for name in adapters:

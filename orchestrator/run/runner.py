@@ -35,7 +35,7 @@ from orchestrator.run.netprobe import NamespaceProbes
 from orchestrator.run.node_client import ControlClient, NodeError
 from orchestrator.run.record import RunRecord
 from orchestrator.shaping import delayline
-from orchestrator.shaping.delayline import DelayLineProcess
+from orchestrator.shaping.delayline import DelayLines
 
 LATENCY_BY_MODE = {shaping.NETEM: "netem in the kernel",
                    shaping.TRANSPORT: "per-destination delay in the node transport",
@@ -69,7 +69,7 @@ class Runner(RunRecord):
         self.clients: dict[str, ControlClient | ContractClient] = {}
         self.configs: dict[str, contract.ContractConfig] = {}
         self.adapters = sorted({n.implementation for n in self.plan.nodes} - {PEERLAB})
-        self.delayline: DelayLineProcess | None = None
+        self.delayline: DelayLines | None = None
         self.probes = NamespaceProbes(self.backend)  # calibration of adapter nodes, from beside them
         self.sampler = LinkSampler(self.backend, self.scratch / link_sampler.FILE)
         self.t0_ns: int | None = None
@@ -109,16 +109,15 @@ class Runner(RunRecord):
 
     def _node_config(self, node_id: str, mode: str) -> contract.ContractConfig:
         return node_configs.node_config(self.plan, node_id, self.backend, run_id=self.run_id, token=self.ctx.token,
-                                        mode=mode, t0_ns=self.t0_ns, ids=self.peer_ids,
+                                        mode=mode, t0_ns=None if self.t0_ns is None else self._t0_for(node_id),
+                                        ids=self.peer_ids,
                                         resources_interval=self.scenario.output.resources_interval)
 
     def _shaping_mode(self) -> tuple[str, str]:
         """orchestrator.shaping.choose_mode for what was asked: --shaping, else the scenario's network.shaping."""
         asked = self.requested_mode if self.requested_mode != "auto" else self.scenario.network.shaping
-        has_line = self.backend.has_delayline
         try:
-            return shaping.choose_mode(asked, self.backend.probe_netem(), lambda: delayline.probe() if has_line else (
-                False, f"the {self.backend.name} backend has no delay line yet"), self.adapters)
+            return shaping.choose_mode(asked, self.backend.probe_netem(), self.backend.probe_delayline, self.adapters)
         except shaping.ModeError as err:
             raise RunError(str(err)) from None
 
@@ -135,12 +134,13 @@ class Runner(RunRecord):
                                             for node_id, ifname in links)
         self.backend.shape_all(work)
         if mode == shaping.DELAYLINE:
-            self.delayline = DelayLineProcess(self.plan.seed)
+            b = self.backend
+            self.delayline = DelayLines(self.plan.seed, [n.id for n in self.plan.nodes], b.netns_path,
+                                        b.python_in_netns if b.delayline_per_node else None)
             self.delayline.request(op="links", ips=address_of, jitter_ms=self.plan.jitter_ms, loss=self.plan.loss)
             for node in self.plan.nodes:
-                ends = self.backend.link_ends(node.id)
-                self.delayline.request(op="attach", netns=self.backend.netns_path(node.id), ifname=ends.node_ifname, node=node.id,
-                                       delays_ms=shaping.ingress_delays(self.plan, node.id, address_of))
+                self.delayline.attach(node.id, b.link_ends(node.id).node_ifname,
+                                      shaping.ingress_delays(self.plan, node.id, address_of))
 
     def _fail_node(self, node_id: str, what: str) -> RunError:
         return RunError(f"node {node_id} {what}; its last output:\n{self.backend.output_tail(node_id)}")
@@ -193,11 +193,16 @@ class Runner(RunRecord):
                                                f"({len(missing)} nodes short of their neighbours)")
             await asyncio.sleep(0.25)
 
-    async def _measure_clocks(self, node_ids: list[str]) -> None:
-        """Nodes on other machines (backend.shared_clock False): their clock offsets, into the manifest."""
+    async def _measure_clocks(self, node_ids: list[str], probes: NamespaceProbes | None = None) -> None:
+        """Nodes on other machines (backend.shared_clock False): their clock offsets, into the manifest;
+        through their control APIs, or (`probes`, for nodes without one) from their namespaces."""
         if self.backend.shared_clock:
             return
-        measured = await clock.estimate({n: self.clients[n] for n in node_ids})
+        if probes is None:
+            measured = await clock.estimate({n: self.clients[n] for n in node_ids})
+        else:
+            measured = await clock.estimate({n: probes.client(n) for n in node_ids},
+                                            how="from a probe in each node's network namespace")
         section = self.manifest["clock"]
         if "rtt_ns" not in section:
             section.update(method=measured["method"], offsets_ns={}, rtt_ns={}, max_error_ns=0)
@@ -337,6 +342,7 @@ class Runner(RunRecord):
         await self._blocking(self._shape, mode)
         if self.adapters:  # before they start: T0 is in their configs, and the probes need no node
             await self._calibrate({n.id: self.probes.client(n.id) for n in plan.nodes})
+            await self._measure_clocks([n.id for n in plan.nodes], self.probes)  # T0 on each node's clock
             await self.probes.close()
         if await self.sampler.start():
             self.manifest["kernel_traffic"] = {"file": link_sampler.FILE + ".gz", "interval_s": link_sampler.INTERVAL_S,
@@ -347,7 +353,7 @@ class Runner(RunRecord):
         for node in plan.nodes:
             self.configs[node.id] = self._node_config(node.id, mode)
             self.clients[node.id] = (self.backend.control(node.id) if node.implementation == PEERLAB
-                                     else ContractClient(node.id, self.backend, node.neighbours, self.t0_ns))
+                                     else ContractClient(node.id, self.backend, node.neighbours, self._t0_for(node.id)))
             if not node.absent:
                 self.backend.start_node(node.id, self.configs[node.id])
         if self.adapters:  # their T0 is fixed: wait for them until then, no longer
@@ -356,7 +362,7 @@ class Runner(RunRecord):
         else:
             await self._wait_healthy(self.present, 30 + 0.3 * n)
             await self._wait_connected(30 + 0.2 * n)
-        await self._measure_clocks(self.present)
+            await self._measure_clocks(self.present)
         self.manifest["startup_s"] = round(time.monotonic() - started, 2)
         self.step(f"nodes up and connected in {self.manifest['startup_s']:.1f}s")
         if not self.adapters:

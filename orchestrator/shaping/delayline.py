@@ -15,8 +15,10 @@ queue is bound without fail-open: if this process dies, the run's packets stop i
 without their latency. GSO packets are queued whole, so a bulk transfer costs few verdicts.
 
 Every node of a run, whoever wrote it, is delayed by this one mechanism, and the calibration
-measures it like netem. One process serves all the namespaces of a run; it reads JSON lines on
-stdin and answers each with one JSON line on stdout:
+measures it like netem. One process serves all the namespaces of a run (`DelayLines`), or, where the
+namespaces are on other machines (kubernetes pods), one runs inside each node's namespace and
+attaches to its own (OWN_NETNS). It reads JSON lines on stdin and answers each with one JSON line
+on stdout:
 
     {"op": "attach", "netns": "/var/run/netns/plab-n3", "ifname": "eth0", "node": "n3",
      "delays_ms": {"10.1.0.5": 40.0, ...}}                  -> {"ok": "n3"}
@@ -40,7 +42,8 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable
 
 from node.linkmodel import Degradations, release_time
 
@@ -50,6 +53,7 @@ REALTIME_PRIORITY = 10
 LATE_EDGES_MS = (0.1, 0.5, 1, 2, 5, 10, 20)
 LATE_WARN = 0.01          # share of packets released 10 ms or more late above which a run warns
 COPY_BYTES = 20           # the IPv4 header: the source address is all we read
+OWN_NETNS = "/proc/self/ns/net"  # attach: the namespace the delay line itself runs in
 
 
 def rule(ifname: str, action: str = "-A") -> list[str]:
@@ -211,8 +215,10 @@ def probe() -> tuple[bool, str]:
 class DelayLineProcess:
     """The orchestrator's side: starts the delay line and speaks its protocol (one answer per line)."""
 
-    def __init__(self, seed: int = 0):
-        self.proc = subprocess.Popen([sys.executable, "-m", "orchestrator.shaping.delayline", "--seed", str(seed)],
+    def __init__(self, seed: int = 0, python: list[str] | None = None):
+        """`python`: the interpreter command to start it with (another namespace's, another machine's)."""
+        self.proc = subprocess.Popen([*(python or [sys.executable]), "-m", "orchestrator.shaping.delayline",
+                                      "--seed", str(seed)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
         self.lock = threading.Lock()
 
@@ -235,6 +241,49 @@ class DelayLineProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+class DelayLines:
+    """A run's delay line as the runner uses it: one process for every namespace, or, with `python_in`
+    (node -> the command of a Python in that node's namespace), one inside each node's namespace.
+    `attach` goes to the node's process; `links` and `degrade` to every one (a degraded node's packets
+    are held where they arrive); `stats` adds up their answers."""
+
+    def __init__(self, seed: int, nodes: list[str], netns_path: Callable[[str], str],
+                 python_in: Callable[[str], list[str]] | None = None):
+        self.netns_path = netns_path if python_in is None else (lambda _node: OWN_NETNS)
+        if python_in is None:
+            self.lines = {None: DelayLineProcess(seed)}
+        else:
+            self.lines = {node: DelayLineProcess(seed + i, python_in(node)) for i, node in enumerate(nodes)}
+
+    def _each(self, msg: dict[str, Any]) -> list[dict[str, Any]]:
+        if len(self.lines) == 1:
+            return [line.request(**msg) for line in self.lines.values()]
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            return list(pool.map(lambda line: line.request(**msg), self.lines.values()))
+
+    def attach(self, node: str, ifname: str, delays_ms: dict[str, float]) -> dict[str, Any]:
+        line = self.lines.get(node) or self.lines[None]
+        return line.request(op="attach", netns=self.netns_path(node), ifname=ifname, node=node, delays_ms=delays_ms)
+
+    def request(self, **msg: Any) -> dict[str, Any]:
+        answers = self._each(msg)
+        if msg["op"] != "stats":
+            return answers[0]
+        total: dict[str, Any] = {"ok": "stats", "packets": {}, "dropped": {}, "held": 0, "errors": [], "late_ms": {}}
+        for answer in answers:
+            total["packets"].update(answer["packets"])
+            total["dropped"].update(answer["dropped"])
+            total["held"] += answer["held"]
+            total["errors"] += answer["errors"]
+            for edge, count in answer["late_ms"].items():
+                total["late_ms"][edge] = total["late_ms"].get(edge, 0) + count
+        return total
+
+    def close(self) -> None:
+        for line in self.lines.values():
+            line.close()
 
 
 def main(argv: list[str] | None = None) -> int:

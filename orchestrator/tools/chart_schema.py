@@ -1,25 +1,35 @@
-"""The Helm chart's values.schema.json lists the protocols the node image runs; this writes that list
-from the protocol registry (`make chart-schema`, after adding a protocol). A test keeps them equal."""
+"""The Helm chart's values.schema.json lists the protocols the node image runs and the adapters whose
+images can run a node group; this writes both lists from their registries (`make chart-schema`, after
+adding a protocol or an adapter). A test keeps them equal."""
 from __future__ import annotations
 
 import json
 
+from node.adapters import ADAPTERS
 from node.protocols import PROTOCOLS
 from orchestrator.paths import ROOT
 
 SCHEMA = ROOT / "charts" / "peerlab" / "values.schema.json"
 
 
+def enums(schema: dict) -> list[tuple[dict, list[str]]]:
+    """Each registry's enum in the schema, with the list it must hold."""
+    return [(schema["properties"]["protocol"], sorted(PROTOCOLS)),
+            (schema["properties"]["adapters"]["items"]["properties"]["implementation"], sorted(ADAPTERS))]
+
+
 def write() -> bool:
-    """Rewrite the protocol enum; True if it changed."""
+    """Rewrite the enums; True if one changed."""
     schema = json.loads(SCHEMA.read_text())
-    wanted = sorted(PROTOCOLS)
-    if schema["properties"]["protocol"]["enum"] == wanted:
-        return False
-    schema["properties"]["protocol"]["enum"] = wanted
-    SCHEMA.write_text(json.dumps(schema, indent=2) + "\n")
-    return True
+    changed = False
+    for where, wanted in enums(schema):
+        if where["enum"] != wanted:
+            where["enum"] = wanted
+            changed = True
+    if changed:
+        SCHEMA.write_text(json.dumps(schema, indent=2) + "\n")
+    return changed
 
 
 if __name__ == "__main__":
-    print(f"{SCHEMA.relative_to(ROOT)}: {'updated' if write() else 'already lists every protocol'}")
+    print(f"{SCHEMA.relative_to(ROOT)}: {'updated' if write() else 'already lists every protocol and adapter'}")

@@ -18,7 +18,7 @@ from orchestrator.paths import ROOT
 DOCKERFILE = "node/Dockerfile"
 REPOSITORY = "peerlab-node"
 DEFAULT_BASE = "python:3.12-slim"
-SHAPER_FILES = ("orchestrator/__init__.py", "orchestrator/shaping/__init__.py", "orchestrator/shaping/__main__.py")
+SUPERVISOR_FILES = ("node/__init__.py", "node/supervisor.py")  # in every image: a pod's main process
 # where an adapter's image keeps it, for the {tools} and {adapter} of its adapter.json command
 IMAGE_TOOLS = "/opt/peerlab/tools"
 IMAGE_ADAPTER = "/opt/peerlab/adapter"
@@ -36,8 +36,8 @@ def _files(folder: Path) -> list[Path]:
 
 def _content_files(implementation: str) -> list[Path]:
     if implementation == PEERLAB:
-        return _files(ROOT / "node") + [ROOT / f for f in SHAPER_FILES]
-    return _files(get_adapter(implementation).directory)
+        return _files(ROOT / "node") + [ROOT / "orchestrator" / "__init__.py"] + _files(ROOT / "orchestrator" / "shaping")
+    return _files(get_adapter(implementation).directory) + [ROOT / f for f in SUPERVISOR_FILES]
 
 
 def dockerfile(implementation: str = PEERLAB) -> str:

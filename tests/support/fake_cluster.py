@@ -4,7 +4,10 @@ helm (the chart's schema) and its pods become local network namespaces, each run
 image's real main process (the node supervisor) in a mount namespace of its own (tmpfs volumes at
 the chart's paths, as emptyDirs). `exec` enters a pod's namespaces with nsenter, as the exec API
 enters a container; the control API is reached on the pod's address from this namespace (the real
-cluster proxies it through the API server). Only the Kubernetes API itself is not exercised.
+cluster proxies it through the API server). An adapter's pod gets what its image holds at the same
+paths (/opt/peerlab/tools from .tools/, /opt/peerlab/adapter from the adapter's folder, on a tmpfs
+over /opt) and the supervisor the chart's PEERLAB_NODE_COMMAND. Only the Kubernetes API itself is
+not exercised.
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from typing import Any, Callable
 import yaml
 from pyroute2 import IPRoute, NetNS
 
+from node.adapters import PEERLAB, TOOLS, get_adapter
 from orchestrator.backends.base import RunContext, file_tail
 from orchestrator.backends.kube_cluster import CHART, helm_binary
 from orchestrator.backends.local import LocalBackend
@@ -28,6 +32,11 @@ from orchestrator.run.node_client import ControlClient
 POD_SCRIPT = ("mount -t tmpfs events /var/lib && mkdir -p /var/lib/peerlab/events && "
               "mount -t tmpfs supervisor /run && mkdir -p /run/peerlab && "
               "exec {python} -m node.supervisor serve --dir /run/peerlab")
+# an adapter's image, as its Dockerfile lays it out
+IMAGE_SCRIPT = ("mount -t tmpfs image /opt && mkdir -p /opt/peerlab/tools /opt/peerlab/adapter && "
+                "mount --bind {tools} /opt/peerlab/tools && cp -r {adapter}/. /opt/peerlab/adapter/ && ")
+NODE_MODULES = ("rm -f /opt/peerlab/adapter/node_modules && "
+                "ln -s /opt/peerlab/tools/{name}/node_modules /opt/peerlab/adapter/node_modules && ")
 
 
 class FakeCluster:
@@ -58,18 +67,28 @@ class FakeCluster:
         self.network = LocalBackend(ctx)
         self.network.create_network()
         self._connect_host(short)
-        ordinals = {"honest": 0, "attacker": 0}
         env = {**os.environ, "PEERLAB_CONTROL_TOKEN": values["control"]["token"], "PYTHONUNBUFFERED": "1"}
-        for node in plan.nodes:
-            role = "nodes" if node.role == "honest" else "attackers"
-            pod = f"{release}-{role}-{ordinals[node.role]}"
-            ordinals[node.role] += 1
-            out = scratch / f"{pod}.out"
-            proc = subprocess.Popen(
-                ["ip", "netns", "exec", self.network.node_netns(node.id), "unshare", "-m", "--propagation",
-                 "private", "sh", "-c", POD_SCRIPT.format(python=sys.executable)],
-                stdout=open(out, "wb"), stderr=subprocess.STDOUT, env=env, cwd=str(CHART.parent.parent))
-            self.pods[pod] = {"ip": self.network.address(node.id), "proc": proc, "out": out}
+        for sts in (d for d in self.rendered if d["kind"] == "StatefulSet"):
+            labels = sts["spec"]["selector"]["matchLabels"]
+            members = [n for n in plan.nodes if (n.role == "honest") == (labels["peerlab.role"] == "node")
+                       and n.implementation == labels["peerlab.implementation"]]
+            assert len(members) == sts["spec"]["replicas"], (sts["metadata"]["name"], len(members))
+            (node_container,) = [c for c in sts["spec"]["template"]["spec"]["containers"] if c["name"] == "node"]
+            pod_env = {**env, **{e["name"]: e["value"] for e in node_container["env"] if "value" in e}}
+            name = labels["peerlab.implementation"]
+            image = ""
+            if name != PEERLAB:
+                image = IMAGE_SCRIPT.format(tools=TOOLS, adapter=get_adapter(name).directory)
+                if (TOOLS / name / "node_modules").exists():
+                    image += NODE_MODULES.format(name=name)
+            for i, node in enumerate(members):
+                pod = f"{sts['metadata']['name']}-{i}"
+                out = scratch / f"{pod}.out"
+                proc = subprocess.Popen(
+                    ["ip", "netns", "exec", self.network.node_netns(node.id), "unshare", "-m", "--propagation",
+                     "private", "sh", "-c", image + POD_SCRIPT.format(python=sys.executable)],
+                    stdout=open(out, "wb"), stderr=subprocess.STDOUT, env=pod_env, cwd=str(CHART.parent.parent))
+                self.pods[pod] = {"ip": self.network.address(node.id), "proc": proc, "out": out}
 
     def _connect_host(self, short: str) -> None:
         """A veth from this namespace into the run's switch: the control API's path to the pods."""
@@ -96,11 +115,16 @@ class FakeCluster:
              timeout: float = 60) -> tuple[int, str]:
         assert container in {c["name"] for d in self.rendered if d["kind"] == "StatefulSet"
                              for c in d["spec"]["template"]["spec"]["containers"]}
-        argv = [sys.executable if a == "python" else a for a in argv]
-        pid = str(self.pods[pod]["proc"].pid)
-        result = subprocess.run(["nsenter", "-t", pid, "-m", "-n", *argv], input=stdin, capture_output=True,
+        argv = [sys.executable if a in ("python", "python3") else a for a in argv]
+        result = subprocess.run([*self._enter(pod), *argv], input=stdin, capture_output=True,
                                 text=True, timeout=timeout, cwd=str(CHART.parent.parent))
         return result.returncode, result.stdout + result.stderr
+
+    def _enter(self, pod: str) -> list[str]:
+        return ["nsenter", "-t", str(self.pods[pod]["proc"].pid), "-m", "-n"]
+
+    def python_in(self, pod: str, container: str) -> list[str]:
+        return [*self._enter(pod), sys.executable]
 
     def logs(self, pod: str, container: str, tail: int | None = None) -> str:
         return file_tail(self.pods[pod]["out"], tail or 10**9)
