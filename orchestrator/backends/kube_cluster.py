@@ -13,6 +13,7 @@ probe) runs through this module as a local process whose stdin and stdout are th
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import ssl
@@ -20,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -29,6 +31,31 @@ from orchestrator.paths import ROOT
 from orchestrator.run.node_client import ControlClient
 
 CHART = ROOT / "charts" / "peerlab"
+REST_TIMEOUT = 30     # seconds for one API call (connect and read)
+CONNECT_TIMEOUT = 30  # seconds for an exec stream's websocket handshake
+TIMED_OUT = 124       # ExecResult.code: the command did not end in time
+NO_STATUS = 125       # ExecResult.code: the stream closed without the command's exit status
+PSA_ENFORCE = "pod-security.kubernetes.io/enforce"
+
+
+@dataclass
+class ExecResult:
+    """What a command run in a container gave: exit code, standard output, standard error apart."""
+
+    code: int
+    stdout: str
+    stderr: str
+
+    def answer(self) -> dict[str, Any]:
+        """The command's answer, one JSON object on the last line of its stdout; else {"error": ...}
+        with what it printed (a warning on stderr does not spoil an answer)."""
+        try:
+            answer = json.loads(self.stdout.strip().splitlines()[-1])
+            if isinstance(answer, (dict, list)):
+                return answer
+        except (ValueError, IndexError):
+            pass
+        return {"error": (self.stderr.strip() or self.stdout.strip())[-2000:] or f"exit code {self.code}"}
 
 
 def helm_binary() -> str:
@@ -48,7 +75,8 @@ class KubeCluster:
         from kubernetes import client, config
 
         try:
-            config.load_kube_config(context=context)
+            # KUBECONFIG as it is now (the client reads it once, when first imported)
+            config.load_kube_config(config_file=os.environ.get("KUBECONFIG") or None, context=context)
         except Exception as kube_err:  # noqa: BLE001 - maybe we run inside the cluster
             try:
                 config.load_incluster_config()
@@ -58,8 +86,7 @@ class KubeCluster:
         self.namespace = namespace
         self.context = context
         self.config = client.Configuration.get_default_copy()
-        self.core = client.CoreV1Api()
-        self._exec_lock = threading.Lock()  # kubernetes.stream patches the shared client while it runs
+        self.core = client.CoreV1Api(client.ApiClient(self.config))
 
     # releases ----------------------------------------------------------------------------------
     def _helm(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -68,8 +95,34 @@ class KubeCluster:
             cmd += ["--kube-context", self.context]
         return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
+    def ensure_namespace(self) -> None:
+        """The run's namespace, created labelled for Pod Security (`privileged`: the shaper sidecar needs
+        NET_ADMIN, which no other level admits), or refused before anything is installed if it enforces
+        a level that would reject the pods. Without the right to read namespaces, left to helm."""
+        from kubernetes import client
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            found = self.core.read_namespace(self.namespace, _request_timeout=REST_TIMEOUT)
+        except ApiException as err:
+            if err.status == 404:
+                labels = {PSA_ENFORCE: "privileged", "pod-security.kubernetes.io/warn": "restricted"}
+                self.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(
+                    name=self.namespace, labels=labels)), _request_timeout=REST_TIMEOUT)
+                return
+            if err.status == 403:
+                return
+            raise
+        level = (found.metadata.labels or {}).get(PSA_ENFORCE, "")
+        if level in ("baseline", "restricted"):
+            raise RuntimeError(
+                f"namespace {self.namespace} enforces Pod Security level {level!r}, which rejects the pods' "
+                "shaper sidecar (it needs NET_ADMIN; only `privileged` admits it): run in another namespace "
+                f"(--namespace), or `kubectl label namespace {self.namespace} {PSA_ENFORCE}=privileged --overwrite`")
+
     def install(self, release: str, values: dict[str, Any], values_file: Path) -> None:
         values_file.write_text(yaml.safe_dump(values, sort_keys=False))
+        self.ensure_namespace()
         result = self._helm("install", release, str(CHART), "--create-namespace", "-f", str(values_file))
         if result.returncode != 0:
             raise RuntimeError(f"helm install {release} failed: {result.stderr.strip() or result.stdout.strip()}")
@@ -86,30 +139,27 @@ class KubeCluster:
         """Watch until every named pod runs all its containers; their IPs. On timeout, a RuntimeError
         naming the pods still waiting and why (Pending: unschedulable, ErrImagePull, ...)."""
         from kubernetes import watch
+        from kubernetes.client.exceptions import ApiException
 
         wanted, ready, why = set(names), {}, {}
         deadline = time.monotonic() + timeout
         next_report = time.monotonic() + 10
         while set(ready) != wanted and time.monotonic() < deadline:
             w = watch.Watch()
-            for event in w.stream(self.core.list_namespaced_pod, self.namespace, label_selector=selector,
-                                  timeout_seconds=max(1, int(min(10, deadline - time.monotonic())))):
-                pod = event["object"]
-                name = pod.metadata.name
-                if name not in wanted:
-                    continue
-                statuses = pod.status.container_statuses or []
-                if (pod.status.phase == "Running" and pod.status.pod_ip and statuses
-                        and all(s.state.running for s in statuses)):
-                    ready[name] = pod.status.pod_ip
-                else:
-                    ready.pop(name, None)
-                    waiting = [s.state.waiting.reason for s in statuses if s.state and s.state.waiting]
-                    conditions = [c.message for c in pod.status.conditions or [] if c.message]
-                    why[name] = f"{pod.status.phase}: {', '.join(waiting + conditions) or 'starting'}"
-                if set(ready) == wanted:
-                    w.stop()
-                    break
+            seconds = max(1, int(min(10, deadline - time.monotonic())))
+            events = w.stream(self.core.list_namespaced_pod, self.namespace, label_selector=selector,
+                              timeout_seconds=seconds, _request_timeout=seconds + REST_TIMEOUT)
+            try:
+                for event in events:
+                    if event["type"] == "ERROR":  # e.g. 410 Gone: the watch expired; list and watch again
+                        w.stop()
+                        break
+                    if self._pod_event(event["object"], wanted, ready, why):
+                        w.stop()
+                        break
+            except ApiException as err:  # the same, raised instead of sent as an event
+                if err.status not in (410, 500, 503, 504):
+                    raise
             if time.monotonic() > next_report:
                 say(f"  {len(ready)}/{len(wanted)} pods running")
                 next_report += 10
@@ -119,24 +169,70 @@ class KubeCluster:
                                + "; ".join(f"{p} ({why.get(p, 'not created')})" for p in late[:3]))
         return ready
 
-    def exec(self, pod: str, container: str, argv: list[str], stdin: str | None = None,
-             timeout: float = 60) -> tuple[int, str]:
-        """Run argv in a container of the pod; (exit code, stdout + stderr)."""
+    @staticmethod
+    def _pod_event(pod: Any, wanted: set[str], ready: dict[str, str], why: dict[str, str]) -> bool:
+        """Note one watched pod's state; True once every wanted pod runs."""
+        name = pod.metadata.name
+        if name not in wanted:
+            return False
+        statuses = pod.status.container_statuses or []
+        if (pod.status.phase == "Running" and pod.status.pod_ip and statuses
+                and all(s.state.running for s in statuses)):
+            ready[name] = pod.status.pod_ip
+        else:
+            ready.pop(name, None)
+            waiting = [s.state.waiting.reason for s in statuses if s.state and s.state.waiting]
+            conditions = [c.message for c in pod.status.conditions or [] if c.message]
+            why[name] = f"{pod.status.phase}: {', '.join(waiting + conditions) or 'starting'}"
+        return set(ready) == wanted
+
+    def _exec_stream(self, pod: str, container: str, argv: list[str], stdin: bool) -> Any:
+        """An exec stream, on an API client of its own (kubernetes.stream swaps the transport of the
+        client it is given while it connects: on the shared one, a REST call made meanwhile by another
+        thread would go out as a websocket). The handshake has no timeout of its own: one is kept here."""
+        from kubernetes import client
         from kubernetes.stream import stream
 
-        with self._exec_lock:
-            resp = stream(self.core.connect_get_namespaced_pod_exec, pod, self.namespace, container=container,
-                          command=argv, stdin=stdin is not None, stdout=True, stderr=True, tty=False,
-                          _preload_content=False)
+        api = client.CoreV1Api(client.ApiClient(self.config))
+        result: list[Any] = []
+
+        def connect() -> None:
+            try:
+                result.append(stream(api.connect_get_namespaced_pod_exec, pod, self.namespace, container=container,
+                                     command=argv, stdin=stdin, stdout=True, stderr=True, tty=False,
+                                     _preload_content=False))
+            except Exception as err:  # noqa: BLE001 - raised in the caller's thread
+                result.append(err)
+
+        worker = threading.Thread(target=connect, daemon=True, name=f"exec-{pod}")
+        worker.start()
+        worker.join(CONNECT_TIMEOUT)
+        if not result:
+            raise RuntimeError(f"exec into pod {pod}: no answer from the API server in {CONNECT_TIMEOUT}s")
+        if isinstance(result[0], Exception):
+            raise RuntimeError(f"exec into pod {pod}: {result[0]}") from result[0]
+        return result[0]
+
+    def exec(self, pod: str, container: str, argv: list[str], stdin: str | None = None,
+             timeout: float = 60) -> ExecResult:
+        """Run argv in a container of the pod, at most `timeout` seconds."""
+        resp = self._exec_stream(pod, container, argv, stdin is not None)
         try:
             if stdin is not None:
                 resp.write_stdin(stdin)
             resp.run_forever(timeout=timeout)  # buffers stdout and stderr until the command ends
-            out = [resp.read_stdout() or "", resp.read_stderr() or ""]
-            code = resp.returncode
+            out, err = resp.read_stdout(timeout=0) or "", resp.read_stderr(timeout=0) or ""
+            if resp.is_open():
+                return ExecResult(TIMED_OUT, out, err + f"\n(did not end within {timeout:.0f}s)")
+            try:
+                code = resp.returncode
+            except (TypeError, KeyError, IndexError, ValueError):  # closed without a status message
+                code = None
+            if code is None:
+                return ExecResult(NO_STATUS, out, err + "\n(the exec stream closed without an exit status)")
+            return ExecResult(code, out, err)
         finally:
             resp.close()
-        return (code if code is not None else 124), "".join(out)
 
     def python_in(self, pod: str, container: str) -> list[str]:
         """The command of a local process that is a Python in the pod's container (see `bridge`)."""
@@ -147,11 +243,7 @@ class KubeCluster:
     def bridge(self, pod: str, container: str, argv: list[str]) -> int:
         """Run argv in the container with this process's stdin and stdout as its own, until it ends or
         this stdin does (closing the exec stream closes the process's stdin); its exit code."""
-        from kubernetes.stream import stream
-
-        with self._exec_lock:
-            resp = stream(self.core.connect_get_namespaced_pod_exec, pod, self.namespace, container=container,
-                          command=argv, stdin=True, stdout=True, stderr=True, tty=False, _preload_content=False)
+        resp = self._exec_stream(pod, container, argv, stdin=True)
 
         def pump() -> None:
             for line in sys.stdin:
@@ -171,13 +263,14 @@ class KubeCluster:
 
     def logs(self, pod: str, container: str, tail: int | None = None) -> str:
         try:
-            return self.core.read_namespaced_pod_log(pod, self.namespace, container=container, tail_lines=tail)
+            return self.core.read_namespaced_pod_log(pod, self.namespace, container=container, tail_lines=tail,
+                                                     _request_timeout=REST_TIMEOUT)
         except Exception as err:  # noqa: BLE001 - a pod already gone has no logs to show
             return f"(no output: {err.__class__.__name__})"
 
     def pod_uid(self, pod: str) -> str | None:
         try:
-            return self.core.read_namespaced_pod(pod, self.namespace).metadata.uid
+            return self.core.read_namespaced_pod(pod, self.namespace, _request_timeout=REST_TIMEOUT).metadata.uid
         except Exception:  # noqa: BLE001
             return None
 

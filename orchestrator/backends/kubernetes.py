@@ -145,21 +145,18 @@ class KubernetesBackend(Backend):
 
     def probe_delayline(self) -> tuple[bool, str]:
         first = next(iter(self.pods.values()))
-        code, out = self.cluster.exec(first, "shaper", ["python3", "-m", "orchestrator.shaping.delayline", "--probe"])
-        return code == 0, f"{out.strip() or f'exit code {code}'} (in pod {first})"
+        done = self.cluster.exec(first, "shaper", ["python3", "-m", "orchestrator.shaping.delayline", "--probe"])
+        return done.code == 0, f"{done.stdout.strip() or done.stderr.strip() or f'exit code {done.code}'} (in pod {first})"
 
     def python_in_netns(self, node_id: str) -> list[str]:
         return self.cluster.python_in(self.pods[node_id], "shaper")
 
     def shape(self, where: str, ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        code, out = self.cluster.exec(where, "shaper", ["python", "-m", "orchestrator.shaping", "--ops",
-                                                        json.dumps(ops)])
-        try:
-            done = json.loads(out.strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            done = {"error": out.strip()[-2000:] or f"exit code {code}"}
-        if code != 0 or isinstance(done, dict):
-            raise RuntimeError(f"shaper in pod {where} failed: {done.get('error') if isinstance(done, dict) else out}")
+        result = self.cluster.exec(where, "shaper", ["python3", "-m", "orchestrator.shaping", "--ops", json.dumps(ops)])
+        done = result.answer()
+        if result.code != 0 or isinstance(done, dict):
+            why = done.get("error") if isinstance(done, dict) else result.stderr.strip() or f"exit code {result.code}"
+            raise RuntimeError(f"shaper in pod {where} failed: {why}")
         return done
 
     # nodes, through each pod's supervisor ------------------------------------------------------
@@ -168,11 +165,7 @@ class KubernetesBackend(Backend):
         pod = self.pods[node_id]
         argv = [*SUPERVISOR, cmd, "--dir", SUPERVISOR_DIR, *args]
         for attempt in range(retries + 1):
-            code, out = self.cluster.exec(pod, "node", argv, stdin=stdin)
-            try:
-                answer = json.loads(out.strip().splitlines()[-1])
-            except (ValueError, IndexError):
-                answer = {"error": out.strip()[-1000:] or f"exit code {code}"}
+            answer = self.cluster.exec(pod, "node", argv, stdin=stdin).answer()
             if "error" not in answer:
                 self._status[node_id] = (time.monotonic(), answer)
                 return answer
@@ -219,9 +212,9 @@ class KubernetesBackend(Backend):
 
     def read_event_log(self, node_id: str, offset: int) -> bytes:
         """During the run, from inside the pod (an adapter's node reports readiness only there)."""
-        code, out = self.cluster.exec(self.pods[node_id], "node",
-                                      ["tail", "-c", f"+{offset + 1}", self.event_log_path(node_id)])
-        return out.encode() if code == 0 else b""
+        done = self.cluster.exec(self.pods[node_id], "node",
+                                 ["tail", "-c", f"+{offset + 1}", self.event_log_path(node_id)])
+        return done.stdout.encode() if done.code == 0 else b""
 
     def output_tail(self, node_id: str, lines: int = 10) -> str:
         return self.cluster.logs(self.pods[node_id], "node", tail=lines).rstrip() or "(no output)"
@@ -229,9 +222,12 @@ class KubernetesBackend(Backend):
     def _collect(self, node_id: str) -> None:
         """The node's event log and output, out of its pod (before the pod is deleted)."""
         pod = self.pods[node_id]
-        code, text = self.cluster.exec(pod, "node", ["cat", self.event_log_path(node_id)], timeout=300)
-        if code == 0:
-            self.event_log(node_id).write_text(text)
+        done = self.cluster.exec(pod, "node", ["cat", self.event_log_path(node_id)], timeout=300)
+        if done.code == 0:
+            self.event_log(node_id).write_text(done.stdout)
+        else:
+            print(f"  {node_id}: its event log could not be read in pod {pod}: {done.stderr.strip()[-300:]}",
+                  file=sys.stderr)
         (self.ctx.scratch / "out" / f"{node_id}.out").write_text(self.cluster.logs(pod, "node"))
 
     def teardown(self) -> None:

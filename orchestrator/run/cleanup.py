@@ -1,7 +1,7 @@
 """Finding and removing what runs leave behind: node processes, network namespaces, scratch files.
 
-Every run registers itself in a state file (`/run/peerlab/<short>.json`) holding the orchestrator's
-pid; kernel objects are all named `pl<short>-...`. Teardown and `peerlab clean` use the same
+Every run registers itself in a state file (`<state dir>/<short>.json`: /run/peerlab as root) holding
+the orchestrator's pid; kernel objects are all named `pl<short>-...`. Teardown and `peerlab clean` use the same
 functions, so a run killed with SIGKILL is cleaned exactly as a finished one.
 """
 from __future__ import annotations
@@ -18,7 +18,18 @@ from pathlib import Path
 from pyroute2 import netns
 
 NETNS_DIR = Path("/run/netns")
-STATE_DIR = Path(os.environ.get("PEERLAB_STATE_DIR", "/run/peerlab"))
+def default_state_dir() -> Path:
+    """$PEERLAB_STATE_DIR, else /run/peerlab for root (the backends that make namespaces need root);
+    otherwise the user's own runtime directory, since the kubernetes and sim backends need no root."""
+    if os.environ.get("PEERLAB_STATE_DIR"):
+        return Path(os.environ["PEERLAB_STATE_DIR"])
+    if os.geteuid() == 0:
+        return Path("/run/peerlab")
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    return Path(runtime) / "peerlab" if runtime else Path.home() / ".local" / "state" / "peerlab"
+
+
+STATE_DIR = default_state_dir()
 _NAME = re.compile(r"^pl([0-9a-f]{6})-")
 
 

@@ -23,7 +23,7 @@ from pyroute2 import IPRoute, NetNS
 
 from node.adapters import PEERLAB, TOOLS, get_adapter
 from orchestrator.backends.base import RunContext, file_tail
-from orchestrator.backends.kube_cluster import CHART, helm_binary
+from orchestrator.backends.kube_cluster import CHART, ExecResult, helm_binary
 from orchestrator.backends.local import LocalBackend
 from orchestrator.model.plan import RunPlan
 from orchestrator.run.cleanup import remove_run_objects
@@ -112,13 +112,13 @@ class FakeCluster:
         return str(self.pods[pod]["proc"].pid) if pod in self.pods else None
 
     def exec(self, pod: str, container: str, argv: list[str], stdin: str | None = None,
-             timeout: float = 60) -> tuple[int, str]:
+             timeout: float = 60) -> ExecResult:
         assert container in {c["name"] for d in self.rendered if d["kind"] == "StatefulSet"
                              for c in d["spec"]["template"]["spec"]["containers"]}
         argv = [sys.executable if a in ("python", "python3") else a for a in argv]
         result = subprocess.run([*self._enter(pod), *argv], input=stdin, capture_output=True,
                                 text=True, timeout=timeout, cwd=str(CHART.parent.parent))
-        return result.returncode, result.stdout + result.stderr
+        return ExecResult(result.returncode, result.stdout, result.stderr)
 
     def _enter(self, pod: str) -> list[str]:
         return ["nsenter", "-t", str(self.pods[pod]["proc"].pid), "-m", "-n"]

@@ -1,0 +1,209 @@
+"""The Kubernetes client side of the kubernetes backend (orchestrator/backends/kube_cluster.py), against
+recorded and scripted API answers: no Kubernetes server can run here. Each test is a failure mode
+of a real API server: a REST call racing an exec, an exec stream that closes without a status or
+never ends, a warning on stderr, an expired watch, a namespace whose Pod Security would reject the
+pods."""
+import functools
+from types import SimpleNamespace
+
+import kubernetes.stream
+import kubernetes.watch
+import pytest
+from kubernetes.client.exceptions import ApiException
+from kubernetes.stream import stream as real_stream
+from kubernetes.stream.ws_client import WSClient
+
+from orchestrator.backends import kube_cluster
+from orchestrator.backends.kube_cluster import NO_STATUS, TIMED_OUT, ExecResult, KubeCluster
+from orchestrator.backends.kubernetes import KubernetesBackend
+
+KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters:
+  - name: c
+    cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}
+users:
+  - name: u
+    user: {token: sekrit-token}
+contexts:
+  - name: ctx
+    context: {cluster: c, user: u, namespace: default}
+current-context: ctx
+"""
+
+
+@pytest.fixture
+def cluster(tmp_path, monkeypatch) -> KubeCluster:
+    (tmp_path / "kubeconfig").write_text(KUBECONFIG)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
+    return KubeCluster("peerlab-test")
+
+
+def closed_stream(stdout: str = "", stderr: str = "", status: str | None = '{"status": "Success"}') -> WSClient:
+    """The library's own WSClient in the state a finished exec leaves it: socket closed, channels
+    buffered (1 stdout, 2 stderr, 3 the status; no status when the connection just dropped)."""
+    ws = WSClient.__new__(WSClient)
+    ws._connected, ws._returncode, ws.binary, ws.newline = False, None, False, "\n"
+    ws._channels = {k: v for k, v in {1: stdout, 2: stderr, 3: status}.items() if v}
+    ws._closed_channels = set()
+    ws.sock = None
+    ws.close = lambda **_: None
+    return ws
+
+
+class HangingStream:
+    """A command that never ends: the socket stays open and nothing more arrives."""
+
+    def write_stdin(self, data):
+        pass
+
+    def run_forever(self, timeout=None):
+        assert timeout, "would wait forever"
+
+    def is_open(self):
+        return True
+
+    def read_stdout(self, timeout=None):
+        assert timeout == 0, "a read without a timeout on an open socket blocks forever"
+        return "partial"
+
+    read_stderr = read_stdout
+
+    def close(self):
+        pass
+
+
+def scripted_stream(monkeypatch, answer, seen: list):
+    """kubernetes.stream.stream with its real client swapping, over a scripted transport that notes
+    what the shared client's call_api was while the exec connected."""
+    def websocket_call(configuration, method, url, **kwargs):
+        seen.append(url)
+        return answer
+    monkeypatch.setattr(kubernetes.stream, "stream",
+                        functools.partial(real_stream.func, websocket_call, None))
+
+
+def test_exec_runs_on_its_own_client_so_rest_calls_meanwhile_stay_rest(cluster, monkeypatch):
+    shared = cluster.core.api_client.call_api
+    during: list = []
+
+    def websocket_call(configuration, method, url, **kwargs):
+        during.append(cluster.core.api_client.call_api == shared)  # what another thread's REST call would use
+        return closed_stream('{"running": false}\n')
+    monkeypatch.setattr(kubernetes.stream, "stream", functools.partial(real_stream.func, websocket_call, None))
+    result = cluster.exec("pl1-nodes-0", "node", ["true"])
+    assert result == ExecResult(0, '{"running": false}\n', "")
+    assert during == [True]
+
+
+def test_a_stream_closed_without_status_is_a_failure_not_a_crash(cluster, monkeypatch):
+    seen: list = []
+    scripted_stream(monkeypatch, closed_stream("half an answ", status=None), seen)
+    result = cluster.exec("pl1-nodes-0", "node", ["cat", "/x"])
+    assert result.code == NO_STATUS and "without an exit status" in result.stderr
+    assert "/exec?" in seen[0] and "container=node" in seen[0]
+
+
+def test_a_command_that_never_ends_returns_after_its_timeout(cluster, monkeypatch):
+    scripted_stream(monkeypatch, HangingStream(), [])
+    result = cluster.exec("pl1-nodes-0", "node", ["sleep", "1000"], timeout=0.1)
+    assert result.code == TIMED_OUT and result.stdout == "partial" and "did not end within" in result.stderr
+
+
+def test_an_exec_whose_handshake_hangs_fails_after_the_connect_timeout(cluster, monkeypatch):
+    monkeypatch.setattr(kube_cluster, "CONNECT_TIMEOUT", 0.2)
+    monkeypatch.setattr(kubernetes.stream, "stream", lambda *a, **k: __import__("time").sleep(5))
+    with pytest.raises(RuntimeError, match="no answer from the API server"):
+        cluster.exec("pl1-nodes-0", "node", ["true"])
+
+
+def test_a_warning_on_stderr_does_not_spoil_the_supervisors_answer():
+    status = {"running": True, "pid": 7, "starts": 1, "exit_code": None}
+    noisy = ExecResult(0, '{"running": true, "pid": 7, "starts": 1, "exit_code": null}\n',
+                       "WARNING: the container runtime says something\n")
+    backend = KubernetesBackend.__new__(KubernetesBackend)
+    backend.cluster = SimpleNamespace(exec=lambda *a, **k: noisy)
+    backend.pods, backend._status = {"n0": "pl1-nodes-0"}, {}
+    assert backend._supervisor("n0", "status") == status
+    assert ExecResult(1, "", "Traceback ...\nOSError: boom\n").answer() == {"error": "Traceback ...\nOSError: boom"}
+    assert ExecResult(0, "not json\n", "").answer() == {"error": "not json"}
+
+
+def pod(name: str, ip: str) -> SimpleNamespace:
+    running = SimpleNamespace(state=SimpleNamespace(running=True, waiting=None))
+    return SimpleNamespace(metadata=SimpleNamespace(name=name),
+                           status=SimpleNamespace(phase="Running", pod_ip=ip, container_statuses=[running, running],
+                                                  conditions=[]))
+
+
+def test_an_expired_watch_is_listed_and_watched_again(cluster, monkeypatch):
+    rounds = iter([[{"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired"}}],
+                   ApiException(status=410, reason="Gone"),
+                   [{"type": "ADDED", "object": pod("pl1-nodes-0", "10.0.0.5")},
+                    {"type": "ADDED", "object": pod("pl1-nodes-1", "10.0.0.6")}]])
+    calls: list = []
+
+    class ScriptedWatch:
+        def stream(self, fn, *args, **kwargs):
+            calls.append(kwargs)
+            step = next(rounds)
+            if isinstance(step, Exception):
+                raise step
+            yield from step
+
+        def stop(self):
+            pass
+    monkeypatch.setattr(kubernetes.watch, "Watch", ScriptedWatch)
+    ips = cluster.wait_pods("peerlab.run=000001", ["pl1-nodes-0", "pl1-nodes-1"], timeout=10)
+    assert ips == {"pl1-nodes-0": "10.0.0.5", "pl1-nodes-1": "10.0.0.6"}
+    assert len(calls) == 3 and all(c["_request_timeout"] for c in calls)
+
+
+class NamespaceApi:
+    def __init__(self, existing_labels=None, status=404):
+        self.existing, self.status, self.created, self.kwargs = existing_labels, status, [], []
+
+    def read_namespace(self, name, **kwargs):
+        self.kwargs.append(kwargs)
+        if self.existing is None:
+            raise ApiException(status=self.status)
+        return SimpleNamespace(metadata=SimpleNamespace(labels=self.existing))
+
+    def create_namespace(self, body, **kwargs):
+        self.created.append(body)
+
+
+def test_the_namespace_is_created_labelled_for_the_shaper_or_refused_by_name(cluster):
+    cluster.core = NamespaceApi()
+    cluster.ensure_namespace()
+    (made,) = cluster.core.created
+    assert made.metadata.name == "peerlab-test"
+    assert made.metadata.labels["pod-security.kubernetes.io/enforce"] == "privileged"
+    assert cluster.core.kwargs[0]["_request_timeout"]
+    cluster.core = NamespaceApi({"pod-security.kubernetes.io/enforce": "restricted"})
+    with pytest.raises(RuntimeError, match=r"enforces Pod Security level 'restricted'.*--namespace.*enforce=privileged"):
+        cluster.ensure_namespace()
+    cluster.core = NamespaceApi({"pod-security.kubernetes.io/enforce": "privileged"})
+    cluster.ensure_namespace()
+    assert cluster.core.created == []
+    cluster.core = NamespaceApi(status=403)  # may not read namespaces: left to helm
+    cluster.ensure_namespace()
+    assert cluster.core.created == []
+
+
+def test_the_run_registry_needs_no_root_where_the_backend_needs_none(monkeypatch, tmp_path):
+    """A user (the kind workflow's runner, anyone with only a kubeconfig) registers runs in their own
+    runtime directory; root keeps /run/peerlab; PEERLAB_STATE_DIR wins."""
+    from orchestrator.run import cleanup
+
+    monkeypatch.delenv("PEERLAB_STATE_DIR", raising=False)
+    monkeypatch.setattr(cleanup.os, "geteuid", lambda: 1000)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "user"))
+    assert cleanup.default_state_dir() == tmp_path / "user" / "peerlab"
+    monkeypatch.delenv("XDG_RUNTIME_DIR")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cleanup.default_state_dir() == tmp_path / "home" / ".local" / "state" / "peerlab"
+    monkeypatch.setattr(cleanup.os, "geteuid", lambda: 0)
+    assert cleanup.default_state_dir() == cleanup.Path("/run/peerlab")
+    monkeypatch.setenv("PEERLAB_STATE_DIR", str(tmp_path / "s"))
+    assert cleanup.default_state_dir() == tmp_path / "s"
