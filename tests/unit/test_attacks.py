@@ -50,12 +50,17 @@ def test_ihave_spam_breaks_promises_and_is_penalised():
     assert seen[("penalty", "broken promise")] > 0
 
 
-def test_iwant_spam_costs_the_honest_nodes_bytes():
-    sim, _, honest = attacked("iwant-spam", ", ids: 20")
+def served_to_attackers(behaviour: str, extra: str = "") -> int:
+    sim, _, honest = attacked(behaviour, extra)
     attackers = {n for n in sim.net.nodes if n not in honest}
-    served = sum(e.get("data_bytes", 0) for n in honest for e in sim.net.nodes[n].events
-                 if e["type"] == "send_rpc" and e["peer"] in attackers)
-    assert served > 0
+    return sum(e.get("data_bytes", 0) for n in honest for e in sim.net.nodes[n].events
+               if e["type"] == "send_rpc" and e["peer"] in attackers)
+
+
+def test_iwant_spam_costs_the_honest_nodes_bytes():
+    """Beyond what the same three peers get as ordinary mesh members (a `censor` peer receives as
+    any peer does): 917,000 bytes there, 4,651,000 under IWANT spam."""
+    assert served_to_attackers("iwant-spam", ", ids: 20") > 3 * served_to_attackers("censor") > 0
 
 
 def test_idontwant_liar_makes_peers_skip_it():
@@ -89,13 +94,13 @@ def test_malformed_frames_cover_each_kind():
     rng = random.Random(1)
     frames = [malformed_frame(rng, n) for n in range(1, 51)]
     assert len(frames[49]) == MAX_FRAME + 1  # every 50th is over the transport's limit
-    refused = 0
-    for f in frames[:49]:
+    refused = {0: 0, 1: 0, 2: 0}  # by kind: random bytes, a truncated RPC, lying length fields
+    for n, f in enumerate(frames[:49], start=1):
         try:
             wire.decode_rpc(f)
         except wire.DecodeError:
-            refused += 1
-    assert refused >= 30
+            refused[n % 3] += 1
+    assert refused == {0: 16, 1: 17, 2: 16}  # every one of each kind
 
 
 def test_control_attacks_need_the_pubsub_wire():

@@ -3,12 +3,14 @@ recorded and scripted API answers: no Kubernetes server can run here. Each test 
 of a real API server: a REST call racing an exec, an exec stream that closes without a status or
 never ends, a warning on stderr, an expired watch, a namespace whose Pod Security would reject the
 pods."""
+import asyncio
 import functools
 from types import SimpleNamespace
 
 import kubernetes.stream
 import kubernetes.watch
 import pytest
+from aiohttp import web
 from kubernetes.client.exceptions import ApiException
 from kubernetes.stream import stream as real_stream
 from kubernetes.stream.ws_client import WSClient
@@ -207,3 +209,39 @@ def test_the_run_registry_needs_no_root_where_the_backend_needs_none(monkeypatch
     assert cleanup.default_state_dir() == cleanup.Path("/run/peerlab")
     monkeypatch.setenv("PEERLAB_STATE_DIR", str(tmp_path / "s"))
     assert cleanup.default_state_dir() == tmp_path / "s"
+
+
+def test_control_requests_reach_the_pods_port_through_the_api_server_proxy(tmp_path, monkeypatch):
+    """A request made: to the API server of the kubeconfig, at the pod proxy path of the pod's control
+    port, with the kubeconfig's credentials; the node's token in its own header."""
+    seen: list = []
+
+    async def main() -> dict:
+        async def api_server(request: web.Request) -> web.Response:
+            seen.append((request.path, request.headers.get("Authorization"), request.headers.get("X-Peerlab-Token")))
+            return web.json_response({"ok": True})
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", api_server)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = runner.addresses[0][1]
+        (tmp_path / "kubeconfig").write_text(KUBECONFIG.replace("https://127.0.0.1:1", f"http://127.0.0.1:{port}"))
+        monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
+        client = KubeCluster("peerlab-ci").control_client("pl123456-nodes-3", 7000, "n3", "t" * 32)
+        try:
+            return await client.get("/healthz")
+        finally:
+            await client.close()
+            await runner.cleanup()
+
+    assert asyncio.run(main()) == {"ok": True}
+    assert seen == [("/api/v1/namespaces/peerlab-ci/pods/pl123456-nodes-3:7000/proxy/healthz",
+                     "Bearer sekrit-token", "t" * 32)]
+
+
+def test_an_insecure_kubeconfig_skips_tls_verification_only_when_it_says_so(cluster):
+    assert cluster._ssl_context() is False  # insecure-skip-tls-verify: true
+    cluster.config.verify_ssl = True
+    assert cluster._ssl_context().verify_mode.name == "CERT_REQUIRED"

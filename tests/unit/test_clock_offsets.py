@@ -1,0 +1,33 @@
+"""Clock offsets (orchestrator/run/clock.py) against clocks that really are off: on one machine every
+node's true offset is 0, so the backends' runs cannot tell a right estimate from a wrong one; here
+each node answers its own clock, shifted, over paths with their own delays."""
+import asyncio
+import time
+
+from orchestrator.run import clock
+
+
+class SkewedNode:
+    """A node whose clock is `skew_ns` ahead of ours, reached in `out_s` and answering in `back_s`."""
+
+    def __init__(self, skew_ns: int, out_s: float, back_s: float):
+        self.skew_ns, self.out_s, self.back_s = skew_ns, out_s, back_s
+
+    async def get(self, path: str, **_):
+        assert path == "/clock"
+        await asyncio.sleep(self.out_s)
+        now = time.time_ns() + self.skew_ns
+        await asyncio.sleep(self.back_s)
+        return {"ns": now}
+
+
+def test_offsets_are_found_within_half_the_round_trip():
+    nodes = {"n0": SkewedNode(0, 0.002, 0.002), "n1": SkewedNode(5_000_000_000, 0.003, 0.003),
+             "n2": SkewedNode(-2_500_000_000, 0.001, 0.001), "n3": SkewedNode(40_000_000, 0.010, 0.002)}
+    measured = asyncio.run(clock.estimate(nodes, rounds=3, how="in a test"))
+    assert measured["method"].startswith("NTP-style in a test")
+    for node, fake in nodes.items():
+        error = abs(measured["offsets_ns"][node] - fake.skew_ns)
+        assert error <= measured["rtt_ns"][node] // 2 + 1_000_000, (node, error)
+    # n3's paths are asymmetric (10 ms out, 2 ms back): off by about half the asymmetry, within rtt/2
+    assert measured["max_error_ns"] == max(measured["rtt_ns"].values()) // 2
