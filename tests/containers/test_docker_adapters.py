@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from node import contract
+from node.adapters import get_adapter
+from orchestrator.backends.docker import remove_docker_objects
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.run.runner import Runner
 from tests.support.adapters import MIXED_SMALL
@@ -59,27 +61,32 @@ def test_js_and_py_containers_share_a_delayed_network(tmp_path: Path, docker_eng
 
 
 @pytest.mark.parametrize("name", ["js-libp2p", "py-libp2p"])
-def test_an_adapter_image_runs_its_node_as_a_kubernetes_pod_does(name, docker_engine):
-    """The pod's node container, as the chart makes it: read-only root, uid 10001, no capabilities,
-    emptyDirs at the supervisor's and the events' paths, the supervisor as main process with the
-    adapter's command in PEERLAB_NODE_COMMAND. A node started through it logs `ready`, and `stop`
-    (SIGTERM) ends it cleanly."""
-    from node.adapters import get_adapter
+def test_an_adapter_image_runs_its_node_as_a_kubernetes_pod_does(name, docker_engine, tmp_path):
+    """The pod of the chart's StatefulSet for this adapter (rendered by helm, run as containers by
+    tests/support/pod_spec.py: the adapter's image under the supervisor with the chart's
+    PEERLAB_NODE_COMMAND, read-only root, uid 10001, no capabilities; peerlab's shaper beside it). A
+    node started through the supervisor logs `ready`; `stop` (SIGTERM) ends it cleanly."""
+    from orchestrator.backends.docker import LABEL
+    from orchestrator.backends.kubernetes import image_values
     from orchestrator.tools import image
+    from tests.support.pod_spec import render, run_pod
 
     tag = image.build(docker_engine, implementation=name, say=lambda _m: None)
     command = get_adapter(name).argv("{config}", image.IMAGE_TOOLS, image.IMAGE_ADAPTER)
+    docs = render({"run": {"id": "podtest", "short": "90d0d1"}, "nodes": {"count": 0}, "control": {"token": "t" * 16},
+                   "image": image_values(image.build(docker_engine, say=lambda _m: None)),
+                   "adapters": [{"implementation": name, "count": 1, "image": image_values(tag), "command": command}]},
+                  tmp_path)
+    (sts,) = [d for d in docs if d["kind"] == "StatefulSet"]
     config = contract.ContractConfig(
         run_id="pod", node_id="n0", protocol="gossipsub", implementation=name, seed=1,
         identity_seed=contract.identity_seed(1, "n0"), listen={"host": "127.0.0.1", "port": 4001},
         subscriptions=["t0"], t0_ns=time.time_ns() + int(5e9), event_log="/var/lib/peerlab/events/n0.jsonl",
         peer_ids={"n0": contract.peer_id(contract.identity_seed(1, "n0"))})
-    pod = docker_engine.containers.run(
-        tag, ["python3", "-m", "node.supervisor", "serve", "--dir", "/run/peerlab"], detach=True,
-        read_only=True, user="10001:10001", cap_drop=["ALL"], security_opt=["no-new-privileges"],
-        tmpfs={"/run/peerlab": "uid=10001,gid=10001", "/var/lib/peerlab/events": "uid=10001,gid=10001"}, network_mode="none",
-        environment={"PEERLAB_NODE_COMMAND": json.dumps(command)}, labels={"peerlab.run": "podtest"})
     try:
+        pod = run_pod(docker_engine, sts, docs, tmp_path, {LABEL: "90d0d1"}, env={"PEERLAB_CONTROL_TOKEN": "t" * 16})["node"]
+        assert pod.attrs["Config"]["Image"] == tag and pod.attrs["Config"]["User"] == "10001:10001"
+
         def supervisor(request: str, *args: str, stdin: str = "") -> dict:
             shell = f"printf '%s\\n' '{stdin}' | " if stdin else ""
             code, out = pod.exec_run(["sh", "-c", shell + " ".join(["python3", "-m", "node.supervisor", request,
@@ -103,16 +110,5 @@ def test_an_adapter_image_runs_its_node_as_a_kubernetes_pod_does(name, docker_en
         code, out = pod.exec_run(["cat", "/var/lib/peerlab/events/n0.jsonl"])
         assert json.loads(out.decode().strip().splitlines()[-1])["type"] == "stop"
     finally:
-        pod.remove(force=True)
-
-
-def test_the_node_image_holds_the_delay_line_for_a_pods_shaper(docker_engine):
-    """The shaper sidecar (root, NET_ADMIN only) can run the delay line: iptables and fnfqueue are in
-    peerlab's image (on a base whose Python has fnfqueue's wheel)."""
-    from orchestrator.tools import image
-
-    tag = image.build(docker_engine, say=lambda _m: None)
-    out = docker_engine.containers.run(tag, ["-m", "orchestrator.shaping.delayline", "--probe"], entrypoint="python3",
-                                       user="0", cap_drop=["ALL"], cap_add=["NET_ADMIN"], remove=True,
-                                       labels={"peerlab.run": "podtest"})
-    assert b"NFQUEUE works" in out
+        remove_docker_objects("90d0d1", docker_engine)
+    assert docker_objects(docker_engine) == []

@@ -34,6 +34,7 @@ def test_quickstart_on_docker_into_s3_delivers_as_on_local(tmp_path: Path, docke
     assert m["nodes"] == 30 and m["messages"] == 60
     assert m["delivery_ratio"] == 1.0
     assert 50.0 <= m["latency_ms"]["p50"] <= 65.0, m["latency_ms"]
+    assert len(manifest["calibration"]["throughput"]) == 2  # quickstart's throughput_nodes
     for r in manifest["calibration"]["throughput"]:
         assert abs(r["measured_mbit"] - 50.0) <= 5.0, r
     assert docker_objects(docker_engine) == []
@@ -59,6 +60,7 @@ def test_docker_churn_kills_and_restarts_containers(tmp_path: Path, docker_engin
     run_dir = Path(result.stdout.strip().splitlines()[-1])
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert [(f["action"], f["node"]) for f in manifest["faults_executed"]] == [("kill", "n7"), ("restart", "n7")]
+    assert len(manifest["calibration"]["rtt"]) == 6  # the SMALL scenario's pairs
     for r in manifest["calibration"]["rtt"]:
         assert abs(r["measured_ms"] - 40.0) <= 0.1 * 40 + 1, r
     with gzip.open(run_dir / "events" / "n7.jsonl.gz", "rt") as f:
@@ -115,27 +117,28 @@ def test_clean_removes_what_a_crashed_docker_run_left(docker_engine):
     assert docker_objects(docker_engine) == []
 
 
-def test_image_runs_the_charts_pod_layout(docker_engine):
-    """The node image as charts/peerlab runs it in a pod: the supervisor as uid 10001 on a read-only
-    root with the chart's two volumes, and the shaper (NET_ADMIN only) in the same namespace making
-    the ifb that carries the download cap. No Kubernetes here: the containers are the pod's."""
+def test_image_runs_the_charts_pod_layout(docker_engine, tmp_path):
+    """The node image as charts/peerlab runs it in a pod, from the chart's rendered StatefulSet
+    (tests/support/pod_spec.py): the supervisor as uid 10001 on a read-only root with the chart's
+    volumes, and the shaper (NET_ADMIN only) in the same namespace making the ifb that carries the
+    download cap. No Kubernetes here: the containers are the pod's."""
     from orchestrator.backends.docker import LABEL
+    from orchestrator.backends.kubernetes import image_values
     from orchestrator.tools import image
+    from tests.support.pod_spec import render, run_pod
 
     tag = image.build(docker_engine, say=lambda _: None)
-    labels = {LABEL: "90d0d0"}
-    shaper = docker_engine.containers.run(
-        tag, entrypoint=["python", "-m", "orchestrator.shaping", "--hold"], detach=True, labels=labels,
-        user="0", cap_drop=["ALL"], cap_add=["NET_ADMIN"], read_only=True, name="pl90d0d0-pod-shaper")
+    docs = render({"run": {"id": "podtest", "short": "90d0d0"}, "image": image_values(tag), "nodes": {"count": 1},
+                   "control": {"token": "t" * 16}}, tmp_path)
+    (sts,) = [d for d in docs if d["kind"] == "StatefulSet"]
     try:
-        node = docker_engine.containers.run(
-            tag, entrypoint=["python", "-m", "node.supervisor", "serve", "--dir", "/run/peerlab"], detach=True,
-            labels=labels, user="10001:10001", cap_drop=["ALL"], read_only=True, name="pl90d0d0-pod-node",
-            network_mode=f"container:{shaper.id}", security_opt=["no-new-privileges"],
-            tmpfs={"/run/peerlab": "", "/var/lib/peerlab/events": ""})
+        pod = run_pod(docker_engine, sts, docs, tmp_path, {LABEL: "90d0d0"}, env={"PEERLAB_CONTROL_TOKEN": "t" * 16})
+        node, shaper = pod["node"], pod["shaper"]
+        assert node.attrs["Config"]["User"] == "10001:10001" and node.attrs["HostConfig"]["ReadonlyRootfs"]
+        assert shaper.attrs["HostConfig"]["CapAdd"] == ["NET_ADMIN"]
         status = None
         for _ in range(50):
-            result = node.exec_run(["python", "-m", "node.supervisor", "status", "--dir", "/run/peerlab"])
+            result = node.exec_run(["python3", "-m", "node.supervisor", "status", "--dir", "/run/peerlab"])
             if result.exit_code == 0:
                 status = json.loads(result.output.decode().strip().splitlines()[-1])
                 break
@@ -143,11 +146,13 @@ def test_image_runs_the_charts_pod_layout(docker_engine):
         assert status == {"running": False, "pid": None, "starts": 0, "exit_code": None}
         ops = json.dumps([shaping.ingress_op("eth0", "ifb0"), shaping.download_op("ifb0", 50_000_000),
                           {"op": "describe", "ifname": "ifb0"}])
-        out = shaper.exec_run(["python", "-m", "orchestrator.shaping", "--ops", ops], user="0")
+        out = shaper.exec_run(["python3", "-m", "orchestrator.shaping", "--ops", ops])
         assert out.exit_code == 0, out.output
         assert "class htb 1:1 parent root rate 50000000bit" in json.loads(out.output.decode())[-1]["lines"]
-        refused = node.exec_run(["python", "-m", "orchestrator.shaping", "--ops", ops])  # no NET_ADMIN there
+        refused = node.exec_run(["python3", "-m", "orchestrator.shaping", "--ops", ops])  # no NET_ADMIN there
         assert refused.exit_code != 0
+        probe = shaper.exec_run(["python3", "-m", "orchestrator.shaping.delayline", "--probe"])  # a pod's delay line
+        assert probe.exit_code == 0 and b"NFQUEUE works" in probe.output, probe.output
     finally:
         remove_docker_objects("90d0d0", docker_engine)
     assert docker_objects(docker_engine) == []

@@ -1,5 +1,6 @@
 """The node image's recipe, without an engine: what it installs stays within peerlab's dependencies,
 and its tag follows its content and base."""
+import shutil
 import tomllib
 
 from orchestrator.tools import image
@@ -19,15 +20,20 @@ def test_image_requirements_are_pinned_as_in_pyproject():
 
 
 def test_tag_follows_content_and_base(monkeypatch, tmp_path):
+    """On a copy of what the image holds (the checkout is left alone)."""
+    ignore = shutil.ignore_patterns("__pycache__", "node_modules")
+    shutil.copytree(ROOT / "node", tmp_path / "node", ignore=ignore, symlinks=True)
+    shutil.copytree(ROOT / "orchestrator" / "shaping", tmp_path / "orchestrator" / "shaping", ignore=ignore)
+    shutil.copy(ROOT / "orchestrator" / "__init__.py", tmp_path / "orchestrator" / "__init__.py")
+    monkeypatch.setattr(image, "ROOT", tmp_path)
     tag = image.image_tag("python:3.12-slim")
     assert tag.startswith("peerlab-node:") and tag == image.image_tag("python:3.12-slim")
     assert image.image_tag("peerlab-base:bookworm") != tag
-    extra = ROOT / "node" / "zz_tag_probe.py"
-    try:
-        extra.write_text("# changes the node\n")
-        assert image.image_tag("python:3.12-slim") != tag
-    finally:
-        extra.unlink()
+    (tmp_path / "node" / "zz_tag_probe.py").write_text("# changes the node\n")
+    assert image.image_tag("python:3.12-slim") != tag
+    (tmp_path / "node" / "zz_tag_probe.py").unlink()
     assert image.image_tag("python:3.12-slim") == tag
+    (tmp_path / "orchestrator" / "shaping" / "delayline.py").write_text("# the shaper changed\n")
+    assert image.image_tag("python:3.12-slim") != tag  # the delay line is in the image too
     monkeypatch.setenv("PEERLAB_BASE_IMAGE", "peerlab-base:bookworm")
     assert image.base_image() == "peerlab-base:bookworm"

@@ -127,6 +127,7 @@ def test_ci_smoke_on_the_kubernetes_backend(tmp_path: Path, monkeypatch, spark):
     assert all(abs(off) <= clock["rtt_ns"][n] // 2 + 1 for n, off in clock["offsets_ns"].items())
     assert [(f["action"], f.get("node")) for f in manifest["faults_executed"]] == [
         ("kill", "n7"), ("restart", "n7"), ("partition", None), ("heal", None)]
+    assert len(manifest["calibration"]["rtt"]) == 4 and len(manifest["calibration"]["throughput"]) == 2
     for r in manifest["calibration"]["throughput"]:  # download capped on the ifb, upload on eth0
         assert abs(r["measured_mbit"] - 50.0) <= 5.0, r
     for r in manifest["calibration"]["rtt"]:

@@ -3,6 +3,7 @@ faults executed; nothing left behind; a SIGKILLed orchestrator cleaned up by `pe
 import gzip
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -23,6 +24,19 @@ def _node_processes(short: str) -> list[str]:
     return [line for line in out.splitlines() if "pgrep" not in line]
 
 
+def wait_for_line(proc: subprocess.Popen, text: str, timeout: float) -> None:
+    """Read the run's stderr until a line holds `text`; fail if the run ends or `timeout` passes."""
+    deadline = time.monotonic() + timeout
+    line = ""
+    while text not in line:
+        left = deadline - time.monotonic()
+        assert left > 0, f"no {text!r} on the run's stderr within {timeout:.0f}s"
+        if not select.select([proc.stderr], [], [], left)[0]:
+            continue
+        line = proc.stderr.readline()
+        assert line or proc.poll() is None, f"the run ended before {text!r}"
+
+
 def test_small_run_end_to_end(tmp_path: Path):
     scenario = tmp_path / "small.yaml"
     scenario.write_text(SMALL + f"output: {{store: 'file://{tmp_path}/runs'}}\n")
@@ -39,6 +53,7 @@ def test_small_run_end_to_end(tmp_path: Path):
     # shaping measured through the data plane: bytes and latency as configured
     cal = manifest["calibration"]
     assert manifest["shaping"]["mode"] in ("netem", "delayline", "transport")
+    assert len(cal["rtt"]) == 6 and len(cal["throughput"]) == 2  # the scenario's pairs and throughput nodes
     for r in cal["rtt"]:
         assert abs(r["measured_ms"] - 40.0) <= 0.1 * 40 + 1, r
     for r in cal["throughput"]:
@@ -82,11 +97,7 @@ def test_sigkilled_orchestrator_is_cleaned(tmp_path: Path):
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(scenario), "--no-report"],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
-    line = ""
-    while "T0:" not in line:
-        line = proc.stderr.readline()
-        assert line or proc.poll() is None, "run ended before T0"
-        assert time.monotonic() < deadline
+    wait_for_line(proc, "T0:", deadline - time.monotonic())
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     left = run_netns() - before
@@ -116,10 +127,7 @@ def test_signals_tear_the_run_down(tmp_path: Path, sig):
     before = run_netns()
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(scenario), "--no-report"],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line = ""
-    while "T0:" not in line:
-        line = proc.stderr.readline()
-        assert line or proc.poll() is None, "run ended before T0"
+    wait_for_line(proc, "T0:", 120)
     proc.send_signal(sig)
     out, errors = proc.communicate(timeout=60)
     assert proc.returncode == 130, errors
