@@ -27,5 +27,7 @@ def test_cd_max_ref_vs_random_same_edges(tmp_path: Path):
     assert tco["messages"] == rnd["messages"] == 100
     # every topic's subscribers are connected through subscribers only: TTL gossip reaches them all
     assert tco["delivery"] == 1.0
-    assert rnd["delivery"] <= tco["delivery"]
+    # a random overlay of as many edges leaves some subscribers reachable only through
+    # non-subscribers, which TTL 1 does not cross (0.948 with this seed): the headline, asserted
+    assert rnd["delivery"] < 0.99
     assert run_netns(*runs) == set()
