@@ -9,6 +9,7 @@ orchestrator/shaping/delayline.py), never through the node.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -56,7 +57,7 @@ class ContractClient:
                 self._connected.discard(event["peer"])
 
     async def get(self, path: str, **_: Any) -> dict[str, Any]:
-        self._read()
+        await asyncio.to_thread(self._read)  # on kubernetes an exec round trip: not on the event loop
         if path == "/healthz":
             if not self._ready:
                 raise NodeError(self.node_id, "has not logged `ready` yet")

@@ -28,6 +28,7 @@ from orchestrator.tools import image
 from tests.support.adapters import MIXED_SMALL, require_adapters
 from tests.support.cli import ROOT, run_netns
 from tests.support.fake_cluster import FakeCluster
+from tests.support.kubeconfig import KUBECONFIG
 
 pytestmark = [pytest.mark.emulation, pytest.mark.exclusive]
 
@@ -240,19 +241,6 @@ def scenario_plan(runner: Runner):
     return runner.plan.nodes
 
 
-KUBECONFIG = """apiVersion: v1
-kind: Config
-clusters:
-  - name: c
-    cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}
-users:
-  - name: u
-    user: {token: sekrit-token}
-contexts:
-  - name: ctx
-    context: {cluster: c, user: u, namespace: default}
-current-context: ctx
-"""
 
 
 def test_unreachable_or_missing_cluster_is_a_clear_error(tmp_path: Path):

@@ -18,20 +18,7 @@ from kubernetes.stream.ws_client import WSClient
 from orchestrator.backends import kube_cluster
 from orchestrator.backends.kube_cluster import NO_STATUS, TIMED_OUT, ExecResult, KubeCluster
 from orchestrator.backends.kubernetes import KubernetesBackend
-
-KUBECONFIG = """apiVersion: v1
-kind: Config
-clusters:
-  - name: c
-    cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}
-users:
-  - name: u
-    user: {token: sekrit-token}
-contexts:
-  - name: ctx
-    context: {cluster: c, user: u, namespace: default}
-current-context: ctx
-"""
+from tests.support.kubeconfig import KUBECONFIG
 
 
 @pytest.fixture
