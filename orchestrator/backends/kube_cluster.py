@@ -46,7 +46,7 @@ class ExecResult:
     stdout: str
     stderr: str
 
-    def answer(self) -> dict[str, Any]:
+    def answer(self) -> dict[str, Any] | list[Any]:
         """The command's answer, one JSON object on the last line of its stdout; else {"error": ...}
         with what it printed (a warning on stderr does not spoil an answer)."""
         try:
@@ -101,9 +101,13 @@ class KubeCluster:
         a level that would reject the pods. Without the right to read namespaces, left to helm."""
         from kubernetes import client
         from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
 
         try:
             found = self.core.read_namespace(self.namespace, _request_timeout=REST_TIMEOUT)
+        except HTTPError as err:
+            raise RuntimeError(f"the Kubernetes API server at {self.config.host} does not answer "
+                               f"({err.__class__.__name__}); is the cluster up? (kubectl cluster-info)") from None
         except ApiException as err:
             if err.status == 404:
                 labels = {PSA_ENFORCE: "privileged", "pod-security.kubernetes.io/warn": "restricted"}

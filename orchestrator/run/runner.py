@@ -399,7 +399,7 @@ class Runner(RunRecord):
         except asyncio.CancelledError:
             status, detail = "interrupted", "interrupted by a signal; torn down"
             raise
-        except (RunError, NodeError) as err:
+        except (RunError, NodeError, RuntimeError) as err:  # RuntimeError: what a backend says it cannot do
             detail = str(err)
             raise RunError(str(err)) from None
         finally:

@@ -232,3 +232,12 @@ def test_an_insecure_kubeconfig_skips_tls_verification_only_when_it_says_so(clus
     assert cluster._ssl_context() is False  # insecure-skip-tls-verify: true
     cluster.config.verify_ssl = True
     assert cluster._ssl_context().verify_mode.name == "CERT_REQUIRED"
+
+
+def test_an_api_server_nobody_answers_is_named_before_anything_is_installed(cluster, monkeypatch):
+    from orchestrator.backends import kube_cluster as kc
+
+    monkeypatch.setattr(kc, "REST_TIMEOUT", 2)
+    cluster.core.api_client.rest_client.pool_manager.connection_pool_kw["retries"] = 0
+    with pytest.raises(RuntimeError, match=r"API server at https://127.0.0.1:1 does not answer"):
+        cluster.ensure_namespace()
