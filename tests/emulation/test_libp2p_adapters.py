@@ -12,10 +12,10 @@ from node import contract
 from node.adapters import get_adapter
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.run.runner import RunError, Runner
+from tests.support.adapters import ADAPTERS, require_adapters
 
 pytestmark = [pytest.mark.emulation, pytest.mark.slow]
 
-ADAPTERS = ["js-libp2p", "py-libp2p"]
 MIXED = Path(__file__).resolve().parents[2] / "scenarios" / "gossipsub-mixed.yaml"
 SCENARIO = """
 name: adapter-small
@@ -40,14 +40,9 @@ def run(scenario_text: str, store: Path):
     return run_dir, manifest, logs
 
 
-def installed(name: str) -> None:
-    missing = get_adapter(name).missing()
-    assert not missing, f"the {name} adapter is not installed ({missing[0]}): make adapters"
-
-
 @pytest.fixture(scope="module", params=ADAPTERS)
 def adapter_run(request, tmp_path_factory):
-    installed(request.param)
+    require_adapters(request.param)
     return run(SCENARIO.replace("IMPLEMENTATION", request.param), tmp_path_factory.mktemp("runs"))
 
 
@@ -136,8 +131,7 @@ def test_traffic_and_memory_are_measured_outside_and_inside_the_node(adapter_run
 # js-libp2p and py-libp2p in one network -------------------------------------------------------------
 @pytest.fixture(scope="module")
 def mixed_run(tmp_path_factory):
-    for name in ADAPTERS:
-        installed(name)
+    require_adapters()
     without_store = MIXED.read_text().split("output:")[0]
     return run(without_store, tmp_path_factory.mktemp("runs"))
 
