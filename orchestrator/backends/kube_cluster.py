@@ -3,7 +3,7 @@ exec into their containers, their output, and HTTP to a pod's port through the A
 
 Only this module speaks to Kubernetes (the kubernetes client, the helm binary from .tools/bin); the
 backend on top of it (`orchestrator.backends.kubernetes`) knows nodes, not API objects. Tests replace
-it with a cluster of local network namespaces (tests/support/fake_cluster.py) that has the same methods.
+it with the chart's pods run by Docker (tests/support/docker_pods.py), which has the same methods.
 
 A process in a pod that the orchestrator talks to for the whole run (the delay line, a calibration
 probe) runs through this module as a local process whose stdin and stdout are the pod process's:

@@ -96,7 +96,8 @@ class DelayLine:
         from pyroute2 import netns
 
         try:
-            netns.setns(netns_name, flags=0, fork=False)  # this thread only: the socket lives there
+            if netns_name != OWN_NETNS:  # setns needs CAP_SYS_ADMIN, which a pod's shaper does not have
+                netns.setns(netns_name, flags=0, fork=False)  # this thread only: the socket lives there
             conn = fnfqueue.Connection(alloc_size=64, chunk_size=32, packet_size=512)
             queue = conn.bind(QUEUE)
             queue.set_mode(COPY_BYTES, fnfqueue.COPY_PACKET)

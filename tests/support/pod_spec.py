@@ -69,16 +69,19 @@ def container_kwargs(container: dict[str, Any], volumes: dict[str, Any], docs: l
 
 
 def run_pod(client, statefulset: dict[str, Any], docs: list[dict[str, Any]], tmp: Path, labels: dict[str, str],
-            env: dict[str, str] | None = None) -> dict[str, Any]:
-    """Start the StatefulSet's pod template as containers (by container name); the caller removes
-    them (by `labels`)."""
+            env: dict[str, str] | None = None, ordinal: int = 0, network: str | None = None) -> dict[str, Any]:
+    """Start pod `ordinal` of the StatefulSet as containers (by container name), attached to the Docker
+    `network` if given; the caller removes them (by `labels`)."""
     spec = statefulset["spec"]["template"]["spec"]
     volumes = {v["name"]: v for v in spec.get("volumes", [])}
+    pod = f"{statefulset['metadata']['name']}-{ordinal}"
     started: dict[str, Any] = {}
     for container in spec["containers"]:
-        kwargs = container_kwargs(container, volumes, docs, tmp, env or {})
+        kwargs = container_kwargs(container, volumes, docs, tmp, {"POD_NAME": pod, **(env or {})})
         if started:
             kwargs["network_mode"] = f"container:{next(iter(started.values())).id}"
+        elif network:
+            kwargs["network"] = network
         started[container["name"]] = client.containers.run(**kwargs, detach=True, labels=labels,
-                                                           name=f"{statefulset['metadata']['name']}-0-{container['name']}")
+                                                           name=f"{pod}-{container['name']}")
     return started

@@ -1,0 +1,147 @@
+"""The kubernetes backend's parts that need no pods: the node supervisor (each pod's main process) as a
+real process, the chart's values for a plan (rendered by the real helm), and the errors without a
+cluster. Runs on the chart's pods: tests/containers/test_kubernetes_pods.py."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from orchestrator.backends import kubernetes as k8s_backend
+from orchestrator.backends.kube_cluster import CHART, helm_binary
+from orchestrator.model.scenario import parse_scenario
+from orchestrator.run.runner import Runner
+from orchestrator.tools import image
+from tests.support.cli import ROOT
+from tests.support.kubeconfig import KUBECONFIG
+
+pytestmark = [pytest.mark.slow]
+
+
+def supervisor(directory: Path, cmd: str, *args: str, stdin: str | None = None) -> dict:
+    out = subprocess.run([sys.executable, "-m", "node.supervisor", cmd, "--dir", str(directory), *args],
+                         input=stdin, capture_output=True, text=True, timeout=60, cwd=ROOT)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_supervisor_starts_kills_and_restarts_a_node(tmp_path: Path):
+    """The pod's main process: the node is down until started, dies by SIGKILL, comes back with the
+    same config; a second start while it runs is refused; SIGTERM takes the node down with it."""
+    config = json.dumps({"run_id": "test", "node_id": "n0", "protocol": "floodsub",
+                         "listen": {"host": "127.0.0.1", "port": 0}, "event_log": str(tmp_path / "n0.jsonl"),
+                         "control": {"token": "t" * 16, "unix": str(tmp_path / "n0.sock")}})
+    serve = subprocess.Popen([sys.executable, "-m", "node.supervisor", "serve", "--dir", str(tmp_path / "sup")],
+                             cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert "waiting for requests" in serve.stdout.readline()
+        assert supervisor(tmp_path / "sup", "status") == {"running": False, "pid": None, "starts": 0,
+                                                           "exit_code": None}
+        first = supervisor(tmp_path / "sup", "start", stdin=config + "\n")
+        assert first["running"] and first["starts"] == 1
+        assert "error" in supervisor(tmp_path / "sup", "start", stdin=config + "\n")
+        assert supervisor(tmp_path / "sup", "wait", "--timeout", "0.5")["running"]  # still up
+        killed = supervisor(tmp_path / "sup", "kill")
+        assert killed["running"] is False and killed["exit_code"] == -9
+        again = supervisor(tmp_path / "sup", "start", stdin=config + "\n")
+        assert again["running"] and again["starts"] == 2 and again["pid"] != first["pid"]
+        pid = again["pid"]
+    finally:
+        serve.terminate()
+        serve.wait(15)
+    assert serve.returncode == 0
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+def test_supervisor_runs_the_groups_command_and_stops_it_with_sigterm(tmp_path: Path):
+    """An adapter's pod: the supervisor runs PEERLAB_NODE_COMMAND with the config's path in it, and
+    `stop` is a SIGTERM; a command that is not a JSON list is refused by name."""
+    script = "import sys, time; open(sys.argv[1] + '.seen', 'w').write(open(sys.argv[1]).read()); time.sleep(60)"
+    env = {**os.environ, "PEERLAB_NODE_COMMAND": json.dumps([sys.executable, "-c", script, "{config}"])}
+    serve = subprocess.Popen([sys.executable, "-m", "node.supervisor", "serve", "--dir", str(tmp_path)],
+                             cwd=ROOT, stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert "waiting for requests" in serve.stdout.readline()
+        assert supervisor(tmp_path, "start", stdin='{"node_id": "n4"}\n')["running"]
+        deadline = time.monotonic() + 10
+        while not (tmp_path / "config.json.seen").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert json.loads((tmp_path / "config.json.seen").read_text()) == {"node_id": "n4"}
+        assert supervisor(tmp_path, "stop")["running"] in (True, False)  # answered at once
+        stopped = supervisor(tmp_path, "wait", "--timeout", "10")
+        assert stopped["running"] is False and stopped["exit_code"] == -15
+    finally:
+        serve.terminate()
+        serve.wait(15)
+    env["PEERLAB_NODE_COMMAND"] = "node adapter.mjs"
+    serve = subprocess.Popen([sys.executable, "-m", "node.supervisor", "serve", "--dir", str(tmp_path)],
+                             cwd=ROOT, stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert "waiting for requests" in serve.stdout.readline()
+        refused = supervisor(tmp_path, "start", stdin='{"node_id": "n4"}\n')
+        assert "PEERLAB_NODE_COMMAND must be a JSON list" in refused["error"]
+    finally:
+        serve.terminate()
+        serve.wait(15)
+
+
+def test_values_name_the_image_and_counts_by_role(monkeypatch, tmp_path: Path):
+    """Attackers get their own StatefulSet; ordinal i of each is the i-th node of that role."""
+    monkeypatch.setattr(k8s_backend, "connect", lambda namespace, context: None)  # no cluster is asked
+    text = (ROOT / "scenarios" / "topiary-eclipse.yaml").read_text()
+    scenario = parse_scenario(text, overrides=[f"output.store=file://{tmp_path}/runs"])
+    runner = Runner(scenario, backend="kubernetes")
+    try:
+        backend = runner.backend
+        values = backend.values()
+        honest = [n.id for n in scenario_plan(runner) if n.role == "honest"]
+        attackers = [n.id for n in scenario_plan(runner) if n.role != "honest"]
+        assert values["nodes"]["count"] == len(honest) and values["attackers"]["count"] == len(attackers) > 0
+        assert backend.pods[honest[3]].endswith("-nodes-3") and backend.pods[attackers[0]].endswith("-attackers-0")
+        assert values["image"]["tag"] == image.image_tag().rpartition(":")[2]
+        # the chart takes these values (its schema, real helm) and makes exactly these pods
+        (tmp_path / "values.yaml").write_text(yaml.safe_dump(values))
+        render = subprocess.run([helm_binary(), "template", "r", str(CHART), "-f", str(tmp_path / "values.yaml")],
+                                capture_output=True, text=True, timeout=120)
+        assert render.returncode == 0, render.stderr
+        sets = {d["metadata"]["name"]: d["spec"]["replicas"] for d in yaml.safe_load_all(render.stdout)
+                if d and d["kind"] == "StatefulSet"}
+        pods = {f"{name}-{i}" for name, replicas in sets.items() for i in range(replicas)}
+        assert pods == set(backend.pods.values())
+    finally:
+        shutil.rmtree(runner.scratch, ignore_errors=True)
+
+
+def scenario_plan(runner: Runner):
+    return runner.plan.nodes
+
+
+
+
+def test_unreachable_or_missing_cluster_is_a_clear_error(tmp_path: Path):
+    """Without a kubeconfig, or with an API server nobody answers, the run stops before anything is
+    made and says what to do."""
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text((ROOT / "scenarios" / "ci-smoke.yaml").read_text().replace(
+        "file://./runs", f"file://{tmp_path}/runs"))
+    env = {**os.environ, "KUBECONFIG": str(tmp_path / "missing"), "PEERLAB_STATE_DIR": str(tmp_path / "state")}
+    missing = subprocess.run([sys.executable, "-m", "orchestrator.cli", "run", str(scenario), "--backend",
+                              "kubernetes", "--no-report"], capture_output=True, text=True, env=env, cwd=ROOT,
+                             timeout=120)
+    assert missing.returncode == 1 and "no Kubernetes cluster configured" in missing.stderr, missing.stderr
+    assert not list((tmp_path / "runs").glob("*"))  # nothing ran: no run directory
+    (tmp_path / "kubeconfig").write_text(KUBECONFIG)
+    env["KUBECONFIG"] = str(tmp_path / "kubeconfig")
+    refused = subprocess.run([sys.executable, "-m", "orchestrator.cli", "run", str(scenario), "--backend",
+                              "kubernetes", "--no-report"], capture_output=True, text=True, env=env, cwd=ROOT,
+                             timeout=300)
+    assert refused.returncode == 1, refused.stderr
+    assert "API server at https://127.0.0.1:1 does not answer" in refused.stderr, refused.stderr[-2000:]
+    assert "Traceback" not in refused.stderr

@@ -1,0 +1,123 @@
+"""A stand-in for `orchestrator.backends.kube_cluster.KubeCluster` with the same methods, for the
+kubernetes backend's tests on a machine where no Kubernetes server can run: the release is rendered
+by the real helm (the chart's schema and templates), and every pod of its StatefulSets runs as Docker
+containers built from the rendered pod spec (tests/support/pod_spec.py: the image, command, env,
+non-root user, capabilities, read-only root, volumes and memory limits the chart asks for), on a
+Docker network of its own. `exec` is `docker exec` into the named container, as the exec API runs a
+command in one; the control API is reached on the pod's address from the host (a cluster proxies it
+through the API server). Not a cluster: no API server, scheduler, probes or Pod Security admission;
+docs/backends.md says what only a real cluster checks.
+"""
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from orchestrator.backends.docker import LABEL, docker_client, remove_docker_objects
+from orchestrator.backends.kube_cluster import CHART, ExecResult, helm_binary
+from orchestrator.run.node_client import ControlClient
+
+
+class DockerPods:
+    instances: list["DockerPods"] = []
+
+    def __init__(self, namespace: str, context: str | None = None):
+        self.namespace = namespace
+        self.client = docker_client()
+        self.installs: list[dict[str, Any]] = []
+        self.rendered: list[dict[str, Any]] = []
+        self.pods: dict[str, dict[str, Any]] = {}  # pod -> containers by name
+        self.short = ""
+        DockerPods.instances.append(self)
+
+    def install(self, release: str, values: dict[str, Any], values_file: Path) -> None:
+        from tests.support.pod_spec import run_pod
+
+        values_file.write_text(yaml.safe_dump(values, sort_keys=False))
+        render = subprocess.run([helm_binary(), "template", release, str(CHART), "--namespace", self.namespace,
+                                 "-f", str(values_file)], capture_output=True, text=True, timeout=120)
+        if render.returncode != 0:
+            raise RuntimeError(f"helm install {release} failed: {render.stderr.strip()}")
+        self.installs.append(values)
+        self.rendered = [d for d in yaml.safe_load_all(render.stdout) if d]
+        self.short = values["run"]["short"]
+        labels = {LABEL: self.short}
+        network = self.client.networks.create(release, driver="bridge", labels=labels).name
+        volumes = values_file.parent / "pod-volumes"
+        volumes.mkdir(exist_ok=True)
+        env = {"PEERLAB_CONTROL_TOKEN": values["control"]["token"]}  # the Secret's value
+        for sts in (d for d in self.rendered if d["kind"] == "StatefulSet"):
+            for ordinal in range(sts["spec"]["replicas"]):
+                self.pods[f"{sts['metadata']['name']}-{ordinal}"] = run_pod(
+                    self.client, sts, self.rendered, volumes, labels, env=env, ordinal=ordinal, network=network)
+
+    def wait_pods(self, selector: str, names: list[str], timeout: float,
+                  say: Callable[[str], None] = lambda _: None) -> dict[str, str]:
+        assert set(names) == set(self.pods), (sorted(names), sorted(self.pods))
+        deadline = time.monotonic() + timeout
+        ips: dict[str, str] = {}
+        for name, containers in self.pods.items():
+            while True:
+                for container in containers.values():
+                    container.reload()
+                if all(c.status == "running" for c in containers.values()):
+                    break
+                if time.monotonic() > deadline or any(c.status == "exited" for c in containers.values()):
+                    raise RuntimeError(f"pod {name} did not start: " + "; ".join(
+                        f"{n} {c.status}: {c.logs(tail=5).decode(errors='replace').strip()}"
+                        for n, c in containers.items()))
+                time.sleep(0.2)
+            (network,) = containers["node"].attrs["NetworkSettings"]["Networks"].values()
+            ips[name] = network["IPAddress"]
+        return ips
+
+    def pod_uid(self, pod: str) -> str | None:
+        return self.pods[pod]["node"].id if pod in self.pods else None
+
+    def _docker_exec(self, pod: str, container: str) -> list[str]:
+        return ["docker", "exec", "-i", self.pods[pod][container].id]
+
+    def exec(self, pod: str, container: str, argv: list[str], stdin: str | None = None,
+             timeout: float = 60) -> ExecResult:
+        try:
+            done = subprocess.run([*self._docker_exec(pod, container), *argv], input=stdin or "",
+                                  capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired as err:
+            return ExecResult(124, str(err.stdout or ""), str(err.stderr or ""))
+        return ExecResult(done.returncode, done.stdout, done.stderr)
+
+    def python_in(self, pod: str, container: str) -> list[str]:
+        return [*self._docker_exec(pod, container), "python3"]
+
+    def logs(self, pod: str, container: str, tail: int | None = None) -> str:
+        return self.pods[pod][container].logs(tail=tail or "all").decode(errors="replace")
+
+    def control_client(self, pod: str, port: int, node_id: str, token: str) -> ControlClient:
+        container = self.pods[pod]["node"]
+        (network,) = container.attrs["NetworkSettings"]["Networks"].values()
+        return ControlClient(node_id, token, url=f"http://{network['IPAddress']}:{port}")
+
+    def uninstall(self, release: str, timeout: float = 120) -> None:
+        if self.short:
+            remove_docker_objects(self.short, self.client)
+        self.pods.clear()
+
+
+def main(argv: list[str]) -> int:
+    """`python -m tests.support.docker_pods peerlab-args...`: the real CLI, its kubernetes backend on
+    this stand-in (so a test can run it as another user, as a cluster's user would run peerlab)."""
+    from orchestrator.backends import kubernetes
+    from orchestrator.cli import main as peerlab
+
+    kubernetes.connect = DockerPods
+    return peerlab(argv)
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))
