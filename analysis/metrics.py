@@ -97,6 +97,20 @@ def exact_quantiles(values: DataFrame, column: str, probs: tuple[float, ...], n:
     return out
 
 
+def quantiles(frame: DataFrame, column: str, probs: tuple[float, ...]) -> list[float] | None:
+    """The quantiles of a column's non-null values by peerlab's one rule (`exact_quantiles`: linear
+    interpolation between ranks); None when it has no value."""
+    got = frame.where(F.col(column).isNotNull()).select(column)
+    n = got.count()
+    return exact_quantiles(got, column, probs, n) if n else None
+
+
+def group_quantile(column: str, p: float):
+    """The same rule inside a groupBy: Spark's exact `percentile` (linear interpolation), for the
+    per-topic and per-subscriber tables, whose groups are small."""
+    return F.percentile(column, p)
+
+
 def latency_stats(dl: DataFrame) -> dict[str, float | None]:
     got = dl.where(F.col("latency_ms").isNotNull())
     row = got.agg(F.mean("latency_ms").alias("mean"), F.max("latency_ms").alias("max"),

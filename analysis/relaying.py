@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from analysis.metrics import quantiles
 from analysis.registry import metric
 
 if TYPE_CHECKING:
@@ -70,15 +71,14 @@ def relays(events: DataFrame) -> DataFrame:
 
 
 def relay_summary(per_delivery: DataFrame) -> dict[str, Any] | None:
-    row = per_delivery.agg(
-        F.count("*").alias("n"), F.avg("forwards").alias("forwards"),
-        F.percentile_approx("first_ms", [0.5, 0.9], 10000).alias("first"),
-        F.percentile_approx("last_ms", [0.5, 0.9], 10000).alias("last")).first()
-    if not row or not row["n"] or row["first"] is None:
+    row = per_delivery.agg(F.count("*").alias("n"), F.avg("forwards").alias("forwards")).first()
+    first = quantiles(per_delivery, "first_ms", (0.5, 0.9))
+    last = quantiles(per_delivery, "last_ms", (0.5, 0.9))
+    if not row or not row["n"] or first is None or last is None:
         return None
     return {"deliveries_used": row["n"], "forwards_per_delivery": round(row["forwards"], 2),
-            "first_forward_ms": {"p50": round(row["first"][0], 2), "p90": round(row["first"][1], 2)},
-            "last_forward_ms": {"p50": round(row["last"][0], 2), "p90": round(row["last"][1], 2)}}
+            "first_forward_ms": {"p50": round(first[0], 2), "p90": round(first[1], 2)},
+            "last_forward_ms": {"p50": round(last[0], 2), "p90": round(last[1], 2)}}
 
 
 @metric("mesh")

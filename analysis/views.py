@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from analysis.metrics import group_quantile, quantiles
 from analysis.registry import metric, table
 
 if TYPE_CHECKING:
@@ -19,8 +20,8 @@ if TYPE_CHECKING:
 def _delivery_aggs() -> list:
     return [F.count("*").alias("expected"), F.count("t_recv").alias("delivered"),
             (F.count("t_recv") / F.count("*")).alias("delivery_ratio"),
-            F.percentile_approx("latency_ms", 0.5, 10_000).alias("p50_ms"),
-            F.percentile_approx("latency_ms", 0.99, 10_000).alias("p99_ms"),
+            group_quantile("latency_ms", 0.5).alias("p50_ms"),
+            group_quantile("latency_ms", 0.99).alias("p99_ms"),
             F.mean("latency_ms").alias("mean_ms")]
 
 
@@ -39,11 +40,11 @@ def per_subscriber(dl: DataFrame) -> DataFrame:
 
 def spread(frame: DataFrame, column: str) -> dict[str, Any]:
     """min, p10, median and max of a per-topic or per-subscriber column."""
-    row = frame.agg(F.min(column).alias("min"), F.percentile_approx(column, [0.1, 0.5], 10_000).alias("q"),
-                    F.max(column).alias("max")).first()
-    if row["q"] is None:
+    q = quantiles(frame, column, (0.1, 0.5))
+    if q is None:
         return {"min": None, "p10": None, "median": None, "max": None}
-    return {"min": row["min"], "p10": row["q"][0], "median": row["q"][1], "max": row["max"]}
+    row = frame.agg(F.min(column).alias("min"), F.max(column).alias("max")).first()
+    return {"min": row["min"], "p10": q[0], "median": q[1], "max": row["max"]}
 
 
 def victims(plan: dict[str, Any]) -> dict[str, Any]:

@@ -104,7 +104,7 @@ def test_attack_impact_compares_victims_with_the_others(tmp_path, spark):
     near = attack["attacker_neighbours"]
     assert near["nodes"] == 1  # n2
     assert (near["victims"]["expected"], near["victims"]["delivered"]) == (2, 2)
-    assert near["victims"]["p50_ms"] == pytest.approx(30)  # n2 got m1 at 30 ms, m2 at 40 ms
+    assert near["victims"]["p50_ms"] == pytest.approx(35)  # n2 got m1 at 30 ms, m2 at 40 ms: halfway
     assert "Attack impact" in (tmp_path / "analysis" / "report.html").read_text()
 
 
@@ -186,3 +186,25 @@ def test_accounting_and_delivery_among_nodes_up(tmp_path, spark):
     # planned 5: m1, m2, m3 logged; n3's at 300 ms: down; n0's at 500 ms: up and never logged
     assert m["accounting"] == {"published_planned": 5, "published_logged": 3, "publisher_down": 1,
                                "unaccounted": 1}
+
+
+def test_every_percentile_follows_one_rule(spark):
+    """Whole-run percentiles (`quantiles`, two passes) and per-group ones (`group_quantile`) give the
+    same exact, linearly interpolated values as the standard library's inclusive method (numpy's
+    default), on data where nearest-rank would differ."""
+    import random
+    import statistics
+
+    from analysis.metrics import group_quantile, quantiles
+
+    rng = random.Random(3)
+    values = [rng.expovariate(1 / 40) for _ in range(1001)] + [None] * 7
+    frame = spark.createDataFrame([(v,) for v in values], "x double")
+    got = [v for v in values if v is not None]
+    cuts = statistics.quantiles(got, n=100, method="inclusive")  # cuts[k-1] = k-th percentile
+    probs = (0.1, 0.5, 0.9, 0.99)
+    expected = [cuts[round(p * 100) - 1] for p in probs]
+    assert quantiles(frame, "x", probs) == pytest.approx(expected, rel=1e-12)
+    grouped = frame.groupBy().agg(*[group_quantile("x", p).alias(str(p)) for p in probs]).first()
+    assert [grouped[str(p)] for p in probs] == pytest.approx(expected, rel=1e-12)
+    assert quantiles(frame.where("x is null"), "x", probs) is None
