@@ -7,7 +7,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: setup adapters tools quickstart test test-fast docs bench-scale proto chart-schema clean-runs
+.PHONY: setup adapters tools quickstart test test-fast docs bench-scale proto chart-schema mutation clean-runs
 
 setup: $(STAMP) tools adapters
 
@@ -52,6 +52,13 @@ docs: setup
 # how many nodes the local backend runs (prints start-up time and RSS); see docs/development.md
 bench-scale: setup
 	$(VENV)/bin/peerlab bench local --nodes 50,100,200 --duration 60s
+
+# mutation testing of the protocol cores against their fast unit tests ([tool.mutmut] in pyproject.toml):
+# a benchmark (about 45 min on 2 cores), not a test; prints every mutant that no test killed
+mutation: setup
+	$(PY) -m pip install -q 'mutmut==3.8.1'
+	$(VENV)/bin/mutmut run || true
+	$(VENV)/bin/mutmut results
 
 # regenerate node/proto/*_pb2.py after editing a .proto
 proto: setup
