@@ -23,13 +23,18 @@ def scenario_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--matrix", dest="matrix", action="append", default=[], metavar="PATH=V1,V2,...",
                    help="one run per value (repeatable: the cartesian product), added to the scenario's "
                         "own matrix: block, e.g. --matrix gossipsub.variant=v1.1,v1.2")
+    p.add_argument("--data-root", dest="data_roots", action="append", default=[], metavar="DIR",
+                   help="a directory outside the scenario's own whose files its data paths (latency "
+                        "matrices, WonderProxy CSVs, churn traces) may name (repeatable; also "
+                        "PEERLAB_DATA_ROOTS=DIR:DIR). Relative data paths start at the scenario file's "
+                        "directory, and nothing outside it and these roots is read")
 
 
 def load(args: argparse.Namespace):
     """The scenario's combinations (one, unless it or the command line has a matrix)."""
     from orchestrator.model.matrix import expand
 
-    return expand(args.scenario, args.overrides, args.matrix)
+    return expand(args.scenario, args.overrides, args.matrix, args.data_roots)
 
 
 def key_values(items: list[str], option: str, example: str) -> dict[str, str]:

@@ -10,13 +10,12 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
-from pathlib import Path
 
 from node import ids
 
+from . import data_files
 from .sections import Churn, Lifetime
 
-TRACE_MAX_BYTES = 50 * 1024 * 1024
 DEFAULT_SHAPE = {"pareto": 2.0, "weibull": 0.5}
 
 
@@ -78,31 +77,31 @@ def session_model(churn: Churn, rng: random.Random, present: list[str], reserve:
 
 
 def read_trace(path: str, node_ids: set[str], end: float) -> list[Transition]:
-    """Parse a churn trace; errors name the line. Times are seconds after T0, within the run."""
-    file = Path(path)
-    if not file.is_file():
-        raise ChurnError(f"churn.trace: no such file: {path}")
-    if file.stat().st_size > TRACE_MAX_BYTES:
-        raise ChurnError(f"churn.trace: {path} is larger than {TRACE_MAX_BYTES // 2**20} MiB")
+    """Parse a churn trace (a path the scenario's validation resolved: orchestrator/model/data_files.py);
+    errors name the line and field, never the file's text. Times are seconds after T0, within the run."""
+    try:
+        text = data_files.read_text(path)
+    except (OSError, ValueError) as err:
+        raise ChurnError(f"churn.trace: {path}: {getattr(err, 'strerror', None) or err}") from None
     out: list[Transition] = []
-    for number, line in enumerate(file.read_text(errors="replace").splitlines(), 1):
+    for number, line in enumerate(text.splitlines(), 1):
         line = line.split("#", 1)[0].strip()
         if not line or line.lower().startswith("time"):
             continue  # blank, comment or header
         parts = [p.strip() for p in line.split(",")]
         where = f"churn.trace: {path} line {number}"
         if len(parts) != 3:
-            raise ChurnError(f"{where}: expected `seconds,node,up|down`, got {line!r}")
+            raise ChurnError(f"{where}: expected `seconds,node,up|down`, found {len(parts)} fields")
         try:
             at = float(parts[0])
         except ValueError:
-            raise ChurnError(f"{where}: {parts[0]!r} is not a number of seconds") from None
+            raise ChurnError(f"{where}, field 1: not a number of seconds") from None
         if not 0 <= at < end:
             raise ChurnError(f"{where}: time {at:g}s is outside the run (0..{end:g}s after T0)")
         if parts[1] not in node_ids:
-            raise ChurnError(f"{where}: unknown node {parts[1]!r}")
+            raise ChurnError(f"{where}, field 2: not a node of this scenario (n0 ... n{len(node_ids) - 1})")
         if parts[2] not in ("up", "down"):
-            raise ChurnError(f"{where}: the event is `up` or `down`, got {parts[2]!r}")
+            raise ChurnError(f"{where}, field 3: the event is `up` or `down`")
         out.append(Transition(at, parts[1], parts[2] == "up"))
     out.sort(key=lambda t: (t.at, _index(t.node)))
     state: dict[str, bool] = {}

@@ -9,16 +9,17 @@ scenario gives (users download them); the project ships none.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import random
 import statistics
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from . import data_files
 from .units import Duration
 
 
@@ -116,10 +117,17 @@ class Regions(LatencyModel):
         return Placement(mat, {"region": [REGIONS[w] for w in where]})
 
 
-def _existing_file(path: str) -> str:
-    if not Path(path).is_file():
-        raise ValueError(f"no such file: {path}")
-    return path
+def _csv_rows(field: str, path: str) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(data_files.read_text(path))))
+
+
+def _number(field: str, path: str, line: int, column: str, text: str, kind: type = float) -> Any:
+    """A number from a data file; the error names the place, never the text (it may not be ours)."""
+    try:
+        return kind(text)
+    except (TypeError, ValueError):
+        raise ValueError(f"{field}: {path} line {line}, column {column}: not a "
+                         f"{'whole number' if kind is int else 'number'}") from None
 
 
 @register
@@ -136,19 +144,22 @@ class WonderProxy(LatencyModel):
     servers: str = Field(..., description="servers CSV (id,...,latitude,longitude)")
     pings: str = Field(..., description="pings CSV (source,destination,min,avg,max,mdev; RTT in ms)")
 
-    _check_files = field_validator("servers", "pings")(_existing_file)
+    _check_files = field_validator("servers", "pings")(data_files.resolve_field)
 
     def matrix(self, n: int, rng: random.Random) -> Placement:
         cities = {}
-        with open(self.servers, newline="") as f:
-            for row in csv.DictReader(f):
-                cities[int(row["id"])] = (row["title"] or row["name"], float(row["latitude"]), float(row["longitude"]))
+        where = "network.latency.servers", self.servers
+        for line, row in enumerate(_csv_rows(*where), 2):
+            cities[_number(*where, line, "id", row.get("id"), int)] = (
+                row.get("title") or row.get("name") or "?", _number(*where, line, "latitude", row.get("latitude")),
+                _number(*where, line, "longitude", row.get("longitude")))
         rtt: dict[tuple[int, int], float] = {}
-        with open(self.pings, newline="") as f:
-            for row in csv.DictReader(f):
-                a, b = int(row["source"]), int(row["destination"])
-                if a != b and a in cities and b in cities:  # ids without a server row are dropped
-                    rtt[(a, b)] = float(row["avg"])
+        where = "network.latency.pings", self.pings
+        for line, row in enumerate(_csv_rows(*where), 2):
+            a = _number(*where, line, "source", row.get("source"), int)
+            b = _number(*where, line, "destination", row.get("destination"), int)
+            if a != b and a in cities and b in cities:  # ids without a server row are dropped
+                rtt[(a, b)] = _number(*where, line, "avg", row.get("avg"))
         ids = sorted(cities)
         chosen = rng.sample(ids, n) if n <= len(ids) else [ids[i % len(ids)] for i in range(n)]
         slope, intercept = _fit([(_km(cities[a], cities[b]), v) for (a, b), v in rtt.items()])
@@ -200,14 +211,21 @@ class MatrixFile(LatencyModel):
     model: Literal["matrix"]
     path: str = Field(..., description="JSON or CSV square matrix of one-way latencies in ms")
 
-    _check_file = field_validator("path")(_existing_file)
+    _check_file = field_validator("path")(data_files.resolve_field)
 
     def matrix(self, n: int, rng: random.Random) -> Placement:
-        text = Path(self.path).read_text()
+        field, text = "network.latency.path", data_files.read_text(self.path)
         if self.path.endswith(".json"):
-            rows = json.loads(text)
+            try:
+                rows = json.loads(text)
+            except ValueError as err:  # its message quotes no content
+                raise ValueError(f"{field}: {self.path} is not JSON ({err})") from None
+            if not isinstance(rows, list) or not all(isinstance(r, list) for r in rows):
+                raise ValueError(f"{field}: {self.path} is not a JSON list of rows")
+            rows = [[_number(field, self.path, i, str(j + 1), x) for j, x in enumerate(r)] for i, r in enumerate(rows, 1)]
         else:
-            rows = [[float(x) for x in line.split(",")] for line in text.splitlines() if line.strip()]
+            rows = [[_number(field, self.path, i, str(j + 1), x) for j, x in enumerate(line.split(","))]
+                    for i, line in enumerate(text.splitlines(), 1) if line.strip()]
         size = len(rows)
         if any(len(r) != size for r in rows):
             raise ValueError(f"network.latency.path: {self.path} is not a square matrix")

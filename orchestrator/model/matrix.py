@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from orchestrator.model.data_files import DataAccess
 from orchestrator.model.scenario import Scenario, ScenarioError, canonical_path, read_data, read_file, validate_data
 
 
@@ -34,9 +35,12 @@ def parse_matrix_args(items: list[str]) -> dict[str, list[Any]]:
     return out
 
 
-def expand(path: str | Path, overrides: list[str] = (), matrix_args: list[str] = ()) -> list[Combination]:
-    """Every combination of the scenario at `path`, validated (the first invalid one raises, naming it)."""
+def expand(path: str | Path, overrides: list[str] = (), matrix_args: list[str] = (),
+           data_roots: list[str | Path] = ()) -> list[Combination]:
+    """Every combination of the scenario at `path`, validated (the first invalid one raises, naming it);
+    `data_roots`: directories outside the scenario's own whose data files it may read."""
     source = str(path)
+    access = DataAccess.for_scenario(path, data_roots)
     data = read_data(read_file(path), source)
     matrix = data.pop("matrix", None) or {}
     if not isinstance(matrix, dict) or not all(isinstance(v, list) and v for v in matrix.values()):
@@ -50,7 +54,7 @@ def expand(path: str | Path, overrides: list[str] = (), matrix_args: list[str] =
         label = " ".join(f"{canonical_path(k).removeprefix('protocol.params.')}={_yaml_scalar(v)}"
                          for k, v in zip(keys, values))
         where = f"{source} [{label}]" if label else source
-        scenario = validate_data(copy.deepcopy(data), where, [*overrides, *sets])
+        scenario = validate_data(copy.deepcopy(data), where, [*overrides, *sets], access)
         combos.append(Combination(label, sets, scenario))
     return combos
 

@@ -17,6 +17,7 @@ from node.adapters import PEERLAB, get_adapter
 from node.behaviours import CONTROL
 from node.protocols import PROTOCOLS
 
+from .data_files import DataAccess
 from .sections import (
     Analysis,
     Attackers,
@@ -245,8 +246,11 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
     return data
 
 
-def parse_scenario(text: str | bytes, source: str = "<scenario>", overrides: list[str] = ()) -> Scenario:
-    return validate_data(read_data(text, source), source, overrides)
+def parse_scenario(text: str | bytes, source: str = "<scenario>", overrides: list[str] = (),
+                   data_roots: list[str | Path] = ()) -> Scenario:
+    """`source`: the scenario file's path when there is one (its data paths resolve against its
+    directory); `data_roots`: directories outside it whose data files it may read (--data-root)."""
+    return validate_data(read_data(text, source), source, overrides, DataAccess.for_scenario(source, data_roots))
 
 
 def read_data(text: str | bytes, source: str = "<scenario>") -> dict[str, Any]:
@@ -272,16 +276,17 @@ def read_data(text: str | bytes, source: str = "<scenario>") -> dict[str, Any]:
     return data
 
 
-def validate_data(data: dict[str, Any], source: str = "<scenario>", overrides: list[str] = ()) -> Scenario:
+def validate_data(data: dict[str, Any], source: str = "<scenario>", overrides: list[str] = (),
+                  access: DataAccess | None = None) -> Scenario:
     data = apply_overrides(data, list(overrides))
     try:
-        return Scenario.model_validate(data)
+        return Scenario.model_validate(data, context={"data": access or DataAccess.for_scenario(source)})
     except ValidationError as err:
         raise ScenarioError(source, _format_errors(err)) from None
 
 
-def load_scenario(path: str | Path, overrides: list[str] = ()) -> Scenario:
-    return parse_scenario(read_file(path), str(path), overrides)
+def load_scenario(path: str | Path, overrides: list[str] = (), data_roots: list[str | Path] = ()) -> Scenario:
+    return parse_scenario(read_file(path), str(path), overrides, data_roots)
 
 
 def read_file(path: str | Path) -> bytes:

@@ -13,6 +13,7 @@ from node.behaviours import BEHAVIOURS
 from node.predicates import Predicate, PredicateError
 from node.protocols import PROTOCOLS
 
+from . import data_files
 from .latency import LATENCY_MODELS
 from .overlays import ALGORITHMS as OVERLAYS
 from .units import Bandwidth, Duration, Rate, Size
@@ -279,7 +280,7 @@ class Churn(Strict):
     downtime: Lifetime | None = Field(None, description="session model: how long it stays away "
                                                         "(default: exponential, the session's mean)")
     trace: str | None = Field(None, description="or: a CSV file of `seconds_after_T0,node,up|down` lines "
-                                                "(a path relative to the working directory, as network.latency.path)")
+                                                "(a path relative to the scenario file, as network.latency.path)")
     departure: Literal["kill", "stop"] = Field("kill", description="how a node leaves: SIGKILL or graceful")
     rejoin: Literal["same", "new"] = Field(
         "same", description="same: it comes back with its identity (restart); new: a fresh node from the "
@@ -289,6 +290,8 @@ class Churn(Strict):
     start: Duration = Field(0.0, ge=0, description="session model: first departures after T0 + start")
     until: Duration | None = Field(None, gt=0, description="session model: no departures after this "
                                                            "(default: the end of the publishing window)")
+
+    _confined_trace = field_validator("trace")(data_files.resolve_field)
 
     @model_validator(mode="after")
     def _one_model(self) -> "Churn":

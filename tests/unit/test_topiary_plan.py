@@ -24,8 +24,8 @@ workload: {publishers: 10, rate: 5/s, duration: 10s}
 """
 
 
-def plan_of(text=SC, overrides=()):
-    return make_plan(parse_scenario(text, overrides=list(overrides)))
+def plan_of(text=SC, overrides=(), data_roots=()):
+    return make_plan(parse_scenario(text, overrides=list(overrides), data_roots=list(data_roots)))
 
 
 def test_topiary_starts_from_d_random_outgoing_links_and_knows_every_node():
@@ -115,7 +115,7 @@ def test_regions_model_uses_half_the_table_rtt():
 def test_wonderproxy_places_nodes_at_distinct_cities_and_reports_filling():
     text = SC + (f"network: {{latency: {{model: wonderproxy, servers: {WONDERPROXY}/servers-2020-07-19.csv, "
                  f"pings: {WONDERPROXY}/pings-2020-07-19-2020-07-20-grouped.csv}}}}\n")
-    plan = plan_of(text)
+    plan = plan_of(text, data_roots=[WONDERPROXY])
     cities = [n.placement["city"] for n in plan.nodes]
     assert len(set(cities)) == 30
     flat = [x for i, row in enumerate(plan.latency_ms) for j, x in enumerate(row) if i != j]
@@ -131,7 +131,8 @@ def test_wonderproxy_fills_missing_pairs_from_distance(tmp_path):
     pings.write_text("source,destination,min,avg,max,mdev\n1,2,0,100,0,0\n2,3,0,100,0,0\n3,2,0,100,0,0\n"
                      "9,1,0,5,0,0\n")  # 1->3 and 3->1 never measured; 2->1 only one way; id 9 has no server
     plan = plan_of(SC.replace("count: 30", "count: 3").replace("publishers: 10", "publishers: 1")
-                   + f"network: {{latency: {{model: wonderproxy, servers: {servers}, pings: {pings}}}}}\n")
+                   + f"network: {{latency: {{model: wonderproxy, servers: {servers}, pings: {pings}}}}}\n",
+                   data_roots=[tmp_path])
     note = plan.latency_notes[0]
     assert "1 took the reverse direction's RTT and 2 were filled from distance" in note
     by_city = {n.placement["city"]: i for i, n in enumerate(plan.nodes)}
@@ -144,12 +145,12 @@ def test_matrix_file_model(tmp_path):
     path = tmp_path / "m.json"
     path.write_text(json.dumps([[0, 10, 20], [10, 0, 30], [20, 30, 0]]))
     small = SC.replace("count: 30", "count: 3").replace("publishers: 10", "publishers: 1")
-    plan = plan_of(small + f"network: {{latency: {{model: matrix, path: {path}}}}}\n")
+    plan = plan_of(small + f"network: {{latency: {{model: matrix, path: {path}}}}}\n", data_roots=[tmp_path])
     assert plan.latency_ms[1][2] == 30.0 and plan.latency_ms[2][0] == 20.0
     with pytest.raises(ScenarioError, match="no such file"):
         plan_of(small + "network: {latency: {model: matrix, path: /nonexistent.csv}}\n")
     with pytest.raises(ScenarioError, match="fewer than the 30 nodes"):
-        plan_of(SC + f"network: {{latency: {{model: matrix, path: {path}}}}}\n")
+        plan_of(SC + f"network: {{latency: {{model: matrix, path: {path}}}}}\n", data_roots=[tmp_path])
 
 
 def test_attackers_share_of_outgoing_slots_follows_connects_and_disconnects():

@@ -1,0 +1,81 @@
+"""A scenario's data paths cannot read the machine's files (orchestrator/model/data_files.py): through
+the real CLI, a scenario naming a secret outside its directory, a symlink to one, a FIFO, a device or
+a 1 GB file is refused with the field and path named and none of the file's bytes printed; relative
+paths start at the scenario's directory; --data-root allows a directory outside it."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import peerlab
+
+SECRET = "SECRET-MARKER-7f3a,do-not-print"
+SCENARIO = """name: confined
+nodes: {{count: 3}}
+network: {{latency: {{model: matrix, path: {path}}}}}
+topics: {{count: 1}}
+workload: {{publishers: 1, rate: 1/s, duration: 2s}}
+"""
+
+
+@pytest.fixture
+def layout(tmp_path: Path) -> dict[str, Path]:
+    scenarios, outside = tmp_path / "scenarios", tmp_path / "elsewhere"
+    scenarios.mkdir()
+    outside.mkdir()
+    (outside / "secret.csv").write_text(SECRET + "\n")
+    (outside / "m.json").write_text(json.dumps([[0, 10, 20], [10, 0, 30], [20, 30, 0]]))
+    (scenarios / "m.json").write_text(json.dumps([[0, 1, 2], [1, 0, 3], [2, 3, 0]]))
+    return {"dir": scenarios, "outside": outside}
+
+
+def run(layout: dict[str, Path], path: str, *args: str, command: str = "validate", cwd: Path | None = None):
+    scenario = layout["dir"] / "s.yaml"
+    scenario.write_text(SCENARIO.format(path=path))
+    return peerlab(command, str(scenario), *args, timeout=60, cwd=cwd or layout["outside"])
+
+
+def refused(done, *says: str) -> str:
+    out = done.stdout + done.stderr
+    assert done.returncode == 2, out
+    assert "network.latency.path" in out and all(s in out for s in says), out
+    assert "SECRET-MARKER" not in out and "Traceback" not in out
+    return out
+
+
+def test_relative_paths_start_at_the_scenario_file_whatever_the_working_directory(layout):
+    (layout["outside"] / "m.json").rename(layout["outside"] / "m.json.keep")
+    (layout["outside"] / "m.json").write_text(json.dumps([[0, 7, 7], [7, 0, 7], [7, 7, 0]]))  # a decoy in the cwd
+    done = run(layout, "m.json", "--json", command="plan", cwd=layout["outside"])
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["latency_ms"][1][2] == 3.0  # the scenario's matrix, not the cwd's
+
+
+def test_a_file_outside_the_scenario_directory_is_refused_unless_its_root_is_allowed(layout):
+    secret = layout["outside"] / "secret.csv"
+    refused(run(layout, str(secret)), str(secret), "outside the scenario's directory", "--data-root")
+    refused(run(layout, "../elsewhere/secret.csv"), "outside the scenario's directory")
+    allowed = run(layout, str(layout["outside"] / "m.json"), "--data-root", str(layout["outside"]))
+    assert allowed.returncode == 0, allowed.stderr
+    # allowed but not a matrix: the error names the line and column, not the text
+    refused(run(layout, str(secret), "--data-root", str(layout["outside"]), command="plan"),
+            "line 1, column 1: not a number")
+
+
+def test_etc_shadow_directly_or_through_a_symlink_is_refused_without_a_byte_of_it(layout):
+    (layout["dir"] / "link.csv").symlink_to("/etc/shadow")
+    for path in ("/etc/shadow", "link.csv"):
+        out = refused(run(layout, path), "outside the scenario's directory")
+        assert "root:" not in out
+
+
+def test_a_fifo_a_device_and_a_1gb_file_are_refused_promptly(layout):
+    os.mkfifo(layout["dir"] / "pipe.csv")
+    refused(run(layout, "pipe.csv"), "pipe.csv is not a regular file")  # and nothing blocked on the FIFO
+    refused(run(layout, "/dev/zero", "--data-root", "/dev"), "/dev/zero is not a regular file")
+    with open(layout["dir"] / "big.csv", "wb") as f:
+        f.truncate(2**30)  # sparse: 1 GiB without the disk
+    refused(run(layout, "big.csv"), "big.csv has 1024 MiB", "at most 64 MiB")
