@@ -34,6 +34,9 @@ def add(sub: argparse._SubParsersAction) -> None:
                         "node delays its own sends); auto: the scenario's network.shaping, whose own auto is "
                         "netem if the kernel has it, else delayline for adapter nodes and transport for peerlab's")
     p.add_argument("--no-report", action="store_true", help="skip the PySpark analysis (run `peerlab report` later)")
+    p.add_argument("--force", action="store_true",
+                   help="run even if admission finds the run does not fit this machine (memory, CPU, file "
+                        "descriptors, disk); the manifest records it")
     spark_options(p)
     p.set_defaults(func=cmd_run)
 
@@ -49,6 +52,14 @@ def cmd_run(args: argparse.Namespace) -> int:
                         ("image", "PEERLAB_IMAGE")):
         if getattr(args, option, None):
             os.environ[env] = getattr(args, option)
+    from orchestrator.run.admission import AdmissionError, admit
+
+    try:  # every combination, before the first one creates anything
+        for combo in combos:
+            admit(combo.scenario, args.backend, args.force)
+    except AdmissionError as e:
+        err.print("refused: " + str(e), style="bold red", markup=False, highlight=False)
+        return 3
     if args.backend not in ("sim", "kubernetes") and os.geteuid() != 0:
         err.print(f"[bold red]error:[/] the {args.backend} backend creates network namespaces or containers and tc "
                   "qdiscs: run peerlab as root (or with CAP_NET_ADMIN and CAP_SYS_ADMIN), or simulate with --backend sim")
@@ -66,7 +77,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         else:
             try:
                 runner = Runner(combo.scenario, backend=args.backend, seed=args.seed, console=err,
-                                shaping_mode=args.shaping, label=combo.label)
+                                shaping_mode=args.shaping, label=combo.label, force=args.force)
             except RuntimeError as e:  # the backend cannot start (no Docker engine, image build failed)
                 err.print(f"[bold red]error:[/] {e}")
                 return 1

@@ -72,4 +72,19 @@ def cmd_plan(args: argparse.Namespace) -> int:
     absent = [n.id for n in plan.nodes if n.absent]
     if absent:
         print(f"  absent at T0 (join later, or churn reserve): {', '.join(absent)}")
+    print(_admission_line(combos[0].scenario))
     return 0
+
+
+def _admission_line(scenario: Any) -> str:
+    """What a local or docker run of it needs here, against what this machine has (orchestrator/run/admission.py)."""
+    from orchestrator.run import admission
+
+    need, here = admission.estimate(scenario), admission.Machine.here()
+    found = admission.problems(need, here)
+    verdict = ("fits" if not found else "does not fit (" + "; ".join(found) + f"); at most "
+               f"{admission.largest_fit(need, here)} nodes fit, or run with --force")
+    return (f"  on this machine (local/docker backends): needs {need.memory_mib / 1024:.2f} GiB memory, "
+            f"{need.cpu_cores:.2f} cores, {need.fds} file descriptors, {need.disk_mib:.0f} MiB of logs; has "
+            f"{here.memory_mib / 1024:.1f} GiB, {here.cpus} cores, {here.fds} fds, {here.disk_mib / 1024:.0f} GiB free: "
+            f"{verdict}")

@@ -25,7 +25,7 @@ from orchestrator import faults, shaping
 from orchestrator.backends import Backend, RunContext, get_backend
 from orchestrator.model.plan import FaultEvent
 from orchestrator.model.scenario import Scenario
-from orchestrator.run import clock, link_sampler, node_configs
+from orchestrator.run import admission, clock, link_sampler, node_configs
 from orchestrator.run.calibrate import calibrate
 from orchestrator.run.cleanup import RunState, forget_run, record_run
 from orchestrator.run.contract_client import ContractClient
@@ -54,10 +54,15 @@ class Runner(RunRecord):
     """A run on a real backend (nodes as processes, containers or pods)."""
 
     def __init__(self, scenario: Scenario, *, backend: str | type[Backend] = "local", seed: int | None = None,
-                 console: Console | None = None, shaping_mode: str = "auto", label: str = ""):
-        """`backend`: a name (orchestrator/backends), or a Backend class (the tests' loopback backend)."""
+                 console: Console | None = None, shaping_mode: str = "auto", label: str = "", force: bool = False):
+        """`backend`: a name (orchestrator/backends), or a Backend class (the tests' loopback backend);
+        `force`: run even if admission says the run does not fit this machine."""
         self.backend_cls = backend if isinstance(backend, type) else get_backend(backend)
+        admitted = admission.admit(scenario, self.backend_cls.name, force)  # before planning: it can be slow
         super().__init__(scenario, backend=self.backend_cls.name, seed=seed, console=console, label=label)
+        self.manifest["admission"] = admitted
+        if admitted.get("forced"):
+            self.warn("admission: the run does not fit this machine (--force): " + "; ".join(admitted["problems"]))
         self.scratch = Path(tempfile.gettempdir()) / "peerlab" / self.short
         self.ctx = RunContext(self.run_id, self.short, self.run_dir, self.scratch, self.plan, secrets.token_hex(16))
         try:

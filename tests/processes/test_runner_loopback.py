@@ -65,3 +65,24 @@ def test_a_run_with_faults_on_real_processes_needs_no_root(tmp_path, monkeypatch
         assert {m for m, origin in early.items() if origin != node} <= got, node
     # nothing left running
     assert not any(runner.backend.alive(n["id"]) for n in manifest["plan"]["nodes"])
+
+
+def test_admission_stops_a_run_that_does_not_fit_unless_forced(tmp_path, monkeypatch):
+    """On a machine too small for it (here: 150 MiB free), the runner refuses before planning and no
+    run directory appears; with force it runs, and the manifest records the estimate and the force."""
+    from orchestrator.run import admission
+
+    monkeypatch.setattr(cleanup, "STATE_DIR", tmp_path / "state")
+    monkeypatch.setattr(admission, "CHECKED_BACKENDS", ("loopback",))
+    monkeypatch.setattr(admission.Machine, "here", classmethod(lambda cls: cls(150.0, 2, 4096, 10_000.0)))
+    scenario = parse_scenario(SCENARIO + f"output: {{store: 'file://{tmp_path}/runs'}}\n")
+    try:
+        Runner(scenario, backend=LoopbackBackend)
+        raise AssertionError("admitted")
+    except admission.AdmissionError as err:
+        assert "memory: 147 MiB needed, 150 MiB available" in str(err) and "At most 3 nodes" in str(err)
+    assert not (tmp_path / "runs").exists()
+    run_dir = Runner(scenario, backend=LoopbackBackend, force=True).run()
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "completed"
+    assert manifest["admission"]["forced"] is True and manifest["admission"]["estimate"]["nodes"] == 6

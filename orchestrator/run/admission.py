@@ -1,0 +1,154 @@
+"""Admission: before anything is planned or created, what a run needs on this machine (memory, CPU,
+file descriptors, disk for its event logs) against what the machine has. A run that does not fit is
+refused with the figures and the largest node count that fits; `--force` runs it anyway and the
+manifest records the estimate and that it was forced.
+
+The per-node costs are measured (docs/development.md, "Admission"): peerlab's node 11.1 MiB PSS
+(`peerlab bench local`), the adapters' nodes their peak RSS, and each kind's share of a core in the
+gossipsub-implementations comparison. Backends whose nodes run elsewhere (kubernetes) or in one
+process (sim) are not checked here.
+"""
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from node.adapters import PEERLAB
+from orchestrator.model.scenario import Scenario
+
+MIB = 2**20
+NODE_MEMORY_MIB = {PEERLAB: 11.1, "js-libp2p": 124.0, "py-libp2p": 89.0}
+NODE_CPU_SHARE = {PEERLAB: 0.004, "js-libp2p": 0.028, "py-libp2p": 0.019}
+ORCHESTRATOR_MIB = 80.0         # its RSS at 200 nodes was 77 MiB
+ORCHESTRATOR_FDS_PER_NODE = 6   # process pipes, control connection, namespace and probe handles
+ORCHESTRATOR_FDS = 64
+EVENT_BYTES = 160               # a JSON line, uncompressed (119-156 B measured)
+EVENTS_PER_NODE_PER_MESSAGE = 90  # every event a node logs per message published (GossipSub, degree 8: 52-86)
+HEADROOM = 0.8                  # of the available memory, descriptors and disk a run may take
+CHECKED_BACKENDS = ("local", "docker")
+
+
+class AdmissionError(RuntimeError):
+    pass
+
+
+@dataclass
+class Machine:
+    memory_mib: float   # MemAvailable
+    cpus: int
+    fds: int            # this process's soft RLIMIT_NOFILE
+    disk_mib: float     # free where the run's scratch lives
+
+    @classmethod
+    def here(cls) -> "Machine":
+        available = 0.0
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    available = int(line.split()[1]) / 1024
+        scratch = Path(tempfile.gettempdir())
+        return cls(available, len(os.sched_getaffinity(0)), resource.getrlimit(resource.RLIMIT_NOFILE)[0],
+                   shutil.disk_usage(scratch).free / MIB)
+
+
+@dataclass
+class Estimate:
+    nodes: int
+    memory_mib: float
+    cpu_cores: float
+    fds: int
+    disk_mib: float
+
+    def scaled(self, nodes: int) -> "Estimate":
+        """The same run with `nodes` nodes of the same mix (everything but the orchestrator scales)."""
+        f = nodes / self.nodes
+        return Estimate(nodes, ORCHESTRATOR_MIB + (self.memory_mib - ORCHESTRATOR_MIB) * f, self.cpu_cores * f,
+                        ORCHESTRATOR_FDS + round((self.fds - ORCHESTRATOR_FDS) * f), self.disk_mib * f)
+
+
+def estimate(scenario: Scenario) -> Estimate:
+    """What the scenario's run needs, from its node count and mix, publish load and duration."""
+    mix = _implementations(scenario)
+    n = sum(mix.values())
+    messages = _messages(scenario)
+    return Estimate(
+        nodes=n,
+        memory_mib=ORCHESTRATOR_MIB + sum(NODE_MEMORY_MIB[k] * c for k, c in mix.items()),
+        cpu_cores=sum(NODE_CPU_SHARE[k] * c for k, c in mix.items()),
+        fds=ORCHESTRATOR_FDS + ORCHESTRATOR_FDS_PER_NODE * n,
+        disk_mib=n * messages * EVENTS_PER_NODE_PER_MESSAGE * EVENT_BYTES / MIB)
+
+
+def problems(need: Estimate, machine: Machine) -> list[str]:
+    out = []
+    if need.memory_mib > machine.memory_mib * HEADROOM:
+        out.append(f"memory: {_size(need.memory_mib)} needed, {_size(machine.memory_mib)} available "
+                   f"(a run may take {HEADROOM:.0%})")
+    if need.cpu_cores > machine.cpus:
+        out.append(f"CPU: {need.cpu_cores:.1f} cores' worth of node work, {machine.cpus} cores here (timings "
+                   "would measure the queue for the CPU, not the protocol)")
+    if need.fds > machine.fds * HEADROOM:
+        out.append(f"file descriptors: {need.fds} needed, limit {machine.fds} (ulimit -n)")
+    if need.disk_mib > machine.disk_mib * HEADROOM:
+        out.append(f"disk: {_size(need.disk_mib)} of event logs, {_size(machine.disk_mib)} free "
+                   f"in {tempfile.gettempdir()}")
+    return out
+
+
+def largest_fit(need: Estimate, machine: Machine) -> int:
+    lo, hi = 0, need.nodes
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if problems(need.scaled(mid), machine):
+            hi = mid - 1
+        else:
+            lo = mid
+    return lo
+
+
+def admit(scenario: Scenario, backend: str, force: bool = False, machine: Machine | None = None) -> dict[str, Any]:
+    """The manifest's `admission` record; AdmissionError (figures and the largest node count that
+    fits) when the run does not fit this machine and `force` is off."""
+    if backend not in CHECKED_BACKENDS:
+        return {"checked": False, "why": f"the {backend} backend's nodes do not run on this machine's processes"}
+    machine = machine or Machine.here()
+    need = estimate(scenario)
+    found = problems(need, machine)
+    record = {"checked": True, "estimate": asdict(need), "machine": asdict(machine), "problems": found,
+              "forced": bool(found) and force}
+    if found and not force:
+        fit = largest_fit(need, machine)
+        advice = (f"At most {fit} nodes of this scenario fit (--set nodes.count={fit})" if fit
+                  else "Not even one node fits beside the orchestrator")
+        raise AdmissionError(f"{need.nodes} nodes do not fit this machine:\n  " + "\n  ".join(found)
+                             + f"\n{advice}; --force runs it anyway.")
+    return record
+
+
+def _size(mib: float) -> str:
+    return f"{mib / 1024:.1f} GiB" if mib >= 1024 else f"{mib:.0f} MiB"
+
+
+def _implementations(scenario: Scenario) -> dict[str, int]:
+    total = scenario.nodes.count
+    default = scenario.protocol.implementation
+    mix: dict[str, int] = {}
+    for group in scenario.nodes.groups:
+        name = group.implementation or default
+        mix[name] = mix.get(name, 0) + group.count
+    mix[default] = mix.get(default, 0) + max(0, total - sum(mix.values()))
+    return {k: v for k, v in mix.items() if v}
+
+
+def _messages(scenario: Scenario) -> float:
+    w = scenario.workload
+    if w.messages_per_publisher:
+        return w.messages_per_publisher * w.publishers
+    if w.rate:
+        return w.rate * w.duration
+    return w.publishers * w.duration / (w.interval or 1.0)
