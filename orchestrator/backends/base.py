@@ -9,6 +9,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import sys
+import threading
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -65,6 +66,10 @@ def file_tail(path: Path, lines: int) -> str:
         return "(no output)"
 
 
+class StopRequested(RuntimeError):
+    """A step of the run left off because SIGINT or SIGTERM asked the run to stop."""
+
+
 class Backend(abc.ABC):
     name: str
     shared_clock = True  # every node reads this machine's clock; else the runner measures offsets
@@ -77,6 +82,13 @@ class Backend(abc.ABC):
 
     def __init__(self, ctx: RunContext):
         self.ctx = ctx
+        self.stopping = threading.Event()  # set on SIGINT/SIGTERM: long steps stop between nodes
+
+    def check_stop(self) -> None:
+        """Between the nodes of a long step (deploy, shaping): stop it if the run is being stopped;
+        teardown then removes what exists."""
+        if self.stopping.is_set():
+            raise StopRequested("stopped by a signal")
 
     @abc.abstractmethod
     def create_network(self) -> None:
@@ -145,12 +157,16 @@ class Backend(abc.ABC):
     def shape_all(self, work: dict[str, list[dict[str, Any]]]) -> None:
         """`shape` in several namespaces: in turn, or side by side where each is a round trip to a
         container (`parallel_shaping`)."""
+        def shape(where: str, ops: list[dict[str, Any]]) -> None:
+            self.check_stop()
+            self.shape(where, ops)
+
         if not self.parallel_shaping:
             for where, ops in work.items():
-                self.shape(where, ops)
+                shape(where, ops)
             return
         with ThreadPoolExecutor(max_workers=16) as pool:
-            for future in [pool.submit(self.shape, where, ops) for where, ops in work.items()]:
+            for future in [pool.submit(shape, where, ops) for where, ops in work.items()]:
                 future.result()  # the first failure is raised
 
     def link_counters(self) -> dict[str, dict[str, int]] | None:

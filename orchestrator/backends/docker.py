@@ -144,6 +144,7 @@ class DockerBackend(Backend):
         self.volume = self.client.volumes.create(f"{self.prefix}-events", labels=self.labels)
         api = self.client.api
         for node in self.ctx.plan.nodes:
+            self.check_stop()
             net = api.create_networking_config({self.prefix: api.create_endpoint_config(
                 ipv4_address=self.address(node.id))})
             c = api.create_container(
@@ -156,6 +157,7 @@ class DockerBackend(Backend):
             self.sandbox_pid[node.id] = api.inspect_container(c["Id"])["State"]["Pid"]
         with IPRoute() as ipr:
             for node in self.ctx.plan.nodes:
+                self.check_stop()
                 peer = self._exec_shaper(self.sandbox(node.id), [{"op": "peer_index", "ifname": "eth0"}])
                 self.host_ifname[node.id] = ipr.get_links(peer[0]["index"])[0].get_attr("IFLA_IFNAME")
 

@@ -80,6 +80,7 @@ class LocalBackend(Backend):
             bridge = sw.link_lookup(ifname="br0")[0]
             sw.link("set", index=bridge, state="up")
             for node in self.ctx.plan.nodes:
+                self.check_stop()
                 name = self.node_netns(node.id)
                 netns.create(name)
                 port = f"v{node.index}"

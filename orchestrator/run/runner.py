@@ -25,12 +25,12 @@ from orchestrator import faults, shaping
 from orchestrator.backends import Backend, RunContext, get_backend
 from orchestrator.model.plan import FaultEvent
 from orchestrator.model.scenario import Scenario
-from orchestrator.run import admission, clock, link_sampler, node_configs
+from orchestrator.run import admission, clock, deploy_shaping, interrupts, link_sampler, node_configs
 from orchestrator.run.calibrate import calibrate
 from orchestrator.run.cleanup import RunState, forget_run, record_run
 from orchestrator.run.contract_client import ContractClient
 from orchestrator.run.link_sampler import LinkSampler
-from orchestrator.run.live_faults import LiveFaults, far_ends
+from orchestrator.run.live_faults import LiveFaults
 from orchestrator.run.netprobe import NamespaceProbes
 from orchestrator.run.node_client import ControlClient, NodeError
 from orchestrator.run.record import RunRecord
@@ -93,14 +93,7 @@ class Runner(RunRecord):
 
     @staticmethod
     async def _blocking(fn: Any, *args: Any) -> Any:
-        """Run blocking netlink work in a thread. If the run is cancelled meanwhile, the work still
-        finishes before the cancellation goes on, so teardown sees everything it made."""
-        fut = asyncio.get_running_loop().run_in_executor(None, fn, *args)
-        try:
-            return await asyncio.shield(fut)
-        except asyncio.CancelledError:
-            await asyncio.wait([fut])
-            raise
+        return await interrupts.blocking(fn, *args)
 
     # phases ------------------------------------------------------------------------------------
     def _check_adapters(self) -> None:
@@ -127,25 +120,7 @@ class Runner(RunRecord):
             raise RunError(str(err)) from None
 
     def _shape(self, mode: str) -> None:
-        address_of = {n.id: self.backend.address(n.id) for n in self.plan.nodes}
-        with_netem = mode == shaping.NETEM
-        work: dict[str, list[dict[str, Any]]] = {}
-        for node in self.plan.nodes:
-            ends = self.backend.link_ends(node.id)
-            shape = shaping.node_shape(self.plan, node.id, address_of)
-            work.setdefault(ends.node_netns, []).append(shaping.egress_op(ends.node_ifname, shape, with_netem))
-        for far, links in far_ends(self.plan, self.backend).items():
-            work.setdefault(far, []).extend(shaping.download_op(ifname, self.plan.node(node_id).bandwidth_down)
-                                            for node_id, ifname in links)
-        self.backend.shape_all(work)
-        if mode == shaping.DELAYLINE:
-            b = self.backend
-            self.delayline = DelayLines(self.plan.seed, [n.id for n in self.plan.nodes], b.netns_path,
-                                        b.python_in_netns if b.delayline_per_node else None)
-            self.delayline.request(op="links", ips=address_of, jitter_ms=self.plan.jitter_ms, loss=self.plan.loss)
-            for node in self.plan.nodes:
-                self.delayline.attach(node.id, b.link_ends(node.id).node_ifname,
-                                      shaping.ingress_delays(self.plan, node.id, address_of))
+        self.delayline = deploy_shaping.shape_run(self.plan, self.backend, mode)
 
     def _fail_node(self, node_id: str, what: str) -> RunError:
         return RunError(f"node {node_id} {what}; its last output:\n{self.backend.output_tail(node_id)}")
@@ -361,6 +336,7 @@ class Runner(RunRecord):
                                      else ContractClient(node.id, self.backend, node.neighbours, self._t0_for(node.id)))
             if not node.absent:
                 self.backend.start_node(node.id, self.configs[node.id])
+                await asyncio.sleep(0)  # a signal's cancellation lands between two starts
         if self.adapters:  # their T0 is fixed: wait for them until then, no longer
             await self._wait_healthy(self.present, (self.t0_ns - time.time_ns()) / 1e9)
             await self._wait_connected((self.t0_ns - time.time_ns()) / 1e9, fail=False)
@@ -380,24 +356,11 @@ class Runner(RunRecord):
         await self._stop_all()
         await self.sampler.stop()
 
-    @staticmethod
-    def _cancel_on_signals(task: asyncio.Task) -> dict[int, Any]:
-        """SIGINT and SIGTERM cancel the run (teardown follows). Not loop.add_signal_handler: pyroute2
-        forks helpers that inherit asyncio's wake-up fd, and their SIGTERM would cancel our run."""
-        owner = os.getpid()
-        loop = asyncio.get_running_loop()
-
-        def handler(signum: int, frame: Any) -> None:
-            if os.getpid() != owner:
-                os._exit(128 + signum)
-            loop.call_soon_threadsafe(task.cancel)
-        return {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-
     async def run_async(self) -> Path:
         record_run(RunState(self.short, self.run_id, os.getpid(), str(self.run_dir), str(self.scratch)))
         self.begin()
         status, detail = "failed", ""
-        previous = self._cancel_on_signals(asyncio.current_task())
+        previous = interrupts.cancel_on_signals(asyncio.current_task(), self.backend.stopping)
         try:
             await self._execute()
             status = "completed"
@@ -433,8 +396,3 @@ class Runner(RunRecord):
             return asyncio.run(self.run_async())
         except (asyncio.CancelledError, KeyboardInterrupt):
             raise RunInterrupted(f"run {self.run_id} interrupted; torn down") from None
-
-
-def run_scenario(scenario: Scenario, **kwargs: Any) -> Path:
-    return Runner(scenario, **kwargs).run()
-

@@ -4,21 +4,13 @@ promises, IWANT retransmission, IDONTWANT expiry, unsubscriptions, one-fragment 
 test cites the spec rule (libp2p/specs pubsub/gossipsub v1.1/v1.2) or the go behaviour it follows."""
 import pytest
 
-from node.proto.pubsub_pb2 import (
-    RPC,
-    ControlIDontWant,
-    ControlIHave,
-    ControlIWant,
-    ControlMessage,
-    ControlPrune,
-    PeerInfo,
-)
+from node.proto import pubsub_pb2 as pb
 from node.protocols.pubsub_wire import make_message
 from tests.unit.test_gossipsub import network
 
 
 def frame(**control) -> bytes:
-    return RPC(control=ControlMessage(**control)).SerializeToString()
+    return pb.RPC(control=pb.ControlMessage(**control)).SerializeToString()
 
 
 def events(net, node, type_, since=0):
@@ -44,10 +36,10 @@ def test_the_events_the_analysis_reads_carry_every_field_with_its_value():
     assert grafts and all(e["topic"] == "t" and e["peer"] in net.nodes[e["node"]].core.peer_topics for e in grafts)
     core = net.nodes["n1"].core
     peer = sorted(core.mesh["t"])[0]
-    core.on_frame(peer, frame(prune=[ControlPrune(topicID="t")]))
+    core.on_frame(peer, frame(prune=[pb.ControlPrune(topicID="t")]))
     assert events(net, "n1", "prune")[-1] | {"ts": 0} == {"ts": 0, "node": "n1", "type": "prune", "peer": peer,
                                                           "topic": "t"}
-    big, junk = RPC(publish=[make_message("n2", 9, "t", b"x" * 60_000)]).SerializeToString(), b"\xff\xff\xff"
+    big, junk = pb.RPC(publish=[make_message("n2", 9, "t", b"x" * 60_000)]).SerializeToString(), b"\xff\xff\xff"
     core.on_frame("n2", big)
     core.on_frame("n2", junk)
     drops = [(e["peer"], e["bytes"], e["reason"]) for e in events(net, "n1", "drop_rpc")]
@@ -56,7 +48,7 @@ def test_the_events_the_analysis_reads_carry_every_field_with_its_value():
 
 def test_an_rpc_of_exactly_the_size_limit_is_accepted():
     """go: RPCs larger than the limit are dropped; one at the limit is not."""
-    payload = RPC(publish=[make_message("n1", 1, "t", b"a" * 500)]).SerializeToString()
+    payload = pb.RPC(publish=[make_message("n1", 1, "t", b"a" * 500)]).SerializeToString()
     net = network(n=2, degree=2, max_rpc_size=len(payload))
     net.run(until=2)
     net.nodes["n0"].core.on_frame("n1", payload)
@@ -70,8 +62,8 @@ def test_a_prune_backs_off_for_its_own_backoff_or_the_default_and_px_peers_are_d
     net.run(until=3)
     core = net.nodes["n0"].core
     a, b = sorted(core.mesh["t"])[:2]
-    core.on_frame(a, frame(prune=[ControlPrune(topicID="t", backoff=30)]))
-    core.on_frame(b, frame(prune=[ControlPrune(topicID="t")]))
+    core.on_frame(a, frame(prune=[pb.ControlPrune(topicID="t", backoff=30)]))
+    core.on_frame(b, frame(prune=[pb.ControlPrune(topicID="t")]))
     now = net.now
     assert core.backoff[("t", a)] == pytest.approx(now + 30) and core.backoff[("t", b)] == pytest.approx(now + 60)
     for _ in range(20):  # twenty heartbeats with the mesh emptied each time: a and b stay out
@@ -87,7 +79,7 @@ def test_a_prune_backs_off_for_its_own_backoff_or_the_default_and_px_peers_are_d
             break
     assert a in core.mesh["t"] and ("t", b) in core.backoff  # a's 30 s are over, b's 60 s are not
     net.add_node("n99", type(core), core.params)
-    core.on_frame(a, frame(prune=[ControlPrune(topicID="t", peers=[PeerInfo(peerID=b"n99")])]))
+    core.on_frame(a, frame(prune=[pb.ControlPrune(topicID="t", peers=[pb.PeerInfo(peerID=b"n99")])]))
     net.run(until=net.now + 1)
     assert "n99" in core.peer_topics
 
@@ -120,10 +112,10 @@ def test_a_broken_iwant_promise_costs_the_advertiser_a_penalty_and_a_kept_one_co
     net.run(until=3)
     core = net.nodes["n0"].core
     kept = make_message("n2", 5, "t", b"k" * 100)
-    core.on_frame("n1", frame(ihave=[ControlIHave(topicID="t", messageIDs=[b"n1-900", b"n1-901"])]))
-    core.on_frame("n2", frame(ihave=[ControlIHave(topicID="t", messageIDs=[b"n2-5"])]))
+    core.on_frame("n1", frame(ihave=[pb.ControlIHave(topicID="t", messageIDs=[b"n1-900", b"n1-901"])]))
+    core.on_frame("n2", frame(ihave=[pb.ControlIHave(topicID="t", messageIDs=[b"n2-5"])]))
     assert set(core.promises) == {"n1-900", "n1-901", "n2-5"}
-    core.on_frame("n2", RPC(publish=[kept]).SerializeToString())
+    core.on_frame("n2", pb.RPC(publish=[kept]).SerializeToString())
     assert "n2-5" not in core.promises
     before = core.score.penalty("n1"), core.score.penalty("n2")
     core.heartbeat()  # within the follow-up time: nothing yet
@@ -143,7 +135,7 @@ def test_an_iwant_is_answered_at_most_gossip_retransmission_times_per_peer():
     mid = core.publish("t", b"r" * 100)
     start = len(net.nodes["n0"].events)
     for _ in range(5):
-        core.on_frame("n1", frame(iwant=[ControlIWant(messageIDs=[mid.encode()])]))
+        core.on_frame("n1", frame(iwant=[pb.ControlIWant(messageIDs=[mid.encode()])]))
     served = [e for e in events(net, "n0", "send_rpc", start) if e["peer"] == "n1" and e.get("msgs")]
     assert len(served) == 2
 
@@ -153,16 +145,16 @@ def test_an_idontwant_is_kept_for_idontwant_ttl_heartbeats_then_forgotten():
     net = network(n=3, degree=4, idontwant_ttl=3)
     net.run(until=3)
     core = net.nodes["n0"].core
-    core.on_frame("n1", frame(idontwant=[ControlIDontWant(messageIDs=[b"n2-40"])]))
+    core.on_frame("n1", frame(idontwant=[pb.ControlIDontWant(messageIDs=[b"n2-40"])]))
     for _ in range(2):
         core.heartbeat()
         assert "n2-40" in core.dontwant["n1"]
     core.heartbeat()
     assert "n2-40" not in core.dontwant["n1"]
     mid = core.publish("t", b"s" * 3000)
-    core.on_frame("n1", frame(idontwant=[ControlIDontWant(messageIDs=[mid.encode()])]))
+    core.on_frame("n1", frame(idontwant=[pb.ControlIDontWant(messageIDs=[mid.encode()])]))
     start = len(net.nodes["n0"].events)
-    core.on_frame("n1", frame(iwant=[ControlIWant(messageIDs=[mid.encode()])]))
+    core.on_frame("n1", frame(iwant=[pb.ControlIWant(messageIDs=[mid.encode()])]))
     (skip,) = events(net, "n0", "idontwant_skip", start)
     assert (skip["peer"], skip["msg_id"], skip["size"]) == ("n1", mid, 3000)
 
@@ -174,7 +166,7 @@ def test_an_unsubscribed_peer_leaves_the_topic_and_the_mesh():
     net.run(until=3)
     core = net.nodes["n0"].core
     peer = sorted(core.mesh["t"])[0]
-    core.on_frame(peer, RPC(subscriptions=[RPC.SubOpts(subscribe=False, topicid="t")]).SerializeToString())
+    core.on_frame(peer, pb.RPC(subscriptions=[pb.RPC.SubOpts(subscribe=False, topicid="t")]).SerializeToString())
     assert "t" not in core.peer_topics[peer] and peer not in core.mesh["t"]
     assert peer not in core._topic_peers("t")
 
@@ -257,5 +249,5 @@ def test_a_message_leaves_the_cache_after_history_length_heartbeats_and_is_no_lo
     core.heartbeat()
     assert mid not in core.mcache and mid not in core.mcache_topic
     start = len(net.nodes["n0"].events)
-    core.on_frame("n1", frame(iwant=[ControlIWant(messageIDs=[mid.encode()])]))
+    core.on_frame("n1", frame(iwant=[pb.ControlIWant(messageIDs=[mid.encode()])]))
     assert not [e for e in events(net, "n0", "send_rpc", start) if e.get("msgs")]

@@ -1,0 +1,50 @@
+"""A signal stops a run promptly in its longest blocking phase: SIGTERM while 300 nodes' namespaces
+are being created ends `peerlab run` within 10 s, tears down what exists, and leaves the run marked
+interrupted (the deploy stops between two nodes: Backend.check_stop)."""
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import ROOT, run_netns
+
+pytestmark = [pytest.mark.emulation, pytest.mark.slow]
+
+
+def test_sigterm_while_deploying_300_nodes_ends_within_10_s_with_nothing_left(tmp_path: Path):
+    log = tmp_path / "stderr.log"
+    with open(log, "w") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", "scenarios/quickstart.yaml",
+                                 "--set", "nodes.count=300", "--set", f"output.store=file://{tmp_path}/runs",
+                                 "--no-report"], cwd=ROOT, stdout=subprocess.PIPE, stderr=err, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        run_dir = None
+        while time.monotonic() < deadline:
+            runs = list((tmp_path / "runs").glob("*")) if (tmp_path / "runs").exists() else []
+            if runs and "deploy:" in log.read_text() and len(run_netns(runs[0])) >= 20:
+                run_dir = runs[0]
+                break
+            assert proc.poll() is None, log.read_text()[-2000:]
+            time.sleep(0.1)
+        assert run_dir is not None, log.read_text()[-2000:]
+        made = len(run_netns(run_dir))
+        signalled = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+        took = time.monotonic() - signalled
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    print(f"SIGTERM with {made} of 300 namespaces made: exit {proc.returncode} after {took:.1f} s")
+    assert proc.returncode == 130, log.read_text()[-2000:]
+    assert took < 10
+    assert run_netns(run_dir) == set()
+    assert json.loads((run_dir / "status").read_text())["status"] == "interrupted"
