@@ -87,22 +87,40 @@ def exact_quantiles(values: DataFrame, column: str, probs: tuple[float, ...], n:
     row = values.agg(*aggs).first()
     out = []
     for i, p in enumerate(probs):
-        pos = (n - 1) * p
-        first, frac = int(math.floor(pos)), pos - math.floor(pos)
+        first, frac = _rank(n, p)
         band, below = row[f"band{i}"], row[f"below{i}"]
         k = first - below
         if not (0 <= k and k + (1 if frac else 0) < len(band)):  # the bracket missed: never expected
             return list(values.agg(F.percentile(column, list(probs))).first()[0])
-        out.append(band[k] + (band[k + 1] - band[k]) * frac if frac else band[k])
+        out.append(_between(band, k, frac))
     return out
+
+
+def _rank(n: int, p: float) -> tuple[int, float]:
+    """The rule's position of quantile p among n sorted values: index and fraction towards the next."""
+    pos = (n - 1) * p
+    return int(math.floor(pos)), pos - math.floor(pos)
+
+
+def _between(ordered: list[float], k: int, frac: float) -> float:
+    return ordered[k] + (ordered[k + 1] - ordered[k]) * frac if frac else ordered[k]
+
+
+def small_quantiles(values: list[float], probs: tuple[float, ...]) -> list[float] | None:
+    """The same rule on values already at the driver (a per-topic or per-subscriber column)."""
+    ordered = sorted(v for v in values if v is not None)
+    return [_between(ordered, *_rank(len(ordered), p)) for p in probs] if ordered else None
 
 
 def quantiles(frame: DataFrame, column: str, probs: tuple[float, ...]) -> list[float] | None:
     """The quantiles of a column's non-null values by peerlab's one rule (`exact_quantiles`: linear
     interpolation between ranks); None when it has no value."""
-    got = frame.where(F.col(column).isNotNull()).select(column)
-    n = got.count()
-    return exact_quantiles(got, column, probs, n) if n else None
+    got = frame.where(F.col(column).isNotNull()).select(column).cache()  # one evaluation, three passes
+    try:
+        n = got.count()
+        return exact_quantiles(got, column, probs, n) if n else None
+    finally:
+        got.unpersist()
 
 
 def group_quantile(column: str, p: float):

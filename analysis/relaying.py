@@ -71,9 +71,13 @@ def relays(events: DataFrame) -> DataFrame:
 
 
 def relay_summary(per_delivery: DataFrame) -> dict[str, Any] | None:
-    row = per_delivery.agg(F.count("*").alias("n"), F.avg("forwards").alias("forwards")).first()
-    first = quantiles(per_delivery, "first_ms", (0.5, 0.9))
-    last = quantiles(per_delivery, "last_ms", (0.5, 0.9))
+    per_delivery = per_delivery.select("forwards", "first_ms", "last_ms").cache()  # the join, evaluated once
+    try:
+        row = per_delivery.agg(F.count("*").alias("n"), F.avg("forwards").alias("forwards")).first()
+        first = quantiles(per_delivery, "first_ms", (0.5, 0.9))
+        last = quantiles(per_delivery, "last_ms", (0.5, 0.9))
+    finally:
+        per_delivery.unpersist()
     if not row or not row["n"] or first is None or last is None:
         return None
     return {"deliveries_used": row["n"], "forwards_per_delivery": round(row["forwards"], 2),

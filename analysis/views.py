@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from analysis.metrics import group_quantile, quantiles
+from analysis.metrics import group_quantile, small_quantiles
 from analysis.registry import metric, table
 
 if TYPE_CHECKING:
@@ -39,12 +39,13 @@ def per_subscriber(dl: DataFrame) -> DataFrame:
 
 
 def spread(frame: DataFrame, column: str) -> dict[str, Any]:
-    """min, p10, median and max of a per-topic or per-subscriber column."""
-    q = quantiles(frame, column, (0.1, 0.5))
+    """min, p10, median and max of a per-topic or per-subscriber column (one row per topic or
+    subscriber: small, so computed at the driver, by the same rule)."""
+    values = [r[0] for r in frame.select(column).collect() if r[0] is not None]
+    q = small_quantiles(values, (0.1, 0.5))
     if q is None:
         return {"min": None, "p10": None, "median": None, "max": None}
-    row = frame.agg(F.min(column).alias("min"), F.max(column).alias("max")).first()
-    return {"min": row["min"], "p10": q[0], "median": q[1], "max": row["max"]}
+    return {"min": min(values), "p10": q[0], "median": q[1], "max": max(values)}
 
 
 def victims(plan: dict[str, Any]) -> dict[str, Any]:

@@ -189,13 +189,13 @@ def test_accounting_and_delivery_among_nodes_up(tmp_path, spark):
 
 
 def test_every_percentile_follows_one_rule(spark):
-    """Whole-run percentiles (`quantiles`, two passes) and per-group ones (`group_quantile`) give the
-    same exact, linearly interpolated values as the standard library's inclusive method (numpy's
+    """Whole-run percentiles (`quantiles`, two passes), per-group ones (`group_quantile`) and those of
+    small tables at the driver (`small_quantiles`) give the same exact, linearly interpolated values as the standard library's inclusive method (numpy's
     default), on data where nearest-rank would differ."""
     import random
     import statistics
 
-    from analysis.metrics import group_quantile, quantiles
+    from analysis.metrics import group_quantile, quantiles, small_quantiles
 
     rng = random.Random(3)
     values = [rng.expovariate(1 / 40) for _ in range(1001)] + [None] * 7
@@ -207,4 +207,5 @@ def test_every_percentile_follows_one_rule(spark):
     assert quantiles(frame, "x", probs) == pytest.approx(expected, rel=1e-12)
     grouped = frame.groupBy().agg(*[group_quantile("x", p).alias(str(p)) for p in probs]).first()
     assert [grouped[str(p)] for p in probs] == pytest.approx(expected, rel=1e-12)
-    assert quantiles(frame.where("x is null"), "x", probs) is None
+    assert small_quantiles(values, probs) == pytest.approx(expected, rel=1e-12)  # the per-topic spreads
+    assert quantiles(frame.where("x is null"), "x", probs) is None and small_quantiles([None], probs) is None
