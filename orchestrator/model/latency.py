@@ -117,7 +117,7 @@ class Regions(LatencyModel):
         return Placement(mat, {"region": [REGIONS[w] for w in where]})
 
 
-def _csv_rows(field: str, path: str) -> list[dict[str, str]]:
+def _csv_rows(path: str) -> list[dict[str, str]]:
     return list(csv.DictReader(io.StringIO(data_files.read_text(path))))
 
 
@@ -149,13 +149,13 @@ class WonderProxy(LatencyModel):
     def matrix(self, n: int, rng: random.Random) -> Placement:
         cities = {}
         where = "network.latency.servers", self.servers
-        for line, row in enumerate(_csv_rows(*where), 2):
+        for line, row in enumerate(_csv_rows(where[1]), 2):
             cities[_number(*where, line, "id", row.get("id"), int)] = (
                 row.get("title") or row.get("name") or "?", _number(*where, line, "latitude", row.get("latitude")),
                 _number(*where, line, "longitude", row.get("longitude")))
         rtt: dict[tuple[int, int], float] = {}
         where = "network.latency.pings", self.pings
-        for line, row in enumerate(_csv_rows(*where), 2):
+        for line, row in enumerate(_csv_rows(where[1]), 2):
             a = _number(*where, line, "source", row.get("source"), int)
             b = _number(*where, line, "destination", row.get("destination"), int)
             if a != b and a in cities and b in cities:  # ids without a server row are dropped
