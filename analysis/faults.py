@@ -26,18 +26,27 @@ DEFAULT_WINDOW_S = 5.0
 Intervals = dict[str, list[tuple[int, int]]]  # node -> [(up_from_ns, up_to_ns)]
 
 
-def up_intervals(events: DataFrame, manifest: dict[str, Any]) -> Intervals:
-    """Each node's up intervals, in ns (see the module docstring)."""
-    marks = (events.where(F.col("type").isin("t0", "stop")).select("node", "type", "ts")
-             .union(events.groupBy("node").agg(F.lit("last").alias("type"), F.max("ts").alias("ts")))
-             .collect())
+Mark = tuple[str, str, int]  # (node, type, ts) of a t0, stop or publish_message event
+
+
+def marks(per_node_rows: list[dict[str, Any]]) -> list[Mark]:
+    """The few events up intervals and accounting read (t0, stop and publish_message), as the
+    per-node pass gathered them (analysis/per_node.py)."""
+    return [(r["node"], m["type"], int(m["ts"])) for r in per_node_rows for m in r["marks"]]
+
+
+def up_intervals(marks: list[Mark], last_ts: dict[str, int], manifest: dict[str, Any]) -> Intervals:
+    """Each node's up intervals, in ns (see the module docstring), from its marks and its last event."""
     kills: dict[str, list[int]] = {}
     for f in manifest.get("faults_executed") or []:
         if f.get("action") == "kill":
             kills.setdefault(f["node"], []).append(int(f["t_ns"]))
     per_node: dict[str, list[tuple[int, str]]] = {}
-    for row in marks:
-        per_node.setdefault(row["node"], []).append((int(row["ts"]), row["type"]))
+    for node, kind, ts in marks:
+        if kind in ("t0", "stop"):
+            per_node.setdefault(node, []).append((ts, kind))
+    for node, ts in last_ts.items():
+        per_node.setdefault(node, []).append((ts, "last"))
     for node, times in kills.items():
         per_node.setdefault(node, []).extend((t, "kill") for t in times)
     out: Intervals = {}
@@ -65,23 +74,22 @@ def _covers(intervals: list[tuple[int, int]], a: int, b: int) -> bool:
 MATCH_BEFORE_NS, MATCH_AFTER_NS = 50_000_000, 2_000_000_000  # a publish logged this close to its plan
 
 
-def accounting(plan: dict[str, Any], t0_ns: int | None, intervals: Intervals, events: DataFrame) -> dict[str, int]:
+def accounting(plan: dict[str, Any], t0_ns: int | None, intervals: Intervals, marks: list[Mark]) -> dict[str, int]:
     """Every planned publish is logged (a publish_message from its publisher at its time, give or
     take the scheduling lag), or its publisher was not up at that time; `unaccounted` counts the
     ones that are neither, and must be 0."""
     publishers = {n["id"]: n["schedule"] for n in plan["nodes"] if n.get("schedule")}
     planned = sum(len(s) for s in publishers.values())
     logged_at: dict[str, list[int]] = {}
-    if publishers:
-        for row in (events.where((F.col("type") == "publish_message") & F.col("node").isin(list(publishers)))
-                    .select("node", "ts").collect()):
-            logged_at.setdefault(row["node"], []).append(int(row["ts"]))
+    for node, kind, ts in marks:
+        if kind == "publish_message" and node in publishers:
+            logged_at.setdefault(node, []).append(ts)
     logged = sum(len(v) for v in logged_at.values())
     down = unaccounted = 0
     for node, schedule in publishers.items():
         dues = sorted((t0_ns or 0) + int(offset * 1e9) for offset, _, _ in schedule)
         taken = [False] * len(dues)
-        for ts in logged_at.get(node, []):  # each publish belongs to the latest plan entry due before it
+        for ts in sorted(logged_at.get(node, [])):  # each publish belongs to the latest plan entry due before it
             i = bisect_right(dues, ts + MATCH_BEFORE_NS) - 1
             if i >= 0 and not taken[i] and ts - dues[i] <= MATCH_AFTER_NS:
                 taken[i] = True
@@ -184,7 +192,7 @@ def _delivery_ratio_up(run: RunData) -> float | None:
 
 @metric("accounting")
 def _accounting(run: RunData) -> dict[str, int]:
-    return accounting(run.plan, run.manifest.get("t0_ns"), run.intervals, run.events)
+    return accounting(run.plan, run.manifest.get("t0_ns"), run.intervals, run.marks)
 
 
 @metric("partitions")

@@ -1,4 +1,5 @@
-"""The analysis job for one run: tables (Parquet), metrics.json and report.html under analysis/."""
+"""The analysis job for one run: tables (Parquet), metrics.json, report.html and timings.json under
+analysis/."""
 from __future__ import annotations
 
 import json
@@ -6,13 +7,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
+from rich.console import Console
 
-from analysis import faults, kernel_traffic, metrics, relaying, traffic, views  # noqa: F401 - they register their metrics and tables
+from analysis import faults, kernel_traffic, metrics, per_node, relaying, traffic, views  # noqa: F401 - they register their metrics and tables
 from analysis.extras import EXTRAS, RunFrames
-from analysis.ingest import load_manifest
-from analysis.registry import TABLES, compute_metrics
+from analysis.ingest import load_manifest, logs_bytes
+from analysis.progress import AnalysisProgress
+from analysis.registry import METRICS, TABLES, compute_metrics
 from analysis.report import bandwidth_plot, by_message, coverage_plot, latency_cdf_plot, render
 from analysis.run_data import RunData
 from analysis.spark import get_spark
@@ -20,22 +24,29 @@ from analysis.spark import get_spark
 PLOT_SAMPLE = 2_000_000  # deliveries brought to the driver for plotting
 
 
-def compute(spark: SparkSession, run_dir: Path, write_tables: bool = True) -> tuple[dict[str, Any], dict[str, str]]:
+def compute(spark: SparkSession, run_dir: Path, write_tables: bool = True,
+            progress: AnalysisProgress | None = None) -> tuple[dict[str, Any], dict[str, str]]:
     """metrics.json (every registered metric, then the protocol's extra section), the Parquet tables,
     and the report's plots."""
+    progress = progress or AnalysisProgress()
     run = RunData(spark, run_dir)
-    result = {"run_id": run.manifest["run_id"], "nodes": run.nodes, **compute_metrics(run)}
+    progress.step("ingest")
+    progress.note(f"{sum(r['events'] for r in run.per_node):,} events, {run.partitions} partition(s), "
+                  + ("logs converted into" if run.ingest["converted"] else "read from") + " analysis/tables/events")
+    result = {"run_id": run.manifest["run_id"], "nodes": run.nodes,
+              **compute_metrics(run, lambda name: progress.step("metrics", name))}
     extra = EXTRAS.get(run.plan["protocol"])
     extra_tables, extra_plots = {}, {}
     if extra:
+        progress.step("protocol", run.plan["protocol"])
         result["protocol"], extra_tables, extra_plots = extra.compute(
             RunFrames(run.events, run.publishes, run.deliveries, run.messages, run.manifest, run.all_publishes,
-                      run.all_deliveries))
+                      run.all_deliveries, run.per_node))
     if write_tables:
-        _write_tables(run, extra_tables)
+        _write_tables(run, extra_tables, progress)
+    progress.step("plots")
     sample = run.deliveries.select("msg_id", "latency_ms").limit(PLOT_SAMPLE).toPandas()
-    upload = (run.per_second.groupBy("second").agg(F.sum("data").alias("data"), F.sum("control").alias("control"))
-              .orderBy("second").toPandas())
+    upload = pd.DataFrame(run.upload, columns=["second", "bytes", "data", "control", "peak"])
     plots = {"latency CDF": latency_cdf_plot({"": sample["latency_ms"].dropna().to_numpy()}),
              "coverage over time": coverage_plot({"": by_message(sample)}),
              "bandwidth over time": bandwidth_plot(upload, run.nodes, run.publishing, run.t0),
@@ -44,27 +55,46 @@ def compute(spark: SparkSession, run_dir: Path, write_tables: bool = True) -> tu
     return result, plots
 
 
-def _write_tables(run: RunData, extra_tables: dict[str, Any]) -> None:
-    """Every registered table, partitioned by run (and the events by node too), so that the tables of
-    many runs read as one data set."""
+def steps(protocol: str) -> int:
+    """How many steps `analyse` reports (session, ingest, metrics, protocol, tables, plots, report):
+    the progress bar's length."""
+    return 2 + len(METRICS) + (1 if protocol in EXTRAS else 0) + len(TABLES) + 2
+
+
+def _write_tables(run: RunData, extra_tables: dict[str, Any], progress: AnalysisProgress) -> None:
+    """Every registered table beside the events table (written at ingest), partitioned by run, so
+    that the tables of many runs read as one data set."""
     run_col = F.lit(run.manifest["run_id"]).alias("run")
     tables = run.run_dir / "analysis" / "tables"
-    run.events.select(run_col, "*").write.mode("overwrite").partitionBy("run", "node").parquet(str(tables / "events"))
     frames = {name: fn(run) for name, fn in TABLES.items()}
     for name, frame in {**frames, **extra_tables}.items():
+        progress.step("tables", name)
         if frame is not None:
             frame.select(run_col, "*").write.mode("overwrite").partitionBy("run").parquet(str(tables / name))
 
 
-def analyse(run_dir: str | Path, spark: SparkSession | None = None) -> dict[str, Any]:
-    """Analyse a run directory; writes analysis/metrics.json and analysis/report.html; returns metrics."""
+def analyse(run_dir: str | Path, spark: SparkSession | None = None, console: Console | None = None,
+            master: str = "local[*]", conf: dict[str, str] | None = None) -> dict[str, Any]:
+    """Analyse a run directory; writes analysis/metrics.json, analysis/report.html and
+    analysis/timings.json (each stage's and step's wall time); returns the metrics. Without `spark`,
+    starts a session on `master` with `conf`, sized for the run. `console`: where progress goes (a
+    bar on a terminal, a line per stage otherwise; None: nowhere)."""
     run_dir = Path(run_dir)
-    spark = spark or get_spark()
-    result, plots = compute(spark, run_dir)
-    out = run_dir / "analysis"
-    out.mkdir(exist_ok=True)
-    (out / "metrics.json").write_text(json.dumps(result, indent=1, default=_json_default) + "\n")
-    (out / "report.html").write_text(render(result, load_manifest(run_dir), plots))
+    manifest = load_manifest(run_dir)
+    progress = AnalysisProgress(console, steps(manifest["plan"]["protocol"]))
+    try:
+        if spark is None:
+            progress.step("session", master)
+            spark = get_spark(master, conf=conf, input_bytes=logs_bytes(run_dir))
+        result, plots = compute(spark, run_dir, progress=progress)
+        progress.step("report")
+        out = run_dir / "analysis"
+        out.mkdir(exist_ok=True)
+        (out / "metrics.json").write_text(json.dumps(result, indent=1, default=_json_default) + "\n")
+        (out / "report.html").write_text(render(result, manifest, plots))
+    finally:
+        timings = progress.close()
+    (out / "timings.json").write_text(json.dumps({"stages": timings, "steps": progress.steps}, indent=1) + "\n")
     return result
 
 

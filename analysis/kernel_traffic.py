@@ -11,7 +11,6 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from analysis.registry import metric, table
 
@@ -75,8 +74,7 @@ def _kernel_traffic(run: RunData) -> dict[str, Any] | None:
     samples = load_samples(run)
     if not samples:
         return None
-    sent = run.events.where((F.col("type") == "send_rpc") & (F.col("ts") >= F.lit(run.t0)))
-    logged = {r["node"]: int(r["b"] or 0) for r in sent.groupBy("node").agg(F.sum("bytes").alias("b")).collect()}
+    logged = {r["node"]: int(r["sent_bytes_since_t0"] or 0) for r in run.per_node}
     return kernel_summary(samples, run.publishing, logged, run.t0)
 
 

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from analysis import traffic as Tr
+from analysis.per_node import node_totals
 from analysis.registry import metric, table
 
 if TYPE_CHECKING:
@@ -60,38 +62,68 @@ def per_message(dl: DataFrame, points: tuple[int, ...] = COVERAGE_POINTS) -> Dat
 
 
 def delivery_ratio(msgs: DataFrame) -> float | None:
-    row = msgs.agg(F.sum("delivered").alias("d"), F.sum("expected").alias("e")).first()
-    return None if not row["e"] else row["d"] / row["e"]
+    return message_summary(msgs)["delivery_ratio"]
 
 
 QUANTILES = (0.5, 0.9, 0.99)
 _ACCURACY = 10_000  # percentile_approx's: rank error at most n / _ACCURACY
+_GATHER = 50_000    # a column with at most this many values is brought to the driver whole
 
 
-def exact_quantiles(values: DataFrame, column: str, probs: tuple[float, ...], n: int) -> list[float]:
-    """Exact quantiles of a non-null column, linearly interpolated between ranks (numpy's and
-    DuckDB's quantile_cont definition), in two cheap passes instead of Spark's `percentile`, which
+def summarize(frame: DataFrame, columns: dict[str, tuple[float, ...]], aggs: list | tuple = (),
+              counts: dict[str, int] | None = None) -> tuple[Any, dict[str, list[float] | None]]:
+    """`aggs` over `frame` and the exact quantiles of each column's non-null values (probabilities by
+    column), linearly interpolated between ranks (numpy's and DuckDB's quantile_cont definition):
+    two passes over the frame whatever the number of columns, instead of Spark's `percentile`, which
     counts every distinct value in one buffer (5 s for a million latencies on two cores).
 
-    Pass 1 brackets each wanted rank between two approximate quantiles (rank error <= n/_ACCURACY);
-    pass 2 counts the values below each bracket and brings the few values inside it to the driver."""
-    margin = max(2.0 / _ACCURACY, 2.0 / n)
-    edges = sorted({min(1.0, max(0.0, p + d)) for p in probs for d in (-margin, margin)})
-    approx = dict(zip(edges, values.agg(F.percentile_approx(column, list(edges), _ACCURACY)).first()[0]))
-    col = F.col(column)
-    aggs = []
-    for i, p in enumerate(probs):
-        lo, hi = approx[min(1.0, max(0.0, p - margin))], approx[min(1.0, max(0.0, p + margin))]
-        aggs += [F.count_if(col < lo).alias(f"below{i}"),
-                 F.sort_array(F.collect_list(F.when((col >= lo) & (col <= hi), col))).alias(f"band{i}")]
-    row = values.agg(*aggs).first()
+    Pass 1 computes `aggs`, each column's count and approximate quantiles just below and above each
+    wanted one (rank error <= n/_ACCURACY, so the exact value lies between them); pass 2 counts the
+    values below each bracket and brings the few values inside it to the driver (a small column:
+    all its values). When `counts` already says that every column is small, one pass does it all.
+    Returns pass 1's row and {column: quantiles, None when it has no value}."""
+    if counts is not None and all(counts.get(c, _GATHER + 1) <= _GATHER for c in columns):
+        row = frame.agg(*aggs, *(F.count(c).alias(f"_n_{c}") for c in columns),
+                        *(F.sort_array(F.collect_list(c)).alias(f"_all_{c}") for c in columns)).first()
+        return row, {c: [_between(row[f"_all_{c}"], *_rank(row[f"_n_{c}"], p)) for p in probs]
+                     if row[f"_n_{c}"] else None for c, probs in columns.items()}
+    margin = 2.0 / _ACCURACY
+    edges = {c: sorted({min(1.0, max(0.0, p + d)) for p in probs for d in (-margin, margin)})
+             for c, probs in columns.items()}
+    first = frame.agg(*aggs, *(F.count(c).alias(f"_n_{c}") for c in columns),
+                      *(F.percentile_approx(c, edges[c], _ACCURACY).alias(f"_approx_{c}") for c in columns)).first()
+    second = []
+    for c, probs in columns.items():
+        col = F.col(c)
+        if first[f"_n_{c}"] <= _GATHER:
+            second.append(F.sort_array(F.collect_list(col)).alias(f"_all_{c}"))
+            continue
+        approx = dict(zip(edges[c], first[f"_approx_{c}"]))
+        for i, p in enumerate(probs):
+            lo, hi = approx[min(1.0, max(0.0, p - margin))], approx[min(1.0, max(0.0, p + margin))]
+            second += [F.count_if(col < lo).alias(f"_below_{c}_{i}"),
+                       F.sort_array(F.collect_list(F.when((col >= lo) & (col <= hi), col))).alias(f"_band_{c}_{i}")]
+    row = frame.agg(*second).first() if any(first[f"_n_{c}"] for c in columns) else None
+    out: dict[str, list[float] | None] = {}
+    for c, probs in columns.items():
+        n = first[f"_n_{c}"]
+        if not n:
+            out[c] = None
+        elif n <= _GATHER:
+            out[c] = [_between(row[f"_all_{c}"], *_rank(n, p)) for p in probs]
+        else:
+            out[c] = _from_bands(frame, c, probs, n, row)
+    return first, out
+
+
+def _from_bands(frame: DataFrame, column: str, probs: tuple[float, ...], n: int, row: Any) -> list[float]:
     out = []
     for i, p in enumerate(probs):
         first, frac = _rank(n, p)
-        band, below = row[f"band{i}"], row[f"below{i}"]
+        band, below = row[f"_band_{column}_{i}"], row[f"_below_{column}_{i}"]
         k = first - below
         if not (0 <= k and k + (1 if frac else 0) < len(band)):  # the bracket missed: never expected
-            return list(values.agg(F.percentile(column, list(probs))).first()[0])
+            return list(frame.agg(F.percentile(column, list(probs))).first()[0])
         out.append(_between(band, k, frac))
     return out
 
@@ -113,14 +145,9 @@ def small_quantiles(values: list[float], probs: tuple[float, ...]) -> list[float
 
 
 def quantiles(frame: DataFrame, column: str, probs: tuple[float, ...]) -> list[float] | None:
-    """The quantiles of a column's non-null values by peerlab's one rule (`exact_quantiles`: linear
-    interpolation between ranks); None when it has no value."""
-    got = frame.where(F.col(column).isNotNull()).select(column).cache()  # one evaluation, three passes
-    try:
-        n = got.count()
-        return exact_quantiles(got, column, probs, n) if n else None
-    finally:
-        got.unpersist()
+    """The quantiles of a column's non-null values by peerlab's one rule (`summarize`); None when it
+    has no value."""
+    return summarize(frame, {column: probs})[1][column]
 
 
 def group_quantile(column: str, p: float):
@@ -129,38 +156,53 @@ def group_quantile(column: str, p: float):
     return F.percentile(column, p)
 
 
-def latency_stats(dl: DataFrame) -> dict[str, float | None]:
-    got = dl.where(F.col("latency_ms").isNotNull())
-    row = got.agg(F.mean("latency_ms").alias("mean"), F.max("latency_ms").alias("max"),
-                  F.min("latency_ms").alias("min"), F.count("*").alias("n")).first()
-    if not row["n"]:
-        return {"p50": None, "p90": None, "p99": None, "mean": None, "max": None, "min": None, "count": 0}
-    p50, p90, p99 = exact_quantiles(got, "latency_ms", QUANTILES, row["n"])
+def latency_stats(dl: DataFrame, delivered: int | None = None) -> dict[str, float | None]:
+    """Exact p50/p90/p99, mean, max, min and count of the delivery latencies; `delivered`, when
+    known, is how many there are (one pass instead of two for a small run)."""
+    lat = F.col("latency_ms")
+    row, q = summarize(dl, {"latency_ms": QUANTILES},
+                       [F.mean(lat).alias("mean"), F.max(lat).alias("max"), F.min(lat).alias("min")],
+                       None if delivered is None else {"latency_ms": delivered})
+    p50, p90, p99 = q["latency_ms"] or (None, None, None)
     return {"p50": p50, "p90": p90, "p99": p99, "mean": row["mean"], "max": row["max"], "min": row["min"],
-            "count": row["n"]}
+            "count": row["_n_latency_ms"]}
 
 
-def coverage_summary(msgs: DataFrame, points: tuple[int, ...] = COVERAGE_POINTS) -> dict[str, Any]:
-    """Mean and deviation over messages of each L_x, and how many messages reached x% at all."""
+def _coverage_aggs(points: tuple[int, ...]) -> list:
     aggs = []
     for x in points:
         aggs += [F.mean(f"L{x}").alias(f"L{x}"), F.stddev(f"L{x}").alias(f"L{x}_sd"),
                  F.count(f"L{x}").alias(f"L{x}_n")]
-    row = msgs.agg(*aggs, F.count("*").alias("messages")).first()
+    return aggs
+
+
+def _coverage(row: Any, points: tuple[int, ...]) -> dict[str, Any]:
     out: dict[str, Any] = {f"L{x}": row[f"L{x}"] for x in points}
     out["deviation"] = {f"L{x}": row[f"L{x}_sd"] for x in points}
     out["messages_reaching"] = {f"L{x}": row[f"L{x}_n"] for x in points}
     return out
 
 
-def traffic(events: DataFrame) -> dict[str, int]:
-    """Duplicates received and bytes sent (data = message payloads, control = the rest), in one pass."""
-    send = F.col("type") == "send_rpc"
-    row = events.agg(F.count_if(F.col("type") == "duplicate_message").alias("dups"),
-                     F.sum(F.when(send, F.col("bytes"))).alias("total"),
-                     F.sum(F.when(send, F.col("data_bytes"))).alias("data")).first()
-    total, data = int(row["total"] or 0), int(row["data"] or 0)
-    return {"duplicates": int(row["dups"]), "data_sent": data, "control_sent": total - data, "total_sent": total}
+def coverage_summary(msgs: DataFrame, points: tuple[int, ...] = COVERAGE_POINTS) -> dict[str, Any]:
+    """Mean and deviation over messages of each L_x, and how many messages reached x% at all."""
+    return _coverage(msgs.agg(*_coverage_aggs(points)).first(), points)
+
+
+def message_summary(msgs: DataFrame) -> dict[str, Any]:
+    """The per-message frame in one pass: how many messages had receivers, the delivery ratio over
+    all expected receipts, and the coverage summary."""
+    row = msgs.agg(F.count("*").alias("n"), F.sum("delivered").alias("d"), F.sum("expected").alias("e"),
+                   *_coverage_aggs(COVERAGE_POINTS)).first()
+    return {"messages": row["n"], "delivery_ratio": row["d"] / row["e"] if row["e"] else None,
+            "coverage_latency_ms": _coverage(row, COVERAGE_POINTS), "delivered": row["d"] or 0}
+
+
+def traffic(per_node_rows: list[dict[str, Any]]) -> dict[str, int]:
+    """Duplicates received and bytes sent (data = message payloads, control = the rest), from the
+    per-node totals (analysis/per_node.py)."""
+    total, data = Tr.total(per_node_rows, "sent_bytes"), Tr.total(per_node_rows, "sent_data_bytes")
+    return {"duplicates": Tr.total(per_node_rows, "duplicates"), "data_sent": data,
+            "control_sent": total - data, "total_sent": total}
 
 
 def duplicates_per_node(traffic_totals: dict[str, int], nodes: int) -> float:
@@ -171,22 +213,18 @@ def bytes_sent(traffic_totals: dict[str, int]) -> dict[str, int]:
     return {k: traffic_totals[k] for k in ("data_sent", "control_sent", "total_sent")}
 
 
-def bytes_per_node(events: DataFrame) -> DataFrame:
-    return (events.where(F.col("type").isin("send_rpc", "recv_rpc"))
-            .groupBy("node").pivot("type", ["send_rpc", "recv_rpc"]).agg(F.sum("bytes"))
-            .withColumnRenamed("send_rpc", "bytes_sent").withColumnRenamed("recv_rpc", "bytes_received"))
-
-
 def core_metrics(events: DataFrame, subs: DataFrame, nodes: int) -> dict[str, Any]:
     """The metrics every report starts with, from events and planned subscriptions alone (what
     `peerlab bench analysis` times; analysis.duck computes the same with DuckDB)."""
     pubs = publishes(events)
     dl = deliveries(events, expected_receivers(pubs, subs)).cache()
     msgs = per_message(dl).cache()
-    totals = traffic(events)
+    totals = traffic([r.asDict() for r in node_totals(events, 0, None).collect()])
     try:
-        return {"messages": msgs.count(), "delivery_ratio": delivery_ratio(msgs),
-                "latency_ms": latency_stats(dl), "coverage_latency_ms": coverage_summary(msgs),
+        summary = message_summary(msgs)
+        return {"messages": summary["messages"], "delivery_ratio": summary["delivery_ratio"],
+                "coverage_latency_ms": summary["coverage_latency_ms"],
+                "latency_ms": latency_stats(dl, summary["delivered"]),
                 "duplicates_per_node": duplicates_per_node(totals, nodes), "bytes": bytes_sent(totals)}
     finally:
         msgs.unpersist()
@@ -196,27 +234,27 @@ def core_metrics(events: DataFrame, subs: DataFrame, nodes: int) -> dict[str, An
 # metrics.json: the run and its messages ---------------------------------------------------------
 @metric("messages")
 def _messages(run: RunData) -> int:
-    return run.publishes.count()
+    return run.published["measured"]
 
 
 @metric("window")
 def _window(run: RunData) -> dict[str, Any]:
-    return {"from_s": run.window["from_s"], "messages_before": run.all_publishes.count() - run.publishes.count()}
+    return {"from_s": run.window["from_s"], "messages_before": run.published["all"] - run.published["measured"]}
 
 
 @metric("delivery_ratio")
 def _delivery_ratio(run: RunData) -> float | None:
-    return delivery_ratio(run.messages)
+    return run.message_summary["delivery_ratio"]
 
 
 @metric("latency_ms")
 def _latency_ms(run: RunData) -> dict[str, float | None]:
-    return latency_stats(run.deliveries)
+    return latency_stats(run.deliveries, run.message_summary["delivered"])
 
 
 @metric("coverage_latency_ms")
 def _coverage_latency_ms(run: RunData) -> dict[str, Any]:
-    return coverage_summary(run.messages)
+    return run.message_summary["coverage_latency_ms"]
 
 
 @metric("duplicates_per_node")
@@ -238,7 +276,14 @@ def _shaping(run: RunData) -> dict[str, Any]:
 
 @metric("events")
 def _events(run: RunData) -> int:
-    return run.events.count()
+    return sum(r["events"] for r in run.per_node)
+
+
+@metric("ingest")
+def _ingest(run: RunData) -> dict[str, Any] | None:
+    """Log lines left out (not events, or cut short), when there are any: how many, and the first ones."""
+    found = run.ingest
+    return {"dropped_lines": found["dropped"], "lines": found["problems"]} if found.get("dropped") else None
 
 
 @table("deliveries")
@@ -250,7 +295,3 @@ def _deliveries_table(run: RunData) -> DataFrame:
 def _messages_table(run: RunData) -> DataFrame:
     return run.messages.join(run.publishes, "msg_id")
 
-
-@table("bytes_per_node")
-def _bytes_per_node_table(run: RunData) -> DataFrame:
-    return bytes_per_node(run.events)

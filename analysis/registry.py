@@ -37,9 +37,12 @@ def table(name: str) -> Callable[[TableFn], TableFn]:
     return register
 
 
-def compute_metrics(run: "RunData") -> dict[str, Any]:
+def compute_metrics(run: "RunData", before: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Every metric in registration order, None ones left out; `before(name)` is called as each starts."""
     out: dict[str, Any] = {}
     for name, fn in METRICS.items():
+        if before:
+            before(name)
         value = fn(run)
         if value is not None:
             out[name] = value

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from analysis.metrics import quantiles
+from analysis.metrics import summarize
 from analysis.registry import metric
 
 if TYPE_CHECKING:
@@ -73,12 +73,12 @@ def relays(events: DataFrame) -> DataFrame:
 def relay_summary(per_delivery: DataFrame) -> dict[str, Any] | None:
     per_delivery = per_delivery.select("forwards", "first_ms", "last_ms").cache()  # the join, evaluated once
     try:
-        row = per_delivery.agg(F.count("*").alias("n"), F.avg("forwards").alias("forwards")).first()
-        first = quantiles(per_delivery, "first_ms", (0.5, 0.9))
-        last = quantiles(per_delivery, "last_ms", (0.5, 0.9))
+        row, q = summarize(per_delivery, {"first_ms": (0.5, 0.9), "last_ms": (0.5, 0.9)},
+                           [F.count("*").alias("n"), F.avg("forwards").alias("forwards")])
     finally:
         per_delivery.unpersist()
-    if not row or not row["n"] or first is None or last is None:
+    first, last = q["first_ms"], q["last_ms"]
+    if not row["n"] or first is None or last is None:
         return None
     return {"deliveries_used": row["n"], "forwards_per_delivery": round(row["forwards"], 2),
             "first_forward_ms": {"p50": round(first[0], 2), "p90": round(first[1], 2)},

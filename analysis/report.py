@@ -151,6 +151,10 @@ def render(metrics: dict[str, Any], manifest: dict[str, Any], plots: dict[str, s
                ("duplicates per node", metrics["duplicates_per_node"]),
                ("data bytes sent", metrics["bytes"]["data_sent"]),
                ("control bytes sent", metrics["bytes"]["control_sent"])]
+    if metrics.get("ingest"):
+        left = metrics["ingest"]
+        summary.append(("log lines left out", f"{left['dropped_lines']}: " + "; ".join(
+            f"{x['log']} line {x['line']} ({x['problem']})" for x in left["lines"])))
     shaping_rows = [("mode", shaping["mode"]), ("latency error (mean %)", shaping["latency_error_pct"]),
                     ("bandwidth error (mean %)", shaping["bandwidth_error_pct"]),
                     ("how", manifest.get("shaping", {}).get("latency", ""))]

@@ -1,6 +1,7 @@
 """One run's data as the metrics see it: the events and the frames derived from them (publishes,
-expected deliveries, per-message coverage, up intervals, per-second bandwidth...), each computed once,
-when a metric first asks for it, and cached in Spark until the job ends."""
+expected deliveries, per-message coverage, per-node totals, up intervals, per-second bandwidth...),
+each computed once, when a metric first asks for it, and cached in Spark (or, when it is a handful
+of rows, held at the driver) until the job ends."""
 from __future__ import annotations
 
 from functools import cached_property
@@ -10,11 +11,12 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from analysis import faults
+from analysis import faults, per_node
 from analysis import metrics as M
 from analysis import traffic as Tr
 from analysis import views as V
-from analysis.ingest import load_manifest, read_events, subscriptions_frame
+from analysis.ingest import events_table, load_manifest, logs_bytes, subscriptions_frame
+from analysis.spark import size_for
 
 
 class RunData:
@@ -26,6 +28,8 @@ class RunData:
         self.nodes = len(self.plan["nodes"])
         self.t0: int = self.manifest.get("t0_ns") or 0
         self._cached: list[DataFrame] = []
+        self.partitions = size_for(spark, logs_bytes(run_dir))
+        self.ingest: dict[str, Any] = {}  # what `events` found converting the logs (analysis/ingest.py)
 
     def _keep(self, frame: DataFrame) -> DataFrame:
         self._cached.append(frame.cache())
@@ -37,7 +41,21 @@ class RunData:
 
     @cached_property
     def events(self) -> DataFrame:
-        return self._keep(read_events(self.spark, self.run_dir, self.manifest))
+        frame, self.ingest = events_table(self.spark, self.run_dir, self.manifest, self.partitions)
+        return frame  # not cached: the Parquet table is the cache (Spark's in-memory one cost twice the scans)
+
+    @cached_property
+    def node_totals(self) -> DataFrame:
+        """One row per node: analysis/per_node.py."""
+        return self._keep(per_node.node_totals(self.events, self.t0, self.publishing[1] if self.publishing else None))
+
+    @cached_property
+    def per_node(self) -> list[dict[str, Any]]:
+        return [r.asDict() for r in self.node_totals.collect()]
+
+    @cached_property
+    def marks(self) -> list[faults.Mark]:
+        return faults.marks(self.per_node)
 
     @cached_property
     def window(self) -> dict[str, Any]:
@@ -70,17 +88,30 @@ class RunData:
         return self._measured(self.all_deliveries)
 
     @cached_property
+    def published(self) -> dict[str, int]:
+        """How many messages the honest nodes published: all, and those in the measured window."""
+        start = self.window["from_ns"]
+        measured = F.count_if(F.col("t_pub") >= start) if start else F.count("*")
+        row = self.all_publishes.agg(F.count("*").alias("all"), measured.alias("measured")).first()
+        return {"all": row["all"], "measured": row["measured"]}
+
+    @cached_property
     def messages(self) -> DataFrame:
         """Per message: expected and delivered receivers, delivery ratio, coverage latencies."""
         return self._keep(M.per_message(self.deliveries))
 
     @cached_property
+    def message_summary(self) -> dict[str, Any]:
+        return M.message_summary(self.messages)
+
+    @cached_property
     def totals(self) -> dict[str, int]:
-        return M.traffic(self.events)
+        return M.traffic(self.per_node)
 
     @cached_property
     def intervals(self) -> faults.Intervals:
-        return faults.up_intervals(self.events, self.manifest)
+        last = {r["node"]: int(r["last_ts"]) for r in self.per_node}
+        return faults.up_intervals(self.marks, last, self.manifest)
 
     @cached_property
     def deliveries_up(self) -> DataFrame:
@@ -100,9 +131,9 @@ class RunData:
         return self._keep(Tr.bandwidth(self.events, self.t0))
 
     @cached_property
-    def publishing(self) -> tuple[int, int] | None:
-        return Tr.publishing_window(self.manifest)
+    def upload(self) -> list[dict[str, Any]]:
+        return Tr.upload_per_second(self.per_second)
 
     @cached_property
-    def resources(self) -> tuple[dict[str, Any] | None, DataFrame]:
-        return Tr.resources(self.events)
+    def publishing(self) -> tuple[int, int] | None:
+        return Tr.publishing_window(self.manifest)

@@ -1,37 +1,80 @@
-"""The Spark session: `local[*]` by default, quiet, sized for one machine."""
+"""The Spark session: `local[*]` by default, quiet, sized for one machine and for the run it reads."""
 from __future__ import annotations
 
 import os
 import shutil
 from pathlib import Path
 
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
+
+from analysis import jvm_archive
+
+# Below this much compressed event log, a report is a few seconds of many small queries: the JIT's
+# optimising tier (C2) costs more to warm up than it saves, and the quick tier (C1) alone is faster.
+SMALL_INPUT_BYTES = 64 * 2**20
+# Event-log bytes (compressed) per shuffle partition, and the bounds: a small run is one or two tasks
+# per stage instead of eight mostly empty ones.
+BYTES_PER_PARTITION = 4 * 2**20
 
 
 class SparkUnavailable(RuntimeError):
     pass
 
 
-def get_spark(master: str = "local[*]", app: str = "peerlab-analysis", conf: dict[str, str] | None = None) -> SparkSession:
+def get_spark(master: str = "local[*]", app: str = "peerlab-analysis", conf: dict[str, str] | None = None,
+              input_bytes: int | None = None, java_options: str | None = None) -> SparkSession:
     """A session on `master`; `conf` entries override the defaults below (a cluster wants its own
-    memory settings; s3a needs its jars and credentials, see docs/analysis.md)."""
+    memory settings; s3a needs its jars and credentials, see docs/analysis.md). `input_bytes`, the
+    size of what it will read, picks the JIT tier; `java_options` replaces the class-archive options
+    (analysis/jvm_archive.py) when given."""
     if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
         raise SparkUnavailable("PySpark needs a Java runtime (17 or newer): install one, e.g. "
                                "`apt-get install openjdk-17-jre-headless`, or run with --no-report")
+    conf = dict(conf or {})
     if master.startswith("local"):
         # bind to loopback (the machine's other addresses may belong to run namespaces); a cluster's
         # executors must reach the driver, so there Spark picks the address
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     log4j = Path(__file__).with_name("log4j2.properties")
+    jvm = [f"-Dlog4j2.configurationFile=file:{log4j}",
+           jvm_archive.use_options(conf) if java_options is None else java_options]
+    if input_bytes is not None and input_bytes < SMALL_INPUT_BYTES:
+        jvm.append("-XX:TieredStopAtLevel=1")
     builder = (SparkSession.builder.master(master).appName(app)
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", os.environ.get("PEERLAB_SPARK_PARTITIONS", "8"))
                .config("spark.driver.memory", os.environ.get("PEERLAB_SPARK_DRIVER_MEMORY", "2g"))
                .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}"))
-    for key, value in (conf or {}).items():
+               .config("spark.driver.extraJavaOptions", " ".join(o for o in jvm if o)))
+    for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def size_for(spark: SparkSession, input_bytes: int) -> int:
+    """Shuffle partitions for a run of `input_bytes` of compressed logs: one per BYTES_PER_PARTITION,
+    at least 1, at most twice the cores (PEERLAB_SPARK_PARTITIONS, when set, wins)."""
+    if os.environ.get("PEERLAB_SPARK_PARTITIONS"):
+        return int(os.environ["PEERLAB_SPARK_PARTITIONS"])
+    cores = spark.sparkContext.defaultParallelism
+    n = max(1, min(2 * cores, -(-input_bytes // BYTES_PER_PARTITION)))
+    spark.conf.set("spark.sql.shuffle.partitions", str(n))
+    return n
+
+
+def stop_and_wait(spark: SparkSession, timeout: float = 120.0) -> None:
+    """Stop the session and wait for its JVM to exit (it writes a class archive as it exits)."""
+    spark.stop()
+    gateway = SparkContext._gateway
+    proc = getattr(gateway, "proc", None)
+    if gateway is not None:
+        gateway.shutdown()
+    if proc is not None:
+        proc.stdin.close()  # the gateway JVM exits when its stdin closes
+        proc.wait(timeout)
+    SparkContext._gateway = None
+    SparkContext._jvm = None

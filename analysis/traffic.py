@@ -42,90 +42,91 @@ def bandwidth(events: DataFrame, t0_ns: int) -> DataFrame:
             .orderBy("second", "node"))
 
 
-def bandwidth_summary(per_second: DataFrame, window: tuple[int, int] | None, t0_ns: int,
+def upload_per_second(per_second: DataFrame) -> list[dict[str, Any]]:
+    """Each second since T0: bytes, data and control sent by all nodes, and the busiest node's bytes
+    (what the bandwidth summary and the report's plot read: one row per second, at the driver)."""
+    return [r.asDict() for r in per_second.groupBy("second").agg(
+        F.sum("bytes").alias("bytes"), F.sum("data").alias("data"), F.sum("control").alias("control"),
+        F.max("bytes").alias("peak")).orderBy("second").collect()]
+
+
+def bandwidth_summary(seconds: list[dict[str, Any]], window: tuple[int, int] | None, t0_ns: int,
                       nodes: int) -> dict[str, Any]:
     """Mean upload per node over the publishing window (Mbit/s), split data/control, and the busiest
     node-second."""
     if window is None or window[1] <= window[0] or not nodes:
         return {}
     lo, hi = (window[0] - t0_ns) // 10**9, (window[1] - t0_ns) // 10**9
-    seconds = max(1, hi - lo)
-    row = (per_second.where((F.col("second") >= lo) & (F.col("second") < hi))
-           .agg(F.sum("bytes").alias("b"), F.sum("data").alias("d"), F.max("bytes").alias("peak")).first())
-    mbit = lambda b: (b or 0) * 8 / 1e6 / seconds / nodes  # noqa: E731
-    return {"window_s": [lo, hi], "mean_mbit_per_node": mbit(row["b"]), "data_mbit_per_node": mbit(row["d"]),
-            "control_mbit_per_node": mbit((row["b"] or 0) - (row["d"] or 0)),
-            "peak_node_mbit": (row["peak"] or 0) * 8 / 1e6}
+    span = max(1, hi - lo)
+    inside = [r for r in seconds if lo <= r["second"] < hi]
+    sent, data = sum(r["bytes"] or 0 for r in inside), sum(r["data"] or 0 for r in inside)
+    mbit = lambda b: b * 8 / 1e6 / span / nodes  # noqa: E731
+    return {"window_s": [lo, hi], "mean_mbit_per_node": mbit(sent), "data_mbit_per_node": mbit(data),
+            "control_mbit_per_node": mbit(sent - data),
+            "peak_node_mbit": max((r["peak"] or 0 for r in inside), default=0) * 8 / 1e6}
 
 
-def control_counts(events: DataFrame) -> dict[str, dict[str, int]]:
+def total(rows: list[dict[str, Any]], column: str) -> int:
+    """A per-node column (analysis/per_node.py) summed over the nodes, nulls as 0."""
+    return sum(int(r[column] or 0) for r in rows)
+
+
+def control_counts(rows: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
     """Control entries sent by type (message ids for ihave/iwant/idontwant, topics for graft/prune),
     and bytes sent by message type: data (payloads), each control type, and `other` (framing,
-    envelopes, subscriptions, protocol-specific frames)."""
-    row = (events.where(F.col("type") == "send_rpc")
-           .agg(*(F.sum(c).alias(c) for c in (*CONTROL_TYPES, *BYTE_COLUMNS))).first())
-    got = {k: int(row[k] or 0) for k in row.asDict()}
+    envelopes, subscriptions, protocol-specific frames); from the per-node totals."""
+    got = {c: total(rows, f"sent_{c}") for c in (*CONTROL_TYPES, *BYTE_COLUMNS)}
     by_type = {"data": got["data_bytes"], **{k: got[f"{k}_bytes"] for k in CONTROL_TYPES}}
     by_type["other"] = got["bytes"] - sum(by_type.values())
     return {"entries": {k: got[k] for k in CONTROL_TYPES}, "bytes_by_type": by_type}
 
 
-def connections(events: DataFrame, until_ns: int | None) -> dict[str, Any]:
-    """Connections made and lost (each end logs its own), and each node's open connections at
-    `until_ns` (the end of the publishing window; the stop closes them all) as mean, min, max."""
-    conn = events.where(F.col("type").isin("connect", "disconnect"))
-    counts = {r["type"]: r["count"] for r in conn.groupBy("type").count().collect()}
-    upto = conn.where(F.col("ts") < until_ns) if until_ns else conn
-    net = (events.select("node").distinct()  # a node that never connected has 0 open
-           .join(upto.groupBy("node").agg(F.sum(F.when(F.col("type") == "connect", 1).otherwise(-1)).alias("open")),
-                 "node", "left").fillna(0, ["open"]))
-    row = net.agg(F.mean("open").alias("mean"), F.min("open").alias("min"), F.max("open").alias("max")).first()
-    return {"connects": counts.get("connect", 0), "disconnects": counts.get("disconnect", 0),
-            "open_at_window_end": {"mean": row["mean"], "min": row["min"], "max": row["max"]}}
+def connections(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Connections made and lost (each end logs its own), and each node's open connections at the end
+    of the publishing window (the stop closes them all) as mean, min, max; from the per-node totals
+    (a node that never connected has 0 open)."""
+    opened = [r["open"] for r in rows]
+    return {"connects": total(rows, "connects"), "disconnects": total(rows, "disconnects"),
+            "open_at_window_end": {"mean": sum(opened) / len(opened) if opened else None,
+                                   "min": min(opened, default=None), "max": max(opened, default=None)}}
 
 
-def resources(events: DataFrame) -> tuple[dict[str, Any] | None, DataFrame]:
+def resources(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     """Per-node CPU (share of one core, over its logged lifetime) and peak RSS, from `resources`
-    events; None when no node logged them (the simulation does not)."""
-    samples = events.where(F.col("type") == "resources")
-    per_node = samples.groupBy("node").agg(
-        F.try_divide(F.max("cpu_s") - F.min("cpu_s"), (F.max("ts") - F.min("ts")) / 1e9).alias("cpu_share"),
-        F.max("rss_bytes").alias("rss_peak_bytes"), F.count("*").alias("samples"))
-    row = per_node.agg(F.mean("cpu_share").alias("cpu"), F.max("cpu_share").alias("cpu_max"),
-                       F.mean("rss_peak_bytes").alias("rss"), F.max("rss_peak_bytes").alias("rss_max"),
-                       F.count("*").alias("nodes")).first()
-    if not row["nodes"]:
-        return None, per_node
-    return {"nodes": row["nodes"], "cpu_share_mean": row["cpu"], "cpu_share_max": row["cpu_max"],
-            "rss_peak_mb_mean": (row["rss"] or 0) / 2**20, "rss_peak_mb_max": (row["rss_max"] or 0) / 2**20}, per_node
+    events, averaged over the nodes that logged them; None when none did (the simulation does not)."""
+    sampled = [r for r in rows if r["samples"]]
+    if not sampled:
+        return None
+    cpu = [r["cpu_share"] for r in sampled if r["cpu_share"] is not None]
+    rss = [r["rss_peak_bytes"] for r in sampled if r["rss_peak_bytes"] is not None]
+    return {"nodes": len(sampled), "cpu_share_mean": sum(cpu) / len(cpu) if cpu else None,
+            "cpu_share_max": max(cpu, default=None),
+            "rss_peak_mb_mean": (sum(rss) / len(rss) if rss else 0) / 2**20,
+            "rss_peak_mb_max": max(rss, default=0) / 2**20}
 
 
 # metrics.json: bandwidth, control, connections, resources ------------------------------------------
 @metric("bandwidth")
 def _bandwidth(run: RunData) -> dict[str, Any]:
-    return bandwidth_summary(run.per_second, run.publishing, run.t0, run.nodes)
+    return bandwidth_summary(run.upload, run.publishing, run.t0, run.nodes)
 
 
 @metric("control")
 def _control(run: RunData) -> dict[str, dict[str, int]]:
-    return control_counts(run.events)
+    return control_counts(run.per_node)
 
 
 @metric("connections")
 def _connections(run: RunData) -> dict[str, Any]:
-    return connections(run.events, run.publishing[1] if run.publishing else None)
+    return connections(run.per_node)
 
 
 @metric("resources")
 def _resources(run: RunData) -> dict[str, Any] | None:
-    return run.resources[0] or None
+    return resources(run.per_node)
 
 
 @table("bandwidth")
 def _bandwidth_table(run: RunData) -> DataFrame:
     return run.per_second
 
-
-@table("resources")
-def _resources_table(run: RunData) -> DataFrame:
-    return run.resources[1]

@@ -38,10 +38,10 @@ def per_subscriber(dl: DataFrame) -> DataFrame:
     return dl.groupBy("receiver").agg(*_delivery_aggs()).orderBy("receiver")
 
 
-def spread(frame: DataFrame, column: str) -> dict[str, Any]:
+def spread(rows: list[dict[str, Any]], column: str) -> dict[str, Any]:
     """min, p10, median and max of a per-topic or per-subscriber column (one row per topic or
     subscriber: small, so computed at the driver, by the same rule)."""
-    values = [r[0] for r in frame.select(column).collect() if r[0] is not None]
+    values = [r[column] for r in rows if r[column] is not None]
     q = small_quantiles(values, (0.1, 0.5))
     if q is None:
         return {"min": None, "p10": None, "median": None, "max": None}
@@ -67,34 +67,35 @@ def attack_impact(dl: DataFrame, pubs: DataFrame, plan: dict[str, Any]) -> dict[
     if not aim["attackers"]:
         return None
 
-    def side(frame: DataFrame) -> dict[str, Any]:
-        row = frame.agg(*_delivery_aggs()).first()
-        return {k: row[k] for k in ("expected", "delivered", "delivery_ratio", "p50_ms", "p99_ms")}
+    def sides(frame: DataFrame, is_victim: Any) -> dict[str, dict[str, Any]]:
+        """Victims and others in one pass (a side with no receipt: nothing expected, nothing known)."""
+        rows = {r["_victim"]: r for r in frame.groupBy(is_victim.alias("_victim")).agg(*_delivery_aggs()).collect()}
+        keys = ("expected", "delivered", "delivery_ratio", "p50_ms", "p99_ms")
+        empty = {"expected": 0, "delivered": 0, "delivery_ratio": None, "p50_ms": None, "p99_ms": None}
+        return {name: {k: rows[flag][k] for k in keys} if flag in rows else dict(empty)
+                for name, flag in (("victims", True), ("others", False))}
 
     out: dict[str, Any] = {"attackers": len(aim["attackers"])}
     if aim["topics"]:
         with_topic = dl.join(pubs.select("msg_id", "topic"), "msg_id")
-        is_victim = F.col("topic").isin(aim["topics"])
-        out["victim_topics"] = {"topics": aim["topics"], "victims": side(with_topic.where(is_victim)),
-                                "others": side(with_topic.where(~is_victim))}
+        out["victim_topics"] = {"topics": aim["topics"], **sides(with_topic, F.col("topic").isin(aim["topics"]))}
     if aim["nodes"]:
-        is_near = F.col("receiver").isin(aim["nodes"])
-        out["attacker_neighbours"] = {"nodes": len(aim["nodes"]), "victims": side(dl.where(is_near)),
-                                      "others": side(dl.where(~is_near))}
+        out["attacker_neighbours"] = {"nodes": len(aim["nodes"]), **sides(dl, F.col("receiver").isin(aim["nodes"]))}
     return out
 
 
 # metrics.json: spreads per topic and per subscriber, attack impact --------------------------------
 @metric("per_topic")
 def _per_topic(run: RunData) -> dict[str, Any]:
-    return {"topics": run.topics.count(), "delivery_ratio": spread(run.topics, "delivery_ratio"),
-            "p50_ms": spread(run.topics, "p50_ms")}
+    rows = [r.asDict() for r in run.topics.collect()]
+    return {"topics": len(rows), "delivery_ratio": spread(rows, "delivery_ratio"), "p50_ms": spread(rows, "p50_ms")}
 
 
 @metric("per_subscriber")
 def _per_subscriber(run: RunData) -> dict[str, Any]:
-    return {"subscribers": run.subscribers.count(), "delivery_ratio": spread(run.subscribers, "delivery_ratio"),
-            "p99_ms": spread(run.subscribers, "p99_ms")}
+    rows = [r.asDict() for r in run.subscribers.collect()]
+    return {"subscribers": len(rows), "delivery_ratio": spread(rows, "delivery_ratio"),
+            "p99_ms": spread(rows, "p99_ms")}
 
 
 @metric("attack")

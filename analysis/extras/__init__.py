@@ -24,6 +24,7 @@ class RunFrames:
     manifest: dict[str, Any]
     all_publishes: DataFrame      # the same two before the measurement window (analysis.measure_from)
     all_deliveries: DataFrame
+    per_node: list[dict[str, Any]]  # one row per node of analysis/per_node.py's totals
 
 
 # an extra returns (its metrics.json section, tables to write as Parquet, report plots as base64 PNG)

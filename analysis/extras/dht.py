@@ -15,7 +15,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from analysis.extras import ExtraResult, RunFrames, register
-from analysis.metrics import quantiles
+from analysis.metrics import summarize
 
 
 def subscriber_events(run: RunFrames) -> DataFrame:
@@ -32,10 +32,10 @@ def subscriber_events(run: RunFrames) -> DataFrame:
 
 def lookups(events: DataFrame) -> dict[str, Any]:
     got = events.where(F.col("type") == "dht_lookup")
-    row = got.agg(F.count("*").alias("n"), F.mean("msgs").alias("rpcs"),
-                  F.count_if(F.col("reason") == "value").alias("gets"),
-                  F.count_if((F.col("reason") == "value") & (F.col("found") > 0)).alias("found")).first()
-    q = quantiles(got, "delay_ms", (0.5, 0.99)) or [None, None]
+    row, q = summarize(got, {"delay_ms": (0.5, 0.99)}, [
+        F.count("*").alias("n"), F.mean("msgs").alias("rpcs"), F.count_if(F.col("reason") == "value").alias("gets"),
+        F.count_if((F.col("reason") == "value") & (F.col("found") > 0)).alias("found")])
+    q = q["delay_ms"] or [None, None]
     return {"lookups": row["n"], "rpcs_per_lookup": row["rpcs"], "p50_ms": q[0], "p99_ms": q[1],
             "value_gets": row["gets"], "values_found": row["found"]}
 
@@ -43,8 +43,8 @@ def lookups(events: DataFrame) -> dict[str, Any]:
 def subscription_latency(events: DataFrame) -> dict[str, Any] | None:
     """ScoutSubs (reliable): from subscribe to the rendezvous' acknowledgement (`subscribed`)."""
     got = events.where(F.col("type") == "subscribed")
-    row = got.agg(F.count("*").alias("n"), F.mean("delay_ms").alias("mean")).first()
-    q = quantiles(got, "delay_ms", (0.5, 0.99))
+    row, found = summarize(got, {"delay_ms": (0.5, 0.99)}, [F.count("*").alias("n"), F.mean("delay_ms").alias("mean")])
+    q = found["delay_ms"]
     if not row["n"] or q is None:
         return None
     return {"subscriptions": row["n"], "mean_ms": row["mean"], "p50_ms": q[0], "p99_ms": q[1]}

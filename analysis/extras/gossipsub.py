@@ -14,9 +14,22 @@ from analysis.traffic import control_counts
 SEED_WARMUP = 2
 
 
-def _count_bytes(events: DataFrame, types: tuple[str, ...]) -> dict[str, int]:
-    row = events.where(F.col("type").isin(*types)).agg(F.count("*").alias("n"), F.sum("size").alias("b")).first()
-    return {"count": int(row["n"] or 0), "bytes": int(row["b"] or 0)}
+_COUNTED = {"duplicates": ("duplicate_message",), "idontwant_saves": ("idontwant_skip", "stagger_skip"),
+            "stagger_saves": ("stagger_skip",)}
+
+
+def _counts(events: DataFrame) -> dict[str, dict[str, int] | int]:
+    """Events (and their bytes) of each kind in _COUNTED, penalties and validation rejections: one pass."""
+    kind = F.col("type")
+    aggs = []
+    for name, types in _COUNTED.items():
+        aggs += [F.count_if(kind.isin(*types)).alias(f"{name}_n"), F.sum(F.when(kind.isin(*types), F.col("size"))).alias(f"{name}_b")]
+    row = events.agg(*aggs, F.sum(F.when(kind == "penalty", F.coalesce(F.col("msgs"), F.lit(1)))).alias("penalties"),
+                     F.count_if((kind == "reject_message") & F.col("reason").startswith("validation")).alias("rejected")
+                     ).first()
+    out: dict[str, dict[str, int] | int] = {
+        name: {"count": int(row[f"{name}_n"] or 0), "bytes": int(row[f"{name}_b"] or 0)} for name in _COUNTED}
+    return {**out, "penalties": int(row["penalties"] or 0), "rejected": int(row["rejected"] or 0)}
 
 
 def measured_messages(pubs: DataFrame, warmup: int) -> DataFrame:
@@ -41,20 +54,15 @@ def gossipsub_extra(run: RunFrames) -> ExtraResult:
     warmup = warmup_messages(run.manifest, SEED_WARMUP)
     kept = measured_messages(run.publishes, warmup)
     cov = run.coverage.join(kept, "msg_id")
-    sent = control_counts(events)
+    sent = control_counts(run.per_node)
+    counts = _counts(events)
     out = {
         "warmup_messages": warmup,
         "measured_messages": kept.count(),
         "coverage_latency_ms": M.coverage_summary(cov),
         "control": sent["entries"],
         "bytes_sent_by_type": sent["bytes_by_type"],
-        "duplicates": _count_bytes(events, ("duplicate_message",)),
-        "idontwant_saves": _count_bytes(events, ("idontwant_skip", "stagger_skip")),
-        "stagger_saves": _count_bytes(events, ("stagger_skip",)),
-        "penalties": int(events.where(F.col("type") == "penalty")
-                         .agg(F.sum(F.coalesce(F.col("msgs"), F.lit(1)))).first()[0] or 0),
-        "rejected": events.where((F.col("type") == "reject_message")
-                                 & F.col("reason").startswith("validation")).count(),
+        **{name: counts[name] for name in (*_COUNTED, "penalties", "rejected")},
     }
     per_message = (run.coverage.join(run.publishes.select("msg_id", "t_pub", "origin", "size"), "msg_id")
                    .join(kept.withColumn("measured", F.lit(True)), "msg_id", "left")

@@ -59,11 +59,10 @@ def spark_options(p: argparse.ArgumentParser) -> None:
 
 def report(run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
     from analysis.job import analyse
-    from analysis.spark import get_spark
 
     conf = key_values(args.spark_conf, "--spark-conf", "spark.executor.memory=4g")
     err.print(f"[bold cyan]analysis:[/] PySpark ({args.master}) on {run_dir}")
-    return analyse(run_dir, get_spark(args.master, conf=conf))
+    return analyse(run_dir, console=err, master=args.master, conf=conf)
 
 
 def summary(metrics: dict[str, Any]) -> str:

@@ -40,6 +40,14 @@ def checks() -> list[dict[str, Any]]:
     java = _cmd_version(["java", "-version"])
     rows.append({"what": "java (for PySpark reports)", "ok": java is not None,
                  "detail": java or "missing: apt-get install openjdk-17-jre-headless"})
+    if java is not None:
+        from analysis.jvm_archive import archive_path
+
+        archive = archive_path()
+        have = bool(archive and archive.exists())
+        rows.append({"what": "Spark class archive", "ok": have, "detail": str(archive) if have else
+                     "none for this Java and Spark: reports start about 4 s slower "
+                     "(python -m orchestrator.tools.spark_archive makes it; make setup does)"})
     docker = _cmd_version(["docker", "version", "--format", "{{.Server.Version}}"])
     engine = bool(docker and docker[0].isdigit())
     rows.append({"what": "docker engine", "ok": engine, "detail": docker if engine else

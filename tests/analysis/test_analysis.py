@@ -62,8 +62,9 @@ def test_metrics_match_hand_computation(tmp_path, spark):
         assert name in html
     tables = out / "tables"
     assert sorted(p.name for p in (tables / "events").iterdir() if p.is_dir()) == ["run=hand"]
-    assert sorted(p.name for p in (tables / "events" / "run=hand").iterdir() if p.is_dir()) == \
-        [f"node=n{i}" for i in range(4)]
+    events = spark.read.parquet(str(tables / "events"))  # the logs once, as Parquet: every event, typed
+    assert events.count() == m["events"] and dict(events.dtypes)["ts"] == "bigint"
+    assert sorted(r["node"] for r in events.select("node").distinct().collect()) == [f"n{i}" for i in range(4)]
     for name in ("deliveries", "messages", "topics", "subscribers", "bandwidth", "resources"):
         assert (tables / name / "run=hand").is_dir(), name
     subscribers = spark.read.parquet(str(tables / "subscribers")).orderBy("receiver").collect()

@@ -4,9 +4,8 @@ import numpy as np
 import pyarrow.dataset as ds
 import pytest
 
-from analysis import synthetic
+from analysis import metrics, synthetic
 from analysis.bench import disagreements
-from analysis.metrics import exact_quantiles
 from tests.support.cli import peerlab
 
 pytestmark = pytest.mark.spark
@@ -19,11 +18,15 @@ pytestmark = pytest.mark.spark
     list(np.random.default_rng(3).lognormal(4, 1, 50_000)),
     list(np.round(np.random.default_rng(4).exponential(20, 30_000))),  # many ties
 ])
-def test_exact_quantiles_equal_numpy_interpolation(spark, values):
-    frame = spark.createDataFrame([(float(v),) for v in values], "x double")
+@pytest.mark.parametrize("gather", [metrics._GATHER, 0], ids=["small column at the driver", "bands"])
+def test_exact_quantiles_equal_numpy_interpolation(spark, values, gather, monkeypatch):
+    monkeypatch.setattr(metrics, "_GATHER", gather)
+    frame = spark.createDataFrame([(float(v), -float(v)) for v in values] + [(None, None)], "x double, y double")
     probs = (0.0, 0.01, 0.5, 0.9, 0.99, 1.0)
-    got = exact_quantiles(frame, "x", probs, len(values))
-    assert got == pytest.approx(list(np.percentile(values, [p * 100 for p in probs])), rel=1e-12)
+    row, got = metrics.summarize(frame, {"x": probs, "y": (0.5,)}, [metrics.F.count("*").alias("rows")])
+    assert got["x"] == pytest.approx(list(np.percentile(values, [p * 100 for p in probs])), rel=1e-12)
+    assert got["y"] == pytest.approx([-np.median(values)], rel=1e-12)  # two columns, the same two passes
+    assert row["rows"] == len(values) + 1 and row["_n_x"] == len(values)
 
 
 def test_synthetic_tables_have_the_event_schema_and_layout(tmp_path):
