@@ -50,7 +50,7 @@ def bench_analysis(events: int, master: str, workdir: str | None, keep: bool, co
 
     from analysis.duck import core_metrics as duck_metrics
     from analysis.metrics import core_metrics
-    from analysis.spark import get_spark
+    from analysis.spark import get_spark, size_for
 
     base = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="peerlab-bench-analysis-"))
     tables = base / "events"
@@ -75,7 +75,8 @@ def bench_analysis(events: int, master: str, workdir: str | None, keep: bool, co
 
         console.print(f"spark ({master}): starting the session")
         t = time.perf_counter()
-        spark = get_spark(master)
+        spark = get_spark(master, input_bytes=size)
+        size_for(spark, size)  # partitions and adaptive execution as a report of this size gets them
         spark_start = time.perf_counter() - t
         console.print(f"spark ({master}): computing the core metrics")
         t = time.perf_counter()

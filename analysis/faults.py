@@ -32,7 +32,7 @@ Mark = tuple[str, str, int]  # (node, type, ts) of a t0, stop or publish_message
 def marks(per_node_rows: list[dict[str, Any]]) -> list[Mark]:
     """The few events up intervals and accounting read (t0, stop and publish_message), as the
     per-node pass gathered them (analysis/per_node.py)."""
-    return [(r["node"], m["type"], int(m["ts"])) for r in per_node_rows for m in r["marks"]]
+    return [(r["node"], m["type"], int(ts)) for r in per_node_rows for m in r["marks"] for ts in m["times"]]
 
 
 def up_intervals(marks: list[Mark], last_ts: dict[str, int], manifest: dict[str, Any]) -> Intervals:

@@ -25,28 +25,41 @@ MARKS = ("t0", "stop", "publish_message")
 
 def node_totals(events: DataFrame, t0_ns: int, until_ns: int | None) -> DataFrame:
     """One row per node. `until_ns`: the instant at which open connections are counted (the end of
-    the publishing window; None: the end of the log)."""
+    the publishing window; None: the end of the log).
+
+    Two aggregations in one job: per (node, type), plain sums and extremes (cheap on every event),
+    then per node, picking each figure from its event type's row (a handful of rows per node)."""
+    ts = F.col("ts")
+    by_type = events.groupBy("node", "type").agg(
+        F.count("*").alias("n"), F.max(ts).alias("last"), F.min(ts).alias("first"),
+        *(F.sum(c).alias(c) for c in (*CONTROL_TYPES, *BYTE_COLUMNS)),
+        F.sum(F.when(ts >= F.lit(t0_ns), F.col("bytes"))).alias("bytes_since_t0"),
+        (F.count_if(ts < F.lit(until_ns)) if until_ns else F.count("*")).alias("before_until"),
+        F.max("cpu_s").alias("cpu_hi"), F.min("cpu_s").alias("cpu_lo"), F.max("rss_bytes").alias("rss"),
+        F.collect_list(F.when(F.col("type").isin(*MARKS), ts)).alias("times"))
     kind = F.col("type")
-    send, recv, res = kind == "send_rpc", kind == "recv_rpc", kind == "resources"
-    conn = kind.isin("connect", "disconnect")
-    counted = conn & (F.col("ts") < F.lit(until_ns)) if until_ns else conn
+    send, res = kind == "send_rpc", kind == "resources"
 
-    def sent(column: str) -> Any:
-        return F.sum(F.when(send, F.col(column)))
+    def of(condition: Any, column: str) -> Any:
+        return F.when(condition, F.col(column))
 
-    totals = events.groupBy("node").agg(
-        F.count("*").alias("events"), F.max("ts").alias("last_ts"),
-        F.count_if(kind == "duplicate_message").alias("duplicates"),
-        *(sent(c).alias(f"sent_{c}") for c in (*CONTROL_TYPES, *BYTE_COLUMNS)),
-        F.sum(F.when(recv, F.col("bytes"))).alias("received_bytes"),
-        F.sum(F.when(send & (F.col("ts") >= F.lit(t0_ns)), F.col("bytes"))).alias("sent_bytes_since_t0"),
-        F.count_if(kind == "connect").alias("connects"), F.count_if(kind == "disconnect").alias("disconnects"),
-        F.coalesce(F.sum(F.when(counted, F.when(kind == "connect", 1).otherwise(-1))), F.lit(0)).alias("open"),
-        F.count_if(res).alias("samples"),
-        F.max(F.when(res, F.col("cpu_s"))).alias("_cpu_hi"), F.min(F.when(res, F.col("cpu_s"))).alias("_cpu_lo"),
-        F.max(F.when(res, F.col("ts"))).alias("_res_hi"), F.min(F.when(res, F.col("ts"))).alias("_res_lo"),
-        F.max(F.when(res, F.col("rss_bytes"))).alias("rss_peak_bytes"),
-        F.collect_list(F.when(kind.isin(*MARKS), F.struct("type", "ts"))).alias("marks"))
+    def count(condition: Any) -> Any:
+        return F.coalesce(F.sum(of(condition, "n")), F.lit(0))
+
+    totals = by_type.groupBy("node").agg(
+        F.sum("n").alias("events"), F.max("last").alias("last_ts"),
+        count(kind == "duplicate_message").alias("duplicates"),
+        *(F.sum(of(send, c)).alias(f"sent_{c}") for c in (*CONTROL_TYPES, *BYTE_COLUMNS)),
+        F.sum(of(kind == "recv_rpc", "bytes")).alias("received_bytes"),
+        F.sum(of(send, "bytes_since_t0")).alias("sent_bytes_since_t0"),
+        count(kind == "connect").alias("connects"), count(kind == "disconnect").alias("disconnects"),
+        F.coalesce(F.sum(F.when(kind == "connect", F.col("before_until"))
+                         .when(kind == "disconnect", -F.col("before_until"))), F.lit(0)).alias("open"),
+        count(res).alias("samples"),
+        F.max(of(res, "cpu_hi")).alias("_cpu_hi"), F.min(of(res, "cpu_lo")).alias("_cpu_lo"),
+        F.max(of(res, "last")).alias("_res_hi"), F.min(of(res, "first")).alias("_res_lo"),
+        F.max(of(res, "rss")).alias("rss_peak_bytes"),
+        F.collect_list(F.when(kind.isin(*MARKS), F.struct("type", "times"))).alias("marks"))
     # CPU share of one core over the node's logged lifetime (null with a single sample)
     share = F.try_divide(F.col("_cpu_hi") - F.col("_cpu_lo"), (F.col("_res_hi") - F.col("_res_lo")) / 1e9)
     return totals.withColumn("cpu_share", share).drop("_cpu_hi", "_cpu_lo", "_res_hi", "_res_lo")

@@ -56,8 +56,11 @@ def get_spark(master: str = "local[*]", app: str = "peerlab-analysis", conf: dic
 
 
 def size_for(spark: SparkSession, input_bytes: int) -> int:
-    """Shuffle partitions for a run of `input_bytes` of compressed logs: one per BYTES_PER_PARTITION,
-    at least 1, at most twice the cores (PEERLAB_SPARK_PARTITIONS, when set, wins)."""
+    """Size the session for a run of `input_bytes` of compressed logs; returns the shuffle partitions:
+    one per BYTES_PER_PARTITION, at least 1, at most twice the cores (PEERLAB_SPARK_PARTITIONS, when
+    set, wins). A small run also goes without adaptive execution, whose re-planning after every
+    shuffle costs more than it saves on a few thousand rows (1-2 s of a quickstart report)."""
+    spark.conf.set("spark.sql.adaptive.enabled", str(input_bytes >= SMALL_INPUT_BYTES).lower())
     if os.environ.get("PEERLAB_SPARK_PARTITIONS"):
         return int(os.environ["PEERLAB_SPARK_PARTITIONS"])
     cores = spark.sparkContext.defaultParallelism
