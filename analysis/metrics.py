@@ -13,6 +13,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from analysis import traffic as Tr
+from analysis.ingest import event_logs
 from analysis.per_node import node_totals
 from analysis.registry import metric, table
 
@@ -281,9 +282,17 @@ def _events(run: RunData) -> int:
 
 @metric("ingest")
 def _ingest(run: RunData) -> dict[str, Any] | None:
-    """Log lines left out (not events, or cut short), when there are any: how many, and the first ones."""
-    found = run.ingest
-    return {"dropped_lines": found["dropped"], "lines": found["problems"]} if found.get("dropped") else None
+    """What the analysis could not read, when there is something: log lines left out (not events, or
+    cut short; how many, and the first ones) and planned nodes without a log (a run stopped before
+    collecting them: the figures are those of the logs that are there)."""
+    out: dict[str, Any] = {}
+    if run.ingest.get("dropped"):
+        out.update({"dropped_lines": run.ingest["dropped"], "lines": run.ingest["problems"]})
+    have = {p.name.removesuffix(".jsonl.gz") for p in event_logs(run.run_dir)}
+    missing = [n["id"] for n in run.plan["nodes"] if n["id"] not in have]
+    if missing:
+        out["logs_missing"] = missing
+    return out or None
 
 
 @table("deliveries")

@@ -151,8 +151,11 @@ def render(metrics: dict[str, Any], manifest: dict[str, Any], plots: dict[str, s
                ("duplicates per node", metrics["duplicates_per_node"]),
                ("data bytes sent", metrics["bytes"]["data_sent"]),
                ("control bytes sent", metrics["bytes"]["control_sent"])]
-    if metrics.get("ingest"):
-        left = metrics["ingest"]
+    left = metrics.get("ingest") or {}
+    if left.get("logs_missing"):
+        summary.append(("partial: no log from", f"{len(left['logs_missing'])} of {metrics['nodes']} nodes ("
+                        + ", ".join(left["logs_missing"]) + "): the figures are those of the logs there are"))
+    if left.get("dropped_lines"):
         summary.append(("log lines left out", f"{left['dropped_lines']}: " + "; ".join(
             f"{x['log']} line {x['line']} ({x['problem']})" for x in left["lines"])))
     shaping_rows = [("mode", shaping["mode"]), ("latency error (mean %)", shaping["latency_error_pct"]),

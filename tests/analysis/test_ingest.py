@@ -50,3 +50,15 @@ def test_broken_lines_cost_only_themselves_and_are_named(tmp_path, spark):
     report = (run / "analysis" / "report.html").read_text()
     assert "log lines left out" in report and "n1.jsonl.gz line 6" in report
     assert "root:" not in report and "root:" not in (run / "analysis" / "metrics.json").read_text()
+
+
+def test_a_run_stopped_before_collecting_every_log_is_reported_as_partial(tmp_path, spark):
+    """A run killed mid-collection: the logs collected so far are analysed, and the report says
+    whose are missing."""
+    run = tmp_path / "run"
+    shutil.copytree(RUN, run, ignore=shutil.ignore_patterns("expected-metrics.json", "n6.*", "n7.*"))
+    m = analyse(run, spark)
+    assert m["ingest"] == {"logs_missing": ["n6", "n7"]}
+    assert m["nodes"] == 8 and m["events"] < json.loads((RUN / "expected-metrics.json").read_text())["events"]
+    assert 0 < m["delivery_ratio"] < 1  # n6 and n7 are still expected receivers: nothing from them
+    assert "partial: no log from" in (run / "analysis" / "report.html").read_text()
