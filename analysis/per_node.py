@@ -51,6 +51,9 @@ def node_totals(events: DataFrame, t0_ns: int, until_ns: int | None) -> DataFram
         count(kind == "duplicate_message").alias("duplicates"),
         *(F.sum(of(send, c)).alias(f"sent_{c}") for c in (*CONTROL_TYPES, *BYTE_COLUMNS)),
         F.sum(of(kind == "recv_rpc", "bytes")).alias("received_bytes"),
+        F.coalesce(F.sum(F.when(kind.isin("send_rpc", "recv_rpc"),
+                                F.coalesce(F.col("graft"), F.lit(0)) + F.coalesce(F.col("prune"), F.lit(0)))),
+                   F.lit(0)).alias("mesh_changes"),
         F.sum(of(send, "bytes_since_t0")).alias("sent_bytes_since_t0"),
         count(kind == "connect").alias("connects"), count(kind == "disconnect").alias("disconnects"),
         F.coalesce(F.sum(F.when(kind == "connect", F.col("before_until"))

@@ -87,6 +87,8 @@ def relay_summary(per_delivery: DataFrame) -> dict[str, Any] | None:
 
 @metric("mesh")
 def _mesh(run: RunData) -> dict[str, Any] | None:
+    if not any(r["mesh_changes"] for r in run.per_node):
+        return None  # no GRAFT or PRUNE logged either way (the per-node pass counted them): no mesh to follow
     return mesh_summary(mesh_sizes(run.events))
 
 
