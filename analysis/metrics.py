@@ -62,10 +62,6 @@ def per_message(dl: DataFrame, points: tuple[int, ...] = COVERAGE_POINTS) -> Dat
                       (F.col("delivered") / F.col("expected")).alias("delivery_ratio"), *cols)
 
 
-def delivery_ratio(msgs: DataFrame) -> float | None:
-    return message_summary(msgs)["delivery_ratio"]
-
-
 QUANTILES = (0.5, 0.9, 0.99)
 _ACCURACY = 10_000  # percentile_approx's: rank error at most n / _ACCURACY
 _GATHER = 50_000    # a column with at most this many values is brought to the driver whole
