@@ -1,5 +1,5 @@
-"""Shared fixtures. Markers: `emulation` (root, namespaces, tc, real processes), `spark` (Java),
-`docker`, `slow`, `exclusive` (runs alone). `make test-fast` is the fast loop; `make test` everything."""
+"""Shared fixtures. Markers: `emulation` (root, namespaces, tc, real processes), `netem` (sch_netem),
+`spark` (Java), `docker`, `slow`, `exclusive` (runs alone). `make test-fast` is the fast loop; `make test` everything."""
 from __future__ import annotations
 
 import os
@@ -22,6 +22,16 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "emulation" in item.keywords:
                 item.add_marker(skip)
+    # netem tests on a kernel without sch_netem: `make test` runs them in the guest instead (test-netem)
+    elif any("netem" in item.keywords for item in items):
+        from orchestrator.shaping import probe_netem
+
+        has_netem, why = probe_netem()
+        if not has_netem:
+            skip = pytest.mark.skip(reason=f"{why}: `make test-netem` runs these in a Debian guest")
+            for item in items:
+                if "netem" in item.keywords:
+                    item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")

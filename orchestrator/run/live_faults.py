@@ -1,6 +1,7 @@
 """The fault timeline's actions on a live run (the `FaultExecutor` of orchestrator/faults.py): node
 processes killed, stopped and started through the backend, partitions and rates on the live tc trees
-(orchestrator/shaping), latency and loss through the delay line or the nodes' transports (POST /links)."""
+(orchestrator/shaping), latency and loss where the run's mode keeps them: netem qdiscs, the delay line,
+or the nodes' transports (POST /links)."""
 from __future__ import annotations
 
 import asyncio
@@ -77,12 +78,27 @@ class LiveFaults:
         work.setdefault(ends.far_netns, []).append(shaping.rate_op(ends.far_ifname, down_bps))
         self.backend.shape_all(work)
 
+    def _netem_links(self, node_id: str, delay_ms: float, loss: float) -> None:
+        """Netem mode: the node's buckets (what it sends) and a netem leaf on the switch side of its
+        link (what it receives) get the degradation (orchestrator/shaping: degrade_egress, _ingress)."""
+        ends = self.backend.link_ends(node_id)
+        address_of = {n.id: self.backend.address(n.id) for n in self.plan.nodes}
+        shape = shaping.node_shape(self.plan, node_id, address_of)
+        work: dict[str, list[dict[str, Any]]] = {}
+        work.setdefault(ends.node_netns, []).append(shaping.degrade_egress_op(ends.node_ifname, shape, delay_ms, loss))
+        work.setdefault(ends.far_netns, []).append(
+            shaping.degrade_ingress_op(ends.far_ifname, self.plan.node(node_id).bandwidth_down, delay_ms, loss))
+        self.backend.shape_all(work)
+
     async def _links(self, node_id: str, delay_ms: float, loss: float) -> None:
         """Latency and loss on every link of the node, both ways: its own transport (towards all its
         peers) and each running peer's transport (towards it) are told; zeros restore."""
         if self.runner.delayline:  # every link's latency is in the delay line
             await self.runner._blocking(lambda: self.runner.delayline.request(
                 op="degrade", node=node_id, delay_ms=delay_ms, loss=loss))
+            return
+        if self.runner.shaping_mode == shaping.NETEM:  # ... or in the kernel's netem qdiscs
+            await self.runner._blocking(self._netem_links, node_id, delay_ms, loss)
             return
         node = self.plan.node(node_id)
         body = {"node": node_id, "delay_ms": delay_ms, "loss": loss}

@@ -75,6 +75,7 @@ class Runner(RunRecord):
         self.configs: dict[str, contract.ContractConfig] = {}
         self.adapters = sorted({n.implementation for n in self.plan.nodes} - {PEERLAB})
         self.delayline: DelayLines | None = None
+        self.shaping_mode = ""  # the mode the run's links were shaped for (orchestrator.shaping)
         self.probes = NamespaceProbes(self.backend)  # calibration of adapter nodes, from beside them
         self.sampler = LinkSampler(self.backend, self.scratch / link_sampler.FILE)
         self.t0_ns: int | None = None
@@ -120,6 +121,7 @@ class Runner(RunRecord):
             raise RunError(str(err)) from None
 
     def _shape(self, mode: str) -> None:
+        self.shaping_mode = mode
         self.delayline = deploy_shaping.shape_run(self.plan, self.backend, mode)
 
     def _fail_node(self, node_id: str, what: str) -> RunError:
@@ -213,13 +215,20 @@ class Runner(RunRecord):
         if not self.scenario.calibration.enabled:
             return
         self.step("calibrate: RTT and throughput through the data plane")
-        cal = await calibrate(self.plan, clients, self.scenario.calibration)
+        cal = await calibrate(self.plan, clients, self.scenario.calibration, self._link_sent)
         self.manifest["calibration"] = cal
         for w in cal["warnings"]:
             self.warn(f"calibration off by more than {cal['tolerance']:.0%}: {w}")
         self.step(f"calibration: RTT error {cal['latency_error_pct']}%, throughput error "
                   f"{cal['bandwidth_error_pct']}% "
-                  f"({', '.join(str(r['measured_mbit']) for r in cal['throughput'])} Mbit/s)")
+                  f"({', '.join(str(r['measured_mbit']) for r in cal['throughput'])} Mbit/s in frames, "
+                  f"{', '.join(str(r['goodput_mbit']) for r in cal['throughput'])} of payload)")
+
+    async def _link_sent(self, node_id: str) -> int:
+        """Bytes the node's link class has sent (headers included, as the rate counts them)."""
+        ends = self.backend.link_ends(node_id)
+        done = await self._blocking(self.backend.shape, ends.node_netns, [shaping.sent_op(ends.node_ifname)])
+        return done[0]["bytes"]
 
     def _contract_lead(self) -> float:
         return node_configs.start_allowance(len(self.plan.nodes))
@@ -241,8 +250,8 @@ class Runner(RunRecord):
         if node_id not in self.manifest["clock"].get("rtt_ns", {}):  # a join: not measured yet
             await self._measure_clocks([node_id])
         await self.clients[node_id].post("/start", {"t0": self._t0_for(node_id)})
-        if self.delayline or isinstance(self.clients[node_id], ContractClient):
-            return  # degradations live in the delay line, not in the node
+        if self.delayline or self.shaping_mode == shaping.NETEM or isinstance(self.clients[node_id], ContractClient):
+            return  # degradations live in the delay line or the kernel, not in the node
         # degradations outlive processes: tell the new one about its own and its peers'
         node = self.plan.node(node_id)
         known = {node_id, *(node.contacts or node.neighbours)}

@@ -12,18 +12,26 @@ the far end of its link for the download cap). Per node, egress:
 
 and on the switch side of its link (what the node can receive):
 
-    root 1: htb (default 1:1)
-     └─ 1:1   htb rate=down
+    root 1: htb (default 1:2)
+     └─ 1:1   htb rate=down                        the node's downlink
+         ├─ 1:2   htb rate=down ─ 2: pfifo limit=1000   everything the node receives
+         │                    (4: netem delay=d loss=l instead while netem mode's `degrade` lasts)
          │  during a partition (fault timeline) only:
-         ├─ 1:3   htb ─ 3: pfifo limit 0               the cut: every packet classified here is dropped
+         ├─ 1:3   htb ─ 3: pfifo limit 0           the cut: every packet classified here is dropped
          └─ u32 filters (prio 1): ip src <node on another side> -> 1:3
 Where no switch side is reachable (a pod: its veth's other end belongs to the cluster node), the
 "switch side" is an ifb device in the node's own namespace that receives its incoming packets:
 
     eth0 ingress ffff: ─ u32 match all ─ mirred egress redirect ─> ifb0, with the tree above on ifb0
 
+Every HTB class is given its quantum and bursts (`htb_quantum`, `htb_burst`); the rates count what
+HTB counts: Ethernet frames with their headers (a full TCP segment is 1514 bytes on the wire for
+1448 of payload, so a 50 Mbit/s link carries about 47.8 Mbit/s of TCP payload).
+
 Degrading a node's bandwidth changes the rate of 1:1 (and the ceil of its children) on both trees
-in place: nothing is rebuilt, queued packets stay queued.
+in place: nothing is rebuilt, queued packets stay queued. In netem mode, degrading its latency and
+loss changes its buckets' netem qdiscs (what it sends) and puts a netem leaf under 1:2 on the switch
+side (what it receives): the same "both ways, on top of the plan" as the delay line and the transport.
 
 Kernels without sch_netem (CI machines, WSL2, minimal cloud kernels) keep the HTB rate but no bucket
 classes; the same latencies are then applied either by the delay line (`delayline.py`: every packet
@@ -52,7 +60,12 @@ ETH_P_IP = 0x0800
 NETEM = "netem"
 BUCKET_PRIO, CUT_PRIO = 2, 1          # the partition's filters are looked at first
 CUT_CLASS, CUT_QDISC = "1:3", "3:"
+# the switch side's leaf class, its queue, and the netem that replaces the queue while degraded
+# (another handle: `replace` with the same handle would try to change a pfifo into a netem)
+DOWN_CLASS, LEAF_QDISC, DEGRADE_QDISC = "1:2", "2:", "4:"
+QUEUE_PACKETS = 1000
 TRANSPORT = "transport"
+BURST_S = 0.002  # htb_burst: 2 ms of the rate (1 ms cost 2-3% of it in the netem guest; 5 ms, 0.3%)
 DELAYLINE = "delayline"
 
 
@@ -131,6 +144,13 @@ def htb_quantum(rate_bps: int) -> int:
     return max(MTU_FRAME, min(60_000, rate_bps // 8 // 1000))
 
 
+def htb_burst(rate_bps: int) -> int:
+    """Bytes a class may send at once after being idle: BURST_S of its rate, at least one frame.
+    pyroute2's default (one MTU) is met on a host with fine timers but costs several per cent of the
+    rate where timers fire late (a loaded host, a virtual machine)."""
+    return max(MTU_FRAME, int(rate_bps / 8 * BURST_S))
+
+
 def netem_limit(rate_bps: int, delay_ms: float, jitter_ms: float) -> int:
     """Packets netem may hold: twice what the link carries during the delay, at least 1000
     (netem's default of 1000 drops packets once rate x delay exceeds it)."""
@@ -161,27 +181,61 @@ def clear(ipr: NetNS, ifname: str) -> None:
             raise
 
 
+def _htb_class(ipr: Any, verb: str, index: int, handle: str, parent: str, rate_bps: int, ceil_bps: int) -> None:
+    """Add or change one HTB class: rate, ceil, and the quantum and bursts they call for."""
+    ipr.tc(verb, "htb", index=index, handle=handle, parent=parent, rate=_rate(rate_bps), ceil=_rate(ceil_bps),
+           quantum=htb_quantum(ceil_bps), burst=htb_burst(rate_bps), cburst=htb_burst(ceil_bps))
+
+
+def _netem(ipr: Any, verb: str, index: int, parent: str, handle: str, rate_bps: int, delay_ms: float,
+           jitter_ms: float, loss: float) -> None:
+    ipr.tc(verb, "netem", index=index, parent=parent, handle=handle, delay=int(delay_ms * 1000),
+           jitter=int(jitter_ms * 1000), loss=loss * 100, limit=netem_limit(rate_bps, delay_ms, jitter_ms))
+
+
 def shape_egress(ipr: NetNS, ifname: str, shape: NodeShape, with_netem: bool) -> None:
     """Build the node's egress tree on `ifname` (see the module docstring)."""
     clear(ipr, ifname)
     index = ipr.link_lookup(ifname=ifname)[0]
-    up = _rate(shape.up_bps)
-    quantum = htb_quantum(shape.up_bps)
+    up = shape.up_bps
     ipr.tc("add", "htb", index=index, handle="1:", default=0x2)
-    ipr.tc("add-class", "htb", index=index, handle="1:1", parent="1:", rate=up, ceil=up, quantum=quantum)
+    _htb_class(ipr, "add-class", index, "1:1", "1:", up, up)
     buckets = shape.buckets if with_netem else []
-    share = _rate(max(8000, shape.up_bps // (len(buckets) + 1)))
-    ipr.tc("add-class", "htb", index=index, handle="1:2", parent="1:1", rate=share, ceil=up, quantum=quantum)
+    share = max(8000, up // (len(buckets) + 1))
+    _htb_class(ipr, "add-class", index, "1:2", "1:1", share, up)
     for i, bucket in enumerate(buckets):
-        minor = 0x10 + i
-        ipr.tc("add-class", "htb", index=index, handle=f"1:{minor:x}", parent="1:1", rate=share, ceil=up,
-               quantum=quantum)
-        ipr.tc("add", "netem", index=index, parent=f"1:{minor:x}", handle=f"{minor:x}:",
-               delay=int(bucket.delay_ms * 1000), jitter=int(bucket.jitter_ms * 1000),
-               loss=bucket.loss * 100, limit=netem_limit(shape.up_bps, bucket.delay_ms, bucket.jitter_ms))
+        minor = f"{0x10 + i:x}"
+        _htb_class(ipr, "add-class", index, f"1:{minor}", "1:1", share, up)
+        _netem(ipr, "add", index, f"1:{minor}", f"{minor}:", up, bucket.delay_ms, bucket.jitter_ms, bucket.loss)
         for address in bucket.destinations:
             ipr.tc("add-filter", "u32", index=index, parent="1:", prio=BUCKET_PRIO, protocol=ETH_P_IP,
-                   target=f"1:{minor:x}", keys=[_u32_dst(address)])
+                   target=f"1:{minor}", keys=[_u32_dst(address)])
+
+
+def degrade_egress(ipr: NetNS, ifname: str, shape: NodeShape, delay_ms: float, loss: float) -> None:
+    """Netem mode's `degrade` of a node, its sending half: every latency bucket's netem gets `delay_ms`
+    more and `loss` on top of the plan's (zeros restore the plan's), changed in place."""
+    index = ipr.link_lookup(ifname=ifname)[0]
+    for i, bucket in enumerate(shape.buckets):
+        minor = f"{0x10 + i:x}"
+        _netem(ipr, "change", index, f"1:{minor}", f"{minor}:", shape.up_bps, bucket.delay_ms + delay_ms,
+               bucket.jitter_ms, 1 - (1 - bucket.loss) * (1 - loss))
+
+
+def degrade_ingress(ipr: NetNS, ifname: str, down_bps: int, delay_ms: float, loss: float) -> None:
+    """Netem mode's `degrade` of a node, its receiving half, on the switch side of its link: the
+    download class's leaf becomes a netem (delay, loss); zeros put the plain FIFO back."""
+    index = ipr.link_lookup(ifname=ifname)[0]
+    if delay_ms or loss:
+        _netem(ipr, "replace", index, DOWN_CLASS, DEGRADE_QDISC, down_bps, delay_ms, 0.0, loss)
+    else:
+        _fifo(ipr, "replace", index)
+
+
+def _fifo(ipr: Any, verb: str, index: int) -> None:
+    """The download class's own queue: QUEUE_PACKETS, as a veth's (an ifb's default is 32 packets:
+    too short for a link with tens of ms of latency, whose TCP would never fill the rate)."""
+    ipr.tc(verb, "pfifo", index=index, parent=DOWN_CLASS, handle=LEAF_QDISC, limit=QUEUE_PACKETS)
 
 
 def cut_off(ipr: NetNS, ifname: str, sources: list[str]) -> None:
@@ -190,8 +244,7 @@ def cut_off(ipr: NetNS, ifname: str, sources: list[str]) -> None:
     qdisc: its TCP sees plain loss and backs off, instead of the local-congestion errors that make
     Linux give a connection up within seconds."""
     index = ipr.link_lookup(ifname=ifname)[0]
-    ipr.tc("add-class", "htb", index=index, handle=CUT_CLASS, parent="1:1", rate="8000bit", ceil="8000bit",
-           quantum=MTU_FRAME)
+    _htb_class(ipr, "add-class", index, CUT_CLASS, "1:1", 8000, 8000)
     ipr.tc("add", "pfifo", index=index, parent=CUT_CLASS, handle=CUT_QDISC, limit=0)
     for address in sources:
         ipr.tc("add-filter", "u32", index=index, parent="1:", prio=CUT_PRIO, protocol=ETH_P_IP,
@@ -214,24 +267,24 @@ def reconnect(ipr: NetNS, ifname: str) -> None:
 def set_rate(ipr: NetNS, ifname: str, bps: int) -> None:
     """Change the node's link rate in place (class 1:1; its children may borrow up to it)."""
     index = ipr.link_lookup(ifname=ifname)[0]
-    rate, quantum = _rate(bps), htb_quantum(bps)
-    ipr.tc("change-class", "htb", index=index, handle="1:1", parent="1:", rate=rate, ceil=rate, quantum=quantum)
+    _htb_class(ipr, "change-class", index, "1:1", "1:", bps, bps)
     for c in ipr.get_classes(index=index):
         handle = _handle(c["handle"])
         if c["parent"] == 0x10001 and handle != CUT_CLASS:
             own = c.get_attr("TCA_OPTIONS").get_attr("TCA_HTB_PARMS")["rate"] * 8
-            ipr.tc("change-class", "htb", index=index, handle=handle, parent="1:1",
-                   rate=_rate(max(8000, min(own, bps))), ceil=rate, quantum=quantum)
+            _htb_class(ipr, "change-class", index, handle, "1:1", max(8000, min(own, bps)), bps)
 
 
 def shape_download(ipr: NetNS, ifname: str, down_bps: int) -> None:
-    """Cap what the node receives: egress of the far end of its link, towards the node."""
+    """Cap what the node receives: egress of the far end of its link, towards the node. Its traffic
+    goes to the leaf class 1:2, so that a partition's class beside it never turns the default class
+    into an inner one (HTB would then pass the node's traffic unshaped)."""
     clear(ipr, ifname)
     index = ipr.link_lookup(ifname=ifname)[0]
-    down = _rate(down_bps)
-    ipr.tc("add", "htb", index=index, handle="1:", default=0x1)
-    ipr.tc("add-class", "htb", index=index, handle="1:1", parent="1:", rate=down, ceil=down,
-           quantum=htb_quantum(down_bps))
+    ipr.tc("add", "htb", index=index, handle="1:", default=0x2)
+    _htb_class(ipr, "add-class", index, "1:1", "1:", down_bps, down_bps)
+    _htb_class(ipr, "add-class", index, DOWN_CLASS, "1:1", down_bps, down_bps)
+    _fifo(ipr, "add", index)
 
 
 def redirect_ingress(ipr: NetNS, ifname: str, ifb: str) -> None:
@@ -253,6 +306,17 @@ def redirect_ingress(ipr: NetNS, ifname: str, ifb: str) -> None:
                                        "ifindex": ifb_index})
 
 
+def link_sent(ipr: Any, ifname: str) -> dict[str, int]:
+    """What the node's link class 1:1 has sent, as HTB counts it: every Ethernet frame with its
+    headers (a GSO super-packet counts as the frames it becomes). What the configured rate is of."""
+    index = ipr.link_lookup(ifname=ifname)[0]
+    for c in ipr.get_classes(index=index):
+        if c["handle"] == 0x10001:
+            basic = c.get_attr("TCA_STATS2").get_attr("TCA_STATS_BASIC")
+            return {"bytes": basic["bytes"], "packets": basic["packets"]}
+    raise ValueError(f"{ifname} has no shaped link (class 1:1)")
+
+
 def egress_op(ifname: str, shape: NodeShape, with_netem: bool) -> dict[str, Any]:
     return {"op": "egress", "ifname": ifname, "netem": with_netem, "shape": asdict(shape)}
 
@@ -271,6 +335,18 @@ def heal_op(ifname: str) -> dict[str, Any]:
 
 def rate_op(ifname: str, bps: int) -> dict[str, Any]:
     return {"op": "rate", "ifname": ifname, "bps": bps}
+
+
+def degrade_egress_op(ifname: str, shape: NodeShape, delay_ms: float, loss: float) -> dict[str, Any]:
+    return {"op": "degrade_egress", "ifname": ifname, "shape": asdict(shape), "delay_ms": delay_ms, "loss": loss}
+
+
+def degrade_ingress_op(ifname: str, down_bps: int, delay_ms: float, loss: float) -> dict[str, Any]:
+    return {"op": "degrade_ingress", "ifname": ifname, "bps": down_bps, "delay_ms": delay_ms, "loss": loss}
+
+
+def sent_op(ifname: str) -> dict[str, Any]:
+    return {"op": "sent", "ifname": ifname}
 
 
 def ingress_op(ifname: str, ifb: str) -> dict[str, Any]:
@@ -304,6 +380,13 @@ def apply(ipr: Any, ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
             set_rate(ipr, ifname, op["bps"])
         elif kind == "ingress":
             redirect_ingress(ipr, ifname, op["ifb"])
+        elif kind == "degrade_egress":
+            degrade_egress(ipr, ifname, _shape_from(op["shape"]), op["delay_ms"], op["loss"])
+        elif kind == "degrade_ingress":
+            degrade_ingress(ipr, ifname, op["bps"], op["delay_ms"], op["loss"])
+        elif kind == "sent":
+            done.append({"op": kind, "ifname": ifname, **link_sent(ipr, ifname)})
+            continue
         elif kind == "probe":
             ok, why = _try_qdisc(ipr, op["kind"])
             done.append({"op": kind, "ok": ok, "why": why})

@@ -1,0 +1,186 @@
+"""The netem path, on a kernel that has sch_netem: latency buckets, the rate with netem leaves, the pod
+layout's ifb download cap, degrade (delay, loss) in netem qdiscs, and a scenario run end to end in
+netem mode with a partition and a degrade.
+
+Marked `netem`: on a kernel without sch_netem (this project's CI machines) `make test-netem` runs
+them in a Debian guest under QEMU (orchestrator/vm), where they must pass."""
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pyroute2 import NetNS
+
+from orchestrator import shaping
+from orchestrator.shaping import Bucket, NodeShape
+from tests.support import links
+from tests.support.cli import ROOT
+
+pytestmark = [pytest.mark.netem, pytest.mark.emulation]
+
+RATE = 50_000_000
+
+
+def rtt_ok(measured: float, configured: float) -> bool:
+    """The issue's bar for netem's latency: within 3% + 1 ms of the configured round trip."""
+    return abs(measured - configured) <= 0.03 * configured + 1.0
+
+
+def shape(ns_name: str, *buckets: Bucket, up: int = RATE) -> NodeShape:
+    node = NodeShape("n", up, up, list(buckets))
+    with NetNS(ns_name, flags=0) as ns:
+        shaping.shape_egress(ns, "eth0", node, with_netem=True)
+    return node
+
+
+def wire_mbit(src: str, dst: str, ifname: str = "eth0", sent_in: str | None = None) -> tuple[float, float]:
+    """A TCP stream from namespace src to dst's 10.9.0.2: (goodput, rate in frames as the shaper
+    counts them), Mbit/s. Frames are read from the shaping link class (`sent_in`'s `ifname`, default
+    src's eth0)."""
+    def sent() -> int:
+        with NetNS(sent_in or src, flags=0) as ns:
+            return shaping.link_sent(ns, ifname)["bytes"]
+
+    before = sent()
+    n, span, total = links.stream(src, dst, links.B_ADDR, skip=1.0)  # past slow start over tens of ms
+    frames_per_payload = (sent() - before) / total
+    goodput = n * 8 / span / 1e6
+    return goodput, goodput * frames_per_payload
+
+
+@pytest.fixture
+def pair():
+    with links.veth_pair("plfffffe-n") as (a, b):
+        links.address(a, b, "10.9.0.3")
+        yield a, b
+
+
+def test_buckets_delay_each_destination_by_its_latency(pair):
+    a, b = pair
+    shape(a, Bucket(30.0, 0.0, 0.0, (links.B_ADDR,)))            # 10.9.0.3 is in no bucket: class 1:2
+    shape(b, Bucket(40.0, 0.0, 0.0, (links.A_ADDR,)))
+    to_b = links.median_rtt_ms(a, links.B_ADDR, count=7)
+    unmatched = links.median_rtt_ms(a, "10.9.0.3", count=7)     # 0 ms out, 40 ms back
+    print(f"RTT a->b {to_b:.2f} ms (configured 70), a->10.9.0.3 {unmatched:.2f} ms (configured 40)")
+    assert rtt_ok(to_b, 70.0), to_b
+    assert rtt_ok(unmatched, 40.0), unmatched
+
+
+def test_rate_with_netem_leaves_is_the_configured_rate_in_frames(pair):
+    a, b = pair
+    shape(a, Bucket(10.0, 0.0, 0.0, (links.B_ADDR,)))
+    shape(b, Bucket(10.0, 0.0, 0.0, (links.A_ADDR,)))
+    rounds = [wire_mbit(a, b) for _ in range(2)]
+    print("goodput, frames (Mbit/s):", rounds)
+    goodput, frames = max(rounds, key=lambda r: r[1])
+    assert abs(frames - 50.0) <= 0.03 * 50.0, rounds
+    assert goodput < frames  # headers are part of the rate, not of the payload
+
+
+def test_pod_layout_ifb_cap_and_degrade_in_netem(pair):
+    """The kubernetes layout: b's incoming packets pass an ifb carrying its download tree. With
+    netem buckets on b's egress, the cap holds; degrade adds netem delay and loss on both halves of
+    b's link and restoring takes them away."""
+    a, b = pair
+    shape(a, Bucket(25.0, 0.0, 0.0, (links.B_ADDR,)))
+    node_b = shape(b, Bucket(25.0, 0.0, 0.0, (links.A_ADDR,)))
+    with NetNS(b, flags=0) as ns:
+        shaping.apply(ns, [shaping.ingress_op("eth0", "ifb0"), shaping.download_op("ifb0", 20_000_000)])
+    goodput, frames = wire_mbit(a, b, "ifb0", sent_in=b)
+    print(f"download cap 20 Mbit/s: {frames:.2f} in frames, {goodput:.2f} of payload")
+    assert abs(frames - 20.0) <= 0.03 * 20.0, (goodput, frames)
+    assert rtt_ok(links.median_rtt_ms(a, links.B_ADDR), 50.0)
+
+    with NetNS(b, flags=0) as ns:
+        shaping.apply(ns, [shaping.degrade_egress_op("eth0", node_b, 40.0, 0.0),
+                           shaping.degrade_ingress_op("ifb0", 20_000_000, 40.0, 0.0)])
+    degraded = links.median_rtt_ms(a, links.B_ADDR)
+    print(f"degraded by 40 ms each way: RTT {degraded:.2f} ms (configured 130)")
+    assert rtt_ok(degraded, 130.0), degraded
+
+    with NetNS(b, flags=0) as ns:
+        shaping.apply(ns, [shaping.degrade_egress_op("eth0", node_b, 0.0, 0.5)])
+    rtts, lost = links.pings(a, links.B_ADDR, count=40, interval=0.05)
+    print(f"loss 0.5 on b's sends: {lost}/40 lost")
+    assert 8 <= lost <= 32, lost  # binomial(40, 0.5): outside this in less than 1 run in 10^4
+
+    with NetNS(b, flags=0) as ns:
+        shaping.apply(ns, [shaping.degrade_egress_op("eth0", node_b, 0.0, 0.0),
+                           shaping.degrade_ingress_op("ifb0", 20_000_000, 0.0, 0.0)])
+        shaping.apply(ns, [shaping.degrade_ingress_op("ifb0", 20_000_000, 0.0, 0.0)])  # restoring twice is harmless
+        tree = shaping.describe(ns, "ifb0")
+    assert not any("netem" in line for line in tree), tree
+    rtts, lost = links.pings(a, links.B_ADDR, count=10, interval=0.05)
+    assert lost == 0 and rtt_ok(sorted(rtts)[len(rtts) // 2], 50.0), rtts
+
+
+def events_of(run_dir: Path, node: str) -> list[dict]:
+    with gzip.open(run_dir / "events" / f"{node}.jsonl.gz", "rt") as f:
+        return [json.loads(line) for line in f]
+
+
+SCENARIO = """name: netem-guest
+seed: 4
+nodes: {count: 6}
+protocol: floodsub
+topology: {algorithm: complete}
+network: {latency: {model: constant, one_way: 50ms}, shaping: netem}
+topics: {count: 1}
+workload: {publishers: 6, rate: 3/s, message_size: 1KB, warmup: 2s, duration: 24s, drain: 4s}
+calibration: {pairs: 3, throughput_nodes: 1}
+faults:
+  - {at: 5s, action: partition, groups: [[n0, n1, n2]], duration: 6s}
+  - {at: 15s, action: degrade, nodes: [n5], delay: 150ms, loss: 0.02, duration: 6s}
+"""
+
+
+def test_a_scenario_runs_in_netem_mode_end_to_end(tmp_path: Path):
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(SCENARIO + f"output: {{store: 'file://{tmp_path}/runs'}}\n")
+    result = subprocess.run([sys.executable, "-m", "orchestrator.cli", "run", str(scenario), "--no-report"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr
+    print(result.stderr)
+    run_dir = Path(result.stdout.strip().splitlines()[-1])
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["shaping"]["mode"] == "netem"
+    cal = manifest["calibration"]
+    print("calibration:", json.dumps({k: cal[k] for k in ("latency_error_pct", "bandwidth_error_pct")}),
+          [(r["configured_ms"], r["measured_ms"]) for r in cal["rtt"]],
+          [(r["measured_mbit"], r["goodput_mbit"]) for r in cal["throughput"]])
+    # the kernel's part (netem) is held to 3% + 1 ms by the ping tests above; the nodes' own probes add
+    # their processing, 15-20x slower in the guest's emulated CPU than on a host (+8 to +16 ms seen)
+    assert all(-1.0 <= r["measured_ms"] - r["configured_ms"] <= 0.2 * r["configured_ms"] for r in cal["rtt"]), cal
+    assert all(abs(r["error_pct"]) <= 3.0 for r in cal["throughput"]), cal
+    assert [f["action"] for f in manifest["faults_executed"]] == ["partition", "heal", "degrade", "restore"]
+    at = {f["action"]: f["t_ns"] for f in manifest["faults_executed"]}
+
+    nodes = [f"n{i}" for i in range(6)]
+    side = {n: n in ("n0", "n1", "n2") for n in nodes}
+    events = {n: events_of(run_dir, n) for n in nodes}
+    published = {e["msg_id"]: (n, e["ts"]) for n in nodes for e in events[n] if e["type"] == "publish_message"}
+    delivered = {(n, e["msg_id"]): e["ts"] for n in nodes for e in events[n] if e["type"] == "deliver_message"}
+    # during the cut (from 0.5 s after it): nothing crossed before the heal, each side got its own
+    during = [(m, src) for m, (src, ts) in published.items() if at["partition"] + 5e8 < ts < at["heal"]]
+    assert len(during) >= 8
+    across = [(m, n) for m, src in during for n in nodes if side[n] != side[src]
+              and delivered.get((n, m), float("inf")) < at["heal"]]
+    own_missing = [(m, n) for m, src in during for n in nodes if side[n] == side[src] and n != src
+                   and (n, m) not in delivered]
+    assert not across and not own_missing, (across, own_missing)
+    # after the heal and before the degrade, every message reached every node
+    calm = [m for m, (src, ts) in published.items() if at["heal"] + 2e9 < ts < at["degrade"]]
+    assert calm and all((n, m) in delivered for m in calm for n in nodes if n != published[m][0])
+    # while n5 is degraded (150 ms on each half of its link, by netem), what it receives is late
+    late = [(delivered[("n5", m)] - published[m][1]) / 1e6 for m, (src, ts) in published.items()
+            if src != "n5" and at["degrade"] + 5e8 < ts < at["restore"] - 1e9 and ("n5", m) in delivered]
+    normal = [(delivered[("n5", m)] - published[m][1]) / 1e6 for m, (src, ts) in published.items()
+              if src != "n5" and ts > at["restore"] + 1e9 and ("n5", m) in delivered]
+    print(f"to n5 while degraded: min {min(late):.1f} ms; after: max {max(normal):.1f} ms")
+    assert late and normal
+    assert min(late) >= 150 + 50 - 2
+    assert max(normal) < 150
