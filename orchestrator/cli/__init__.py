@@ -9,7 +9,7 @@ import argparse
 import os
 import sys
 
-from orchestrator.cli import bench, contract, fuzz, machine, overlay, report, run, scenario
+from orchestrator.cli import bench, contract, fuzz, machine, overlay, report, run, scenario, vm
 from orchestrator.cli.common import UsageError, err
 
 EXAMPLES = """\
@@ -26,6 +26,7 @@ examples:
   peerlab overlay --compare --nodes 1000 --runs 10   # the CD-MAX seed's overlay tables
   peerlab clean            # remove what a crashed run left behind
   peerlab doctor           # what this machine can run
+  peerlab vm run -- .venv/bin/python -m pytest -m netem   # the netem path in a Debian guest (no netem here)
   peerlab run scenarios/gossipsub-implementations.yaml   # peerlab's GossipSub beside js-libp2p's and py-libp2p's
   peerlab run scenarios/gossipsub-mixed.yaml             # js-libp2p and py-libp2p nodes in one network
   peerlab contract implementations   # the node implementations (adapters) and their install state
@@ -41,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Emulation testbed for peer-to-peer publish/subscribe protocols: real nodes in "
                     "network namespaces, every link shaped with tc, logs analysed with PySpark.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for group in (run, scenario, machine, report, bench, overlay, fuzz, contract):
+    for group in (run, scenario, machine, report, bench, overlay, fuzz, contract, vm):
         group.add(sub)
     return parser
 

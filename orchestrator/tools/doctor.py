@@ -37,6 +37,8 @@ def checks() -> list[dict[str, Any]]:
             "" if netem else " -> latency by the delay line (below), else in peerlab's node transport")})
         rows.append({"what": "delay line (NFQUEUE)", "ok": line, "detail": line_why + (
             " -> latency for any node implementation without netem (shaping mode 'delayline')" if line else "")})
+        if not netem:
+            rows.append(_guest_row())
     java = _cmd_version(["java", "-version"])
     rows.append({"what": "java (for PySpark reports)", "ok": java is not None,
                  "detail": java or "missing: apt-get install openjdk-17-jre-headless"})
@@ -64,6 +66,19 @@ def checks() -> list[dict[str, Any]]:
         rows.append({"what": f"implementation {adapter.name}", "ok": not missing,
                      "detail": "installed" if not missing else f"not installed: {adapter.install}"})
     return rows
+
+
+def _guest_row() -> dict[str, Any]:
+    """Without netem here, the netem path is checked in a Debian guest (orchestrator/vm)."""
+    from orchestrator.vm import image
+
+    built, missing = image.find(), image.missing_tools()
+    detail = (f"built ({built.dir}, kernel {built.kernel_version})" if built else
+              f"not built: apt-get install {' '.join(missing)}, then peerlab vm build" if missing else
+              "not built: peerlab vm build (about a minute)")
+    return {"what": "netem guest (QEMU)", "ok": built is not None and not missing,
+            "detail": detail + " -> the netem path on a stock Debian kernel: make test-netem, "
+                               "or peerlab vm run -- CMD"}
 
 
 def _kubernetes_row() -> dict[str, Any]:

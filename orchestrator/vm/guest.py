@@ -13,7 +13,6 @@ import re
 import selectors
 import shlex
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -21,6 +20,8 @@ from pathlib import Path
 from typing import Callable
 
 from orchestrator.vm.image import EXIT_MARK, READY_MARK, Image
+
+POWER_OFF = re.compile(r"^\[\s*[\d.]+\] (sysrq: Power Off|reboot: Power down)")
 
 
 class GuestError(RuntimeError):
@@ -100,7 +101,7 @@ def _boot(cmd: list[str], timeout: float, echo: Callable[[str], None]) -> int:
                     status = int(m.group(1))
                 elif line.startswith(READY_MARK):
                     echo(f"[guest] up in {time.monotonic() - started:.1f} s")
-                else:
+                elif not POWER_OFF.search(line):
                     echo(line)
     finally:
         if proc.poll() is None:
@@ -118,13 +119,3 @@ def checkout_shares(checkout: Path, python: Path) -> list[Share]:
     if (py := python_share(python)) and not py.path.is_relative_to(checkout):
         shares.append(py)
     return shares
-
-
-if __name__ == "__main__":  # pragma: no cover - python -m orchestrator.vm.guest CMD...: a quick manual check
-    from orchestrator.vm.image import find
-
-    img = find()
-    if img is None:
-        sys.exit("no guest image: peerlab vm build")
-    here = Path.cwd()
-    sys.exit(run(img, sys.argv[1:], cwd=here, shares=checkout_shares(here, Path(sys.executable))))
