@@ -164,7 +164,7 @@ def build_app(rt: "NodeRuntime") -> web.Application:
             mbit = await rt.throughput(str(body["peer"]), int(body["bytes"]))
         except (ConnectionError, asyncio.TimeoutError) as err:
             return web.json_response({"error": str(err) or "timeout"}, status=409)
-        return web.json_response({"mbit": mbit})
+        return web.json_response({"mbit": mbit, "sent_bytes": int(body["bytes"])})
 
     app = web.Application(middlewares=[_auth(rt.cfg.control.token), _unsupported],
                           client_max_size=1024 * 1024)

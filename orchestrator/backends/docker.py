@@ -74,6 +74,16 @@ def remove_docker_objects(short: str, client=None) -> dict[str, int]:
     return {"containers": len(containers), "networks": len(networks), "volumes": len(volumes)}
 
 
+def event_volume_dirs(short: str) -> list[Path]:
+    """Where the run's event-log volume keeps its files on this host (for `peerlab clean` to salvage)."""
+    try:
+        client = docker_client()
+    except RuntimeError:
+        return []
+    return [Path(v.attrs["Mountpoint"]) for v in client.volumes.list(filters={"label": f"{LABEL}={short}"})
+            if v.attrs.get("Mountpoint")]
+
+
 def docker_leftovers() -> set[str]:
     """Short ids of runs that left labelled Docker objects (none when no engine answers)."""
     try:

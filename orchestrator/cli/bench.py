@@ -10,7 +10,7 @@ from orchestrator.cli.common import UsageError, err
 def add(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="benchmarks that print figures (local scale, GossipSub scale and CPU, "
                                      "simulation speed and memory)")
-    p.add_argument("target", choices=["local", "gossipsub", "router", "topiary-sweep", "sim", "analysis"],
+    p.add_argument("target", choices=["local", "gossipsub", "router", "topiary-sweep", "sim", "analysis", "soak"],
                    help="local: how many nodes the local backend runs (floodsub); gossipsub: "
                         "a GossipSub scenario (--scenario, default scenarios/gossipsub-large.yaml) at each "
                         "--nodes count, and the largest with delivery 1.0 (with --set implementation=js-libp2p or py-libp2p "
@@ -19,7 +19,10 @@ def add(sub: argparse._SubParsersAction) -> None:
                         "the simulation's memory per node and per frame in flight, and its speed on each "
                         "--sim-scenario (default scenarios/sim-gossipsub-1000.yaml); analysis: the core "
                         "metrics of --events synthetic events with Spark and with DuckDB (last line "
-                        "spark_s=... duckdb_s=... ratio=...)")
+                        "spark_s=... duckdb_s=... ratio=...); soak: one long local GossipSub run (--duration, "
+                        "default 30m; --nodes, default 20) with churn and a partition every 5 minutes, printing "
+                        "the orchestrator's RSS and descriptors, the run's namespaces and processes every --every, "
+                        "and the run's accounting at the end")
     p.add_argument("--sim-scenario", dest="scenarios", action="append", default=[], metavar="FILE",
                    help="sim: a scenario to simulate (repeat for several)")
     p.add_argument("--scenario", help="gossipsub: the scenario (default scenarios/gossipsub-large.yaml); "
@@ -30,8 +33,10 @@ def add(sub: argparse._SubParsersAction) -> None:
                    help="gossipsub, sim: override a field of the scenario, e.g. --set gossipsub.variant=all-3")
     p.add_argument("--sizes", default="1KiB,1MiB", help="router: message sizes (default 1KiB,1MiB)")
     p.add_argument("--messages", type=int, default=2000, help="router: messages relayed per size")
-    p.add_argument("--nodes", default="50,100,200", help="comma-separated sizes (default 50,100,200)")
-    p.add_argument("--duration", default="60s", help="publishing window per size (default 60s)")
+    p.add_argument("--nodes", help="comma-separated sizes (default 50,100,200; soak: 20)")
+    p.add_argument("--duration", help="publishing window per size (default 60s; soak: the whole run, default 30m)")
+    p.add_argument("--every", default="60s", help="soak: how often to sample (default 60s)")
+    p.add_argument("--rate", type=float, default=2.0, help="soak: messages per second, network-wide (default 2)")
     p.add_argument("--store", default="file://./runs", help="where the benchmark runs are kept")
     p.add_argument("--events", type=int, default=10_000_000, help="analysis: synthetic events (default 10000000)")
     p.add_argument("--master", default="local[*]",
@@ -71,13 +76,21 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return 0
 
     if os.geteuid() != 0:
-        err.print("[bold red]error:[/] the local benchmark needs root")
+        err.print(f"[bold red]error:[/] the {args.target} benchmark needs root (it runs on the local backend)")
         return 1
     try:
-        sizes = [int(x) for x in args.nodes.split(",")]
-        duration = parse_duration(args.duration)
+        sizes = [int(x) for x in (args.nodes or ("20" if args.target == "soak" else "50,100,200")).split(",")]
+        duration = parse_duration(args.duration or ("30m" if args.target == "soak" else "60s"))
+        every = parse_duration(args.every)
     except ValueError as e:
-        raise UsageError(f"--nodes takes a comma-separated list of counts, --duration a time like 60s ({e})")
+        raise UsageError(f"--nodes takes a comma-separated list of counts, --duration and --every a time like 60s ({e})")
+    if args.target == "soak":
+        from orchestrator.tools.bench_soak import bench_soak
+
+        if len(sizes) != 1 or sizes[0] < 4:
+            raise UsageError("soak: --nodes is one count, at least 4")
+        result = bench_soak(duration, every, sizes[0], args.rate, args.store, err)
+        return 0 if result["unaccounted"] == 0 and not result["namespaces_after"] else 1
     if args.target == "gossipsub":
         from orchestrator.tools.bench import bench_gossipsub
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
 
 from orchestrator.cli.common import UsageError, err, key_values
 
@@ -80,8 +81,8 @@ def cmd_prepare(args: argparse.Namespace) -> int:
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
-    from orchestrator.backends.docker import docker_leftovers, remove_docker_objects
-    from orchestrator.run.cleanup import find_runs, forget_run, mark_status, remove_run_objects
+    from orchestrator.backends.docker import docker_leftovers, event_volume_dirs, remove_docker_objects
+    from orchestrator.run.cleanup import find_runs, forget_run, mark_status, remove_run_objects, salvage_logs
 
     if os.geteuid() != 0:
         err.print("[bold red]error:[/] cleaning namespaces needs root")
@@ -95,13 +96,19 @@ def cmd_clean(args: argparse.Namespace) -> int:
             err.print(f"run {state.run_id if state else short}: orchestrator (pid {state.pid}) still running; "
                       "left alone (use --force to clean it anyway)")
             continue
+        salvaged = 0
+        if state:  # the nodes' logs, from where they wrote them, before those places go
+            sources = [Path(state.scratch) / "events", *(event_volume_dirs(short) if short in in_docker else [])]
+            salvaged = salvage_logs(state.run_dir, sources)
         removed = remove_run_objects(short, state.scratch if state else None)
         if short in in_docker:
             docker = remove_docker_objects(short)
             err.print(f"run {short}: removed {docker['containers']} containers, {docker['networks']} networks, "
                       f"{docker['volumes']} volumes")
         if state:
-            mark_status(state.run_dir, "crashed", "orchestrator died; cleaned by `peerlab clean`")
+            mark_status(state.run_dir, "crashed", f"orchestrator died; cleaned by `peerlab clean`, which stored "
+                                                  f"{salvaged} event logs the run had not (`peerlab report` reads them)")
+            err.print(f"run {state.run_id}: {salvaged} event logs stored into {state.run_dir}")
         forget_run(short)
         found += 1
         err.print(f"run {state.run_id if state else 'pl' + short + '-* (no state file)'}: "

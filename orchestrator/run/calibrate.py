@@ -35,9 +35,9 @@ def _error_pct(measured: float, configured: float) -> float:
 
 
 async def calibrate(plan: RunPlan, clients: dict[str, ControlClient | ProbeClient], cal: Calibration,
-                    link_sent: Callable[[str], Awaitable[int]] | None = None) -> dict[str, Any]:
-    """`link_sent(node)`: bytes its link class has sent so far (the shaper's count); without it the
-    throughput compared with the plan is the goodput."""
+                    link_sent: Callable[[str], Awaitable[int | None]] | None = None) -> dict[str, Any]:
+    """`link_sent(node)`: bytes its link class has sent so far (the shaper's count), or None where the
+    backend cannot read it; without it the throughput compared with the plan is the goodput."""
     rng = random.Random(f"peerlab:{plan.seed}:calibration")
     edges = _edges(plan)
     pairs = rng.sample(edges, min(cal.pairs, len(edges)))
@@ -66,7 +66,11 @@ async def calibrate(plan: RunPlan, clients: dict[str, ControlClient | ProbeClien
         for _ in range(cal.throughput_rounds):
             before = await link_sent(a) if link_sent else None
             reply = await clients[a].post("/calibrate/throughput", {"peer": b, "bytes": cal.probe_bytes}, timeout=120)
-            ratio = (await link_sent(a) - before) / cal.probe_bytes if link_sent else 1.0
+            after = await link_sent(a) if before is not None else None
+            # frames per payload byte, over all the probe sent (the reply says how much: a probe
+            # beside an adapter's node sends twice the bytes, its first half for TCP's slow start)
+            ratio = (after - before) / reply.get("sent_bytes", cal.probe_bytes) if after is not None else 1.0
+            counted = after is not None
             goodput.append(round(reply["mbit"], 3))
             per_payload.append(round(ratio, 4))
             rounds.append(round(reply["mbit"] * ratio, 3))
@@ -74,7 +78,7 @@ async def calibrate(plan: RunPlan, clients: dict[str, ControlClient | ProbeClien
         best = rounds.index(max(rounds))
         error = _error_pct(rounds[best], configured)
         return {"from": a, "to": b, "configured_mbit": configured, "measured_mbit": rounds[best],
-                "goodput_mbit": goodput[best], "wire_per_payload": per_payload[best] if link_sent else None,
+                "goodput_mbit": goodput[best], "wire_per_payload": per_payload[best] if counted else None,
                 "rounds_mbit": rounds, "error_pct": round(error, 2), "ok": error <= cal.tolerance * 100}
 
     rates = await asyncio.gather(*(throughput(a, b) for a, b in senders))

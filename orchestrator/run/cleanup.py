@@ -121,6 +121,31 @@ def remove_run_objects(short: str, scratch: str | None = None) -> dict[str, int]
     return {"processes": killed, "namespaces": len(names)}
 
 
+def salvage_logs(run_dir: str, sources: list[Path]) -> int:
+    """A crashed run's event logs, gzipped from where its nodes wrote them (`sources`: folders of
+    <node>.jsonl) into its run directory, before `peerlab clean` removes those folders; logs the run
+    already stored are left as they are. Returns how many were salvaged. A full disk stops it."""
+    from orchestrator.run.record import DISK_FULL
+    from orchestrator.store import FileStore
+
+    root = Path(run_dir)
+    if not root.is_dir():
+        return 0
+    store, count = FileStore(root.parent), 0
+    for folder in sources:
+        for log in sorted(folder.glob("*.jsonl")) if folder.is_dir() else []:
+            if (root / "events" / f"{log.stem}.jsonl.gz").exists():
+                continue
+            try:
+                store.put_log(root.name, log.stem, log)
+            except OSError as err:
+                if err.errno in DISK_FULL:
+                    return count
+                raise
+            count += 1
+    return count
+
+
 def find_runs() -> list[tuple[RunState | None, str, bool]]:
     """(state or None, short id, orchestrator alive) for every run with a state file or namespaces."""
     seen: dict[str, RunState | None] = {}

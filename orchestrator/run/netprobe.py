@@ -122,7 +122,7 @@ class NamespaceProbes:
         return await self._client(a, b, "ping", count, timeout)
 
     async def throughput(self, a: str, b: str, nbytes: int, timeout: float) -> dict[str, Any]:
-        return await self._client(a, b, "bulk", 2 * nbytes, timeout)
+        return {**await self._client(a, b, "bulk", 2 * nbytes, timeout), "sent_bytes": 2 * nbytes}
 
     async def clock(self, node_id: str) -> int:
         """The namespace's clock (time.time_ns), read by a process kept in it for the next readings."""

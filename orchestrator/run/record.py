@@ -1,10 +1,16 @@
 """What every run leaves in the store, whatever executed it (emulation or simulation): its id, the
 manifest (scenario, plan, versions, backend, status), the `status` file, progress lines, and the
-event logs collected as events/<node>.jsonl.gz."""
+event logs collected as events/<node>.jsonl.gz.
+
+A disk that fills while the logs are stored stops the storing, not the ending: what was stored stays
+(the log being written is cut short there, which the analysis reads up to the cut), and the space a
+run needs to say how it ended (manifest and status) is held back from the start (`.reserve`)."""
 from __future__ import annotations
 
+import errno
 import platform
 import secrets
+import shutil
 import time
 from datetime import datetime, timezone
 from importlib import metadata
@@ -17,6 +23,14 @@ from orchestrator.model.plan import RunPlan, make_plan
 from orchestrator.model.scenario import Scenario
 from orchestrator.run.cleanup import mark_status
 from orchestrator.store import Store, open_store
+
+
+class RunError(RuntimeError):
+    """A run that could not go on; the message names the node and shows its last output."""
+
+
+RESERVE = ".reserve"
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
 def new_run_id(name: str) -> tuple[str, str]:
@@ -63,17 +77,51 @@ class RunRecord:
     def begin(self) -> None:
         self.store.write_json(self.run_id, "manifest.json", self.manifest)
         mark_status(str(self.run_dir), "running")
+        # room for the final manifest (written beside the old one, then renamed) and the status
+        size = (self.run_dir / "manifest.json").stat().st_size
+        (self.run_dir / RESERVE).write_bytes(bytes(size + 256 * 1024))
+        self.disk_full = ""
+
+    def store_safely(self, what: str, store: Any, *args: Any) -> bool:
+        """`store(*args)`; on a full disk, False and `disk_full` says what could not be stored."""
+        try:
+            store(*args)
+            return True
+        except OSError as err:
+            if err.errno not in DISK_FULL:
+                raise
+            self.disk_full = self.disk_full or f"disk full while storing {what} in {self.run_dir}"
+            return False
 
     def collect(self, logs: dict[str, Path]) -> int:
-        """Store each existing node log (gzipped); returns how many were stored."""
+        """Store each existing node log (gzipped); returns how many were stored (a log cut short by a
+        full disk counts: it is kept, and read up to the cut). A full disk stops the collection."""
         count = 0
         for node_id, path in logs.items():
             if path.exists():
-                self.store.put_log(self.run_id, node_id, path)
-                count += 1
+                stored = self.store_safely(f"the event log of {node_id}", self.store.put_log, self.run_id, node_id, path)
+                count += stored or (self.run_dir / "events" / f"{node_id}.jsonl.gz").exists()
+                if not stored:
+                    break
         return count
 
+    def end(self, status: str, detail: str, logs: dict[str, Path], scratch: Path) -> str:
+        """Collect the logs, remove the scratch directory, write how the run ended. On a full disk the
+        run is `failed` and the scratch directory (every node's complete log) is kept; returns that
+        problem, or "" if the logs were all stored."""
+        collected = self.collect(logs)
+        problem = ""
+        if self.disk_full:
+            problem = (f"{self.disk_full}: {collected} of {len(logs)} event logs stored (the last one may be cut "
+                       f"short); every node's complete log is kept in {scratch}")
+            status, detail = "failed", problem
+        else:
+            shutil.rmtree(scratch, ignore_errors=True)
+        self.finish(status, detail, collected)
+        return problem
+
     def finish(self, status: str, detail: str, collected: int) -> None:
+        (self.run_dir / RESERVE).unlink(missing_ok=True)
         self.manifest.update(status=status, detail=detail, logs_collected=collected,
                              finished_at=datetime.now(timezone.utc).isoformat())
         self.store.write_json(self.run_id, "manifest.json", self.manifest)

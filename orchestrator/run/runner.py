@@ -33,17 +33,13 @@ from orchestrator.run.link_sampler import LinkSampler
 from orchestrator.run.live_faults import LiveFaults
 from orchestrator.run.netprobe import NamespaceProbes
 from orchestrator.run.node_client import ControlClient, NodeError
-from orchestrator.run.record import RunRecord
+from orchestrator.run.record import RunError, RunRecord
 from orchestrator.shaping import delayline
 from orchestrator.shaping.delayline import DelayLines
 
 LATENCY_BY_MODE = {shaping.NETEM: "netem in the kernel",
                    shaping.TRANSPORT: "per-destination delay in the node transport",
                    shaping.DELAYLINE: "delay line: NFQUEUE at each node's ingress, held in user space by source"}
-
-
-class RunError(RuntimeError):
-    """A run that could not go on; the message names the node and shows its last output."""
 
 
 class RunInterrupted(RuntimeError):
@@ -224,11 +220,12 @@ class Runner(RunRecord):
                   f"({', '.join(str(r['measured_mbit']) for r in cal['throughput'])} Mbit/s in frames, "
                   f"{', '.join(str(r['goodput_mbit']) for r in cal['throughput'])} of payload)")
 
-    async def _link_sent(self, node_id: str) -> int:
-        """Bytes the node's link class has sent (headers included, as the rate counts them)."""
+    async def _link_sent(self, node_id: str) -> int | None:
+        """Bytes the node's link class has sent (headers included, as the rate counts them); None
+        from a backend that does not shape (the tests' loopback backend records operations)."""
         ends = self.backend.link_ends(node_id)
         done = await self._blocking(self.backend.shape, ends.node_netns, [shaping.sent_op(ends.node_ifname)])
-        return done[0]["bytes"]
+        return done[0].get("bytes") if done else None
 
     def _contract_lead(self) -> float:
         return node_configs.start_allowance(len(self.plan.nodes))
@@ -393,11 +390,13 @@ class Runner(RunRecord):
             if self.delayline:
                 self.delayline.close()
             if self.sampler.path.exists():
-                self.store.put_gzip(self.run_id, link_sampler.FILE + ".gz", self.sampler.path)
-            collected = self.collect({n.id: self.backend.event_log(n.id) for n in self.plan.nodes})
-            shutil.rmtree(self.scratch, ignore_errors=True)
+                self.store_safely("the link counters", self.store.put_gzip, self.run_id, link_sampler.FILE + ".gz",
+                                  self.sampler.path)
+            disk_full = self.end(status, detail, {n.id: self.backend.event_log(n.id) for n in self.plan.nodes},
+                                 self.scratch)
             forget_run(self.short)
-            self.finish(status, detail, collected)
+        if disk_full:
+            raise RunError(disk_full)
         return self.run_dir
 
     def run(self) -> Path:

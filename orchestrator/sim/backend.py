@@ -4,7 +4,6 @@ report` and `peerlab compare` treat both alike. The manifest says `backend: sim`
 simulation's speed figures under `sim`."""
 from __future__ import annotations
 
-import shutil
 import signal
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,7 @@ from typing import Any
 from rich.console import Console
 
 from orchestrator.model.scenario import Scenario
-from orchestrator.run.record import RunRecord
+from orchestrator.run.record import RunError, RunRecord
 from orchestrator.sim.engine import EventFiles, Simulation
 
 
@@ -50,7 +49,7 @@ class SimRunner(RunRecord):
         self.step(f"plan: {len(plan.nodes)} nodes, protocol {plan.protocol}, {len(plan.topics)} topics, "
                   f"{plan.publishes()} publishes over {plan.duration:g}s, seed {plan.seed}")
         files = EventFiles(self.scratch, [n.id for n in plan.nodes])
-        status, detail, collected = "failed", "", 0
+        status, detail = "failed", ""
         try:
             sim = Simulation(plan, files)
             self.step(f"simulate: virtual time, T0 at {sim.t0:.3f}s, then {plan.end:g}s "
@@ -72,7 +71,7 @@ class SimRunner(RunRecord):
         finally:
             if status == "completed":
                 self.step("storing event logs (gzip)")
-                collected = self.collect(files.paths)
-            shutil.rmtree(self.scratch, ignore_errors=True)
-            self.finish(status, detail, collected)
+            disk_full = self.end(status, detail, files.paths if status == "completed" else {}, self.scratch)
+        if disk_full:
+            raise RunError(disk_full)
         return self.run_dir

@@ -115,7 +115,12 @@ def test_sigkilled_orchestrator_is_cleaned(tmp_path: Path):
     assert run_netns() - before == set(), result.stderr
     assert _node_processes(short) == []
     run_dir = next((tmp_path / "runs").iterdir())
-    assert json.loads((run_dir / "status").read_text())["status"] == "crashed"
+    status = json.loads((run_dir / "status").read_text())
+    assert status["status"] == "crashed" and "stored 8 event logs" in status["detail"]
+    # the nodes' logs outlive the crash: stored from the scratch directory before it was removed
+    for n in range(8):
+        with gzip.open(run_dir / "events" / f"n{n}.jsonl.gz", "rt") as f:
+            assert any('"ready"' in line for line in f)
     assert "nothing to clean" in peerlab("clean").stderr
 
 

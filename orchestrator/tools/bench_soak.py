@@ -1,0 +1,131 @@
+"""`peerlab bench soak`: one long local run of GossipSub at a steady rate with churn and a partition
+every few minutes, watched from outside for leaks.
+
+Every `every` seconds it prints the orchestrator's RSS and open file descriptors, the run's network
+namespaces and the processes under the orchestrator; at the end, the run's accounting from the
+analysis (every planned publish logged, or its publisher down: nothing unaccounted) and the growth
+of RSS and descriptors from the first sample after T0 to the last.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from orchestrator.model.scenario import parse_scenario
+from orchestrator.run.runner import Runner
+
+SCENARIO = """
+name: soak
+seed: {seed}
+nodes: {{count: {nodes}}}
+protocol: gossipsub
+network: {{latency: {{model: constant, one_way: 25ms}}}}
+topics: {{count: 1}}
+workload: {{publishers: 5, rate: {rate}/s, warmup: 5s, duration: {duration}s, drain: 5s, message_size: 1KiB}}
+churn: {{fraction: 0.3, session: {{mean: 60s}}, downtime: {{mean: 10s}}}}
+calibration: {{enabled: false}}
+faults: [{partitions}]
+output: {{store: '{store}'}}
+"""
+PARTITION_EVERY_S = 300
+PARTITION_S = 20
+
+
+def soak_scenario(duration_s: float, nodes: int, rate: float, store: str, seed: int = 1) -> str:
+    """The soak's scenario: a partition of half the nodes for 20 s every 5 minutes (the first after
+    1 minute, none in the last minute)."""
+    half = ", ".join(f"n{i}" for i in range(nodes // 2))
+    starts = range(60, max(61, int(duration_s) - 60), PARTITION_EVERY_S)
+    partitions = ", ".join(f"{{at: {t}s, action: partition, groups: [[{half}]], duration: {PARTITION_S}s}}"
+                           for t in starts if t + PARTITION_S < duration_s)
+    return SCENARIO.format(seed=seed, nodes=nodes, rate=rate, duration=int(duration_s), store=store,
+                           partitions=partitions)
+
+
+def _rss_kib(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next((int(line.split()[1]) for line in f if line.startswith("VmRSS:")), 0)
+    except OSError:
+        return 0
+
+
+def descendants(pid: int) -> int:
+    """Processes below `pid` (nodes, the fork server, the delay line, tc and ip children)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    count, todo = 0, list(children.get(pid, []))
+    while todo:
+        p = todo.pop()
+        count += 1
+        todo.extend(children.get(p, []))
+    return count
+
+
+def sample(runner: Runner) -> dict[str, Any]:
+    from pyroute2 import netns
+
+    prefix = f"pl{runner.short}-"
+    return {"rss_mib": round(_rss_kib(os.getpid()) / 1024, 1), "fds": len(os.listdir("/proc/self/fd")),
+            "namespaces": sum(1 for n in netns.listnetns() if n.startswith(prefix)),
+            "processes": descendants(os.getpid())}
+
+
+class SoakSampler(threading.Thread):
+    def __init__(self, runner: Runner, every: float, console: Console):
+        super().__init__(daemon=True)
+        self.runner, self.every, self.console = runner, every, console
+        self.stop = threading.Event()
+        self.samples: list[dict[str, Any]] = []
+        self.started = time.monotonic()
+
+    def run(self) -> None:
+        while not self.stop.wait(self.every):
+            s = {"t_s": round(time.monotonic() - self.started), "after_t0": self.runner.t0_ns is not None,
+                 **sample(self.runner)}
+            self.samples.append(s)
+            print(" ".join(f"{k}={v}" for k, v in s.items()), flush=True)
+
+
+def bench_soak(duration_s: float, every_s: float, nodes: int, rate: float, store: str, console: Console) -> dict[str, Any]:
+    from analysis.job import analyse
+
+    runner = Runner(parse_scenario(soak_scenario(duration_s, nodes, rate, store)), console=console)
+    sampler = SoakSampler(runner, every_s, console)
+    sampler.start()
+    try:
+        run_dir: Path = runner.run()
+    finally:
+        sampler.stop.set()
+        sampler.join()
+    after = sample(runner)
+    running = [s for s in sampler.samples if s["after_t0"]] or sampler.samples
+    metrics = analyse(run_dir, console=console)
+    acc = metrics["accounting"]
+    result = {
+        "duration_s": duration_s, "nodes": nodes, "samples": len(sampler.samples),
+        "rss_first_mib": running[0]["rss_mib"] if running else None,
+        "rss_last_mib": running[-1]["rss_mib"] if running else None,
+        "rss_growth_mib": round(running[-1]["rss_mib"] - running[0]["rss_mib"], 1) if running else None,
+        "fds_max": max((s["fds"] for s in sampler.samples), default=None),
+        "fds_growth": running[-1]["fds"] - running[0]["fds"] if running else None,
+        "namespaces_after": after["namespaces"], "processes_after": after["processes"],
+        "faults": len(runner.manifest.get("faults_executed", [])),
+        "published_planned": acc["published_planned"], "unaccounted": acc["unaccounted"],
+        "delivery_ratio_up": metrics.get("delivery_ratio_up"), "run_dir": str(run_dir),
+    }
+    print(" ".join(f"{k}={v}" for k, v in result.items()), flush=True)
+    return result
