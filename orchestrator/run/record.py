@@ -11,6 +11,7 @@ import errno
 import platform
 import secrets
 import shutil
+import threading
 import time
 from datetime import datetime, timezone
 from importlib import metadata
@@ -93,11 +94,14 @@ class RunRecord:
             self.disk_full = self.disk_full or f"disk full while storing {what} in {self.run_dir}"
             return False
 
-    def collect(self, logs: dict[str, Path]) -> int:
+    def collect(self, logs: dict[str, Path], stop: threading.Event | None = None) -> int:
         """Store each existing node log (gzipped); returns how many were stored (a log cut short by a
-        full disk counts: it is kept, and read up to the cut). A full disk stops the collection."""
+        full disk counts: it is kept, and read up to the cut). A full disk, or `stop` (a signal),
+        ends the collection between two logs."""
         count = 0
         for node_id, path in logs.items():
+            if stop is not None and stop.is_set():
+                break
             if path.exists():
                 stored = self.store_safely(f"the event log of {node_id}", self.store.put_log, self.run_id, node_id, path)
                 count += stored or (self.run_dir / "events" / f"{node_id}.jsonl.gz").exists()
@@ -105,16 +109,18 @@ class RunRecord:
                     break
         return count
 
-    def end(self, status: str, detail: str, logs: dict[str, Path], scratch: Path) -> str:
+    def end(self, status: str, detail: str, logs: dict[str, Path], scratch: Path,
+            stop: threading.Event | None = None) -> str:
         """Collect the logs, remove the scratch directory, write how the run ended. On a full disk the
-        run is `failed` and the scratch directory (every node's complete log) is kept; returns that
-        problem, or "" if the logs were all stored."""
-        collected = self.collect(logs)
+        run is `failed`, after a signal `interrupted`, and then the scratch directory (every node's
+        complete log) is kept; returns that problem, or "" if the logs were all stored."""
+        collected = self.collect(logs, stop)
         problem = ""
-        if self.disk_full:
-            problem = (f"{self.disk_full}: {collected} of {len(logs)} event logs stored (the last one may be cut "
+        if self.disk_full or (stop is not None and stop.is_set()):
+            why = self.disk_full or "interrupted by a signal while storing the event logs"
+            problem = (f"{why}: {collected} of {len(logs)} event logs stored (the last one may be cut "
                        f"short); every node's complete log is kept in {scratch}")
-            status, detail = "failed", problem
+            status, detail = ("failed" if self.disk_full else "interrupted"), problem
         else:
             shutil.rmtree(scratch, ignore_errors=True)
         self.finish(status, detail, collected)

@@ -12,6 +12,7 @@ import secrets
 import shutil
 import signal
 import tempfile
+import threading
 import time
 from functools import cached_property
 from pathlib import Path
@@ -377,8 +378,10 @@ class Runner(RunRecord):
             detail = str(err)
             raise RunError(str(err)) from None
         finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+            # a signal from here on stops the storing of the logs, never the teardown
+            stop_storing = threading.Event()
+            for sig in previous:
+                signal.signal(sig, lambda *_: stop_storing.set())
             for client in self.clients.values():
                 await client.close()
             await self.probes.close()
@@ -392,11 +395,15 @@ class Runner(RunRecord):
             if self.sampler.path.exists():
                 self.store_safely("the link counters", self.store.put_gzip, self.run_id, link_sampler.FILE + ".gz",
                                   self.sampler.path)
-            disk_full = self.end(status, detail, {n.id: self.backend.event_log(n.id) for n in self.plan.nodes},
-                                 self.scratch)
+            problem = self.end(status, detail, {n.id: self.backend.event_log(n.id) for n in self.plan.nodes},
+                               self.scratch, stop_storing)
             forget_run(self.short)
-        if disk_full:
-            raise RunError(disk_full)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        if stop_storing.is_set():
+            raise RunInterrupted(f"run {self.run_id} interrupted while its logs were stored: {problem}")
+        if problem:
+            raise RunError(problem)
         return self.run_dir
 
     def run(self) -> Path:

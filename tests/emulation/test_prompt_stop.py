@@ -1,9 +1,11 @@
 """A signal stops a run promptly in its longest blocking phase: SIGTERM while 300 nodes' namespaces
 are being created ends `peerlab run` within 10 s, tears down what exists, and leaves the run marked
-interrupted (the deploy stops between two nodes: Backend.check_stop)."""
+interrupted (the deploy stops between two nodes: Backend.check_stop). A second signal during the
+teardown stops the storing of the logs, never the teardown."""
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -48,3 +50,38 @@ def test_sigterm_while_deploying_300_nodes_ends_within_10_s_with_nothing_left(tm
     assert took < 10
     assert run_netns(run_dir) == set()
     assert json.loads((run_dir / "status").read_text())["status"] == "interrupted"
+
+
+def test_a_second_signal_during_teardown_stops_only_the_storing_of_logs(tmp_path: Path):
+    """The first SIGTERM starts the teardown; another one then (an impatient user) must not kill the
+    orchestrator in the middle of it: the teardown ends, the storing of the logs stops between two
+    logs, and what was not stored is kept in the scratch directory, which the status names."""
+    from tests.emulation.test_local_backend import wait_for_line
+
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", "scenarios/quickstart.yaml",
+                             "--set", "nodes.count=12", "--set", "workload.duration=120s",
+                             "--set", "calibration.enabled=false",
+                             "--set", f"output.store=file://{tmp_path}/runs", "--no-report"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_line(proc, "T0:", 120)
+        proc.send_signal(signal.SIGTERM)
+        wait_for_line(proc, "teardown:", 30)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err[-2000:]
+    run_dir = next((tmp_path / "runs").iterdir())
+    assert run_netns(run_dir) == set()
+    status = json.loads((run_dir / "status").read_text())
+    assert status["status"] == "interrupted", status
+    stored = len(list((run_dir / "events").glob("*.jsonl.gz")))
+    if "while storing the event logs" in status["detail"]:  # the second signal came before the last log
+        scratch = Path(status["detail"].rsplit("kept in ", 1)[1])
+        assert len(list((scratch / "events").glob("*.jsonl"))) == 12
+        shutil.rmtree(scratch)
+    else:  # it came during the teardown, and the storing was already over
+        assert stored == 12
