@@ -5,8 +5,9 @@ manifest records the estimate and that it was forced.
 
 The per-node costs are measured (docs/development.md, "Admission"): peerlab's node 11.1 MiB PSS
 (`peerlab bench local`), the adapters' nodes their peak RSS, and each kind's share of a core in the
-gossipsub-implementations comparison. Backends whose nodes run elsewhere (kubernetes) or in one
-process (sim) are not checked here.
+gossipsub-implementations comparison. On the kubernetes backend the pods' requests are checked
+against the namespace's quotas and the cluster's allocatable instead (kube_admission.py); the sim
+backend's one process is not checked.
 """
 from __future__ import annotations
 
@@ -114,6 +115,8 @@ def largest_fit(need: Estimate, machine: Machine) -> int:
 def admit(scenario: Scenario, backend: str, force: bool = False, machine: Machine | None = None) -> dict[str, Any]:
     """The manifest's `admission` record; AdmissionError (figures and the largest node count that
     fits) when the run does not fit this machine and `force` is off."""
+    if backend == "kubernetes":
+        return _admit_kubernetes(scenario, force)
     if backend not in CHECKED_BACKENDS:
         return {"checked": False, "why": f"the {backend} backend's nodes do not run on this machine's processes"}
     machine = machine or Machine.here()
@@ -127,6 +130,30 @@ def admit(scenario: Scenario, backend: str, force: bool = False, machine: Machin
                   else "Not even one node fits beside the orchestrator")
         raise AdmissionError(f"{need.nodes} nodes do not fit this machine:\n  " + "\n  ".join(found)
                              + f"\n{advice}; --force runs it anyway.")
+    return record
+
+
+def _admit_kubernetes(scenario: Scenario, force: bool) -> dict[str, Any]:
+    """The pods' requests against the namespace's quotas and the cluster's allocatable
+    (orchestrator/run/kube_admission.py); a cluster that cannot be asked is left to the backend."""
+    from orchestrator.backends.kube_cluster import settings
+    from orchestrator.run import kube_admission
+
+    opts = settings()
+    try:
+        room = kube_admission.cluster_room(opts["namespace"], opts["context"])
+    except RuntimeError as err:
+        return {"checked": False, "why": f"the cluster could not be asked for its quotas: {err}"}
+    n = scenario.nodes.count
+    per_pod = kube_admission.pod_needs()
+    found, fit = kube_admission.problems(n, per_pod, room)
+    record = {"checked": True, "per_pod": per_pod, "quota_left": room.quota_left, "allocatable": room.allocatable,
+              "problems": found, "forced": bool(found) and force}
+    if found and not force:
+        advice = (f"At most {fit} nodes of this scenario fit (--set nodes.count={fit})" if fit
+                  else "Not even one node's pod fits")
+        raise AdmissionError(f"{n} nodes (one pod each) do not fit namespace {room.namespace}:\n  "
+                             + "\n  ".join(found) + f"\n{advice}; --force runs it anyway.")
     return record
 
 

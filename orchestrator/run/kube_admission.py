@@ -1,0 +1,103 @@
+"""Admission on the kubernetes backend: what the run's pods ask for (one pod per node, each with the
+node and shaper containers' requests and limits from charts/peerlab/values.yaml) against what the
+cluster lets the run's namespace have: every ResourceQuota's hard minus used (pods, requests.cpu,
+requests.memory, limits.memory, and the `cpu`/`memory` short forms), and the schedulable nodes'
+allocatable CPU, memory and pods. Pods of other namespaces are not counted against the allocatable:
+the quota is the namespace's own figure, the allocatable an upper bound.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+import yaml
+
+from orchestrator.paths import ROOT
+
+VALUES = ROOT / "charts" / "peerlab" / "values.yaml"
+CONTAINERS = ("node", "shaper")
+# quota keys -> what one pod needs of them; `cpu` and `memory` in a quota mean the requests
+QUOTA_KEYS = {"pods": "pods", "requests.cpu": "cpu", "cpu": "cpu", "requests.memory": "memory",
+              "memory": "memory", "limits.memory": "limits.memory"}
+UNITS = {"pods": "", "cpu": " cores", "memory": " MiB", "limits.memory": " MiB"}
+
+
+def quantity(text: Any) -> Decimal:
+    from kubernetes.utils import parse_quantity
+
+    return Decimal(parse_quantity(str(text)))
+
+
+def pod_needs(values: dict[str, Any] | None = None) -> dict[str, float]:
+    """One node's pod: requests (CPU in cores, memory in MiB) and memory limit, summed over its
+    containers, from the chart's values."""
+    resources = (values or yaml.safe_load(VALUES.read_text()))["resources"]
+    need = {"pods": 1.0, "cpu": 0.0, "memory": 0.0, "limits.memory": 0.0}
+    for name in CONTAINERS:
+        spec = resources.get(name, {})
+        requests, limits = spec.get("requests", {}), spec.get("limits", {})
+        need["cpu"] += float(quantity(requests.get("cpu", 0)))
+        need["memory"] += float(quantity(requests.get("memory", 0))) / 2**20
+        need["limits.memory"] += float(quantity(limits.get("memory", 0))) / 2**20
+    return need
+
+
+@dataclass
+class Room:
+    """What the namespace may still take: by quota (name -> key -> left) and the cluster's allocatable."""
+    namespace: str
+    quota_left: dict[str, dict[str, float]] = field(default_factory=dict)
+    allocatable: dict[str, float] = field(default_factory=dict)
+
+
+def _amount(key: str, value: Any) -> float:
+    q = float(quantity(value))
+    return q / 2**20 if "memory" in key else q
+
+
+def cluster_room(namespace: str, context: str | None, timeout: float = 5.0) -> Room:
+    """Read the quotas and the nodes (RuntimeError if the cluster cannot be asked)."""
+    from kubernetes import client, config
+
+    try:
+        # KUBECONFIG as it is now (the client reads the variable once, when first imported)
+        api = client.CoreV1Api(config.new_client_from_config(config_file=os.environ.get("KUBECONFIG") or None,
+                                                             context=context))
+        quotas = api.list_namespaced_resource_quota(namespace, _request_timeout=timeout).items
+        nodes = api.list_node(_request_timeout=timeout).items
+    except Exception as err:  # noqa: BLE001 - no kubeconfig, no server, no permission: said by the caller
+        raise RuntimeError(str(err).splitlines()[0][:200] or err.__class__.__name__) from None
+    room = Room(namespace)
+    for q in quotas:
+        hard, used = (q.status.hard or {}), (q.status.used or {})
+        left = {k: _amount(k, hard[k]) - _amount(k, used.get(k, 0)) for k in hard if k in QUOTA_KEYS}
+        if left:
+            room.quota_left[q.metadata.name] = left
+    for node in nodes:
+        if node.spec and node.spec.unschedulable:
+            continue
+        for key in ("cpu", "memory", "pods"):
+            value = (node.status.allocatable or {}).get(key)
+            if value is not None:
+                room.allocatable[key] = room.allocatable.get(key, 0.0) + _amount(key, value)
+    return room
+
+
+def problems(nodes: int, per_pod: dict[str, float], room: Room) -> tuple[list[str], int]:
+    """What does not fit, each with its figures, and the largest node count that does."""
+    found, fit = [], nodes
+    limits = [(f"quota {name} of namespace {room.namespace}", key, QUOTA_KEYS[key], left)
+              for name, quota in room.quota_left.items() for key, left in quota.items()]
+    limits += [("the cluster's schedulable nodes (allocatable)", key, key, left) for key, left in room.allocatable.items()]
+    for where, key, need_key, left in limits:
+        each = per_pod[need_key]
+        if each <= 0:
+            continue
+        fits = max(0, int(left / each + 1e-9))
+        fit = min(fit, fits)
+        if nodes * each > left + 1e-9:
+            found.append(f"{key}: {nodes * each:.6g}{UNITS[need_key]} needed ({each:.6g} per pod), "
+                         f"{max(left, 0):.6g} left in {where}")
+    return found, fit

@@ -1,0 +1,118 @@
+"""Admission on the kubernetes backend, against an API server that answers what admission asks: the
+namespace's ResourceQuotas and the cluster's nodes (a small aiohttp stand-in; no Kubernetes server can
+run here). A run whose pods do not fit the quota or the nodes' allocatable is refused by `peerlab run`
+with the figures and the node count that fits, before anything is created; --force runs it anyway."""
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+
+import pytest
+from aiohttp import web
+
+from orchestrator.model.scenario import parse_scenario
+from orchestrator.run import admission, kube_admission
+from tests.support.cli import peerlab
+
+QUOTA = {"kind": "ResourceQuotaList", "apiVersion": "v1", "metadata": {}, "items": [{
+    "metadata": {"name": "team-quota", "namespace": "lab"},
+    "status": {"hard": {"pods": "20", "requests.cpu": "2", "requests.memory": "4Gi", "limits.memory": "16Gi",
+                        "services": "5"},
+               "used": {"pods": "2", "requests.cpu": "200m", "requests.memory": "512Mi", "limits.memory": "1Gi"}}}]}
+NODES = {"kind": "NodeList", "apiVersion": "v1", "metadata": {}, "items": [
+    {"metadata": {"name": "w1"}, "spec": {}, "status": {"allocatable": {"cpu": "2", "memory": "8Gi", "pods": "110"}}},
+    {"metadata": {"name": "w2"}, "spec": {"unschedulable": True},
+     "status": {"allocatable": {"cpu": "64", "memory": "256Gi", "pods": "110"}}}]}
+
+
+@pytest.fixture
+def api(tmp_path, monkeypatch):
+    """An API server with QUOTA in namespace `lab` (none elsewhere) and NODES; KUBECONFIG points at it."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+
+    async def quotas(request: web.Request) -> web.Response:
+        ns = request.match_info["ns"]
+        return web.json_response(QUOTA if ns == "lab" else {**QUOTA, "items": []})
+
+    async def nodes(request: web.Request) -> web.Response:
+        return web.json_response(NODES)
+
+    app = web.Application()
+    app.router.add_get("/api/v1/namespaces/{ns}/resourcequotas", quotas)
+    app.router.add_get("/api/v1/nodes", nodes)
+    loop = asyncio.new_event_loop()
+    runner = web.AppRunner(app)
+    loop.run_until_complete(runner.setup())
+    loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", port).start())
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(f"""apiVersion: v1
+kind: Config
+clusters: [{{name: c, cluster: {{server: "http://127.0.0.1:{port}"}}}}]
+users: [{{name: u, user: {{token: t}}}}]
+contexts: [{{name: ctx, context: {{cluster: c, user: u, namespace: lab}}}}]
+current-context: ctx
+""")
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    monkeypatch.setenv("PEERLAB_K8S_NAMESPACE", "lab")
+    yield kubeconfig
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(5)
+
+
+def scenario(n: int):
+    return parse_scenario(f"name: k\nnodes: {{count: {n}}}\nprotocol: gossipsub\n")
+
+
+def test_pod_needs_come_from_the_charts_values():
+    need = kube_admission.pod_needs()
+    assert need == pytest.approx({"pods": 1, "cpu": 0.06, "memory": 160.0, "limits.memory": 512.0})
+
+
+def test_a_run_beyond_the_namespace_quota_is_refused_with_the_figures(api):
+    with pytest.raises(admission.AdmissionError) as err:
+        admission.admit(scenario(100), "kubernetes")
+    text = str(err.value)
+    assert "100 nodes (one pod each) do not fit namespace lab" in text
+    assert "pods: 100 needed (1 per pod), 18 left in quota team-quota of namespace lab" in text
+    assert "requests.memory: 16000 MiB needed (160 per pod), 3584 left" in text
+    assert "requests.cpu: 6 cores needed (0.06 per pod), 1.8 left" in text
+    assert "services" not in text and "w2" not in text
+    assert "At most 18 nodes of this scenario fit (--set nodes.count=18)" in text
+
+
+def test_within_the_quota_but_beyond_the_schedulable_nodes(api, monkeypatch):
+    monkeypatch.setenv("PEERLAB_K8S_NAMESPACE", "open")  # no quota there; w2 is cordoned
+    with pytest.raises(admission.AdmissionError) as err:
+        admission.admit(scenario(40), "kubernetes")
+    assert "cpu: 2.4 cores needed (0.06 per pod), 2 left in the cluster's schedulable nodes" in str(err.value)
+    assert "At most 33 nodes" in str(err.value)
+    record = admission.admit(scenario(33), "kubernetes")
+    assert record["checked"] and not record["problems"] and record["allocatable"]["cpu"] == 2
+
+
+def test_force_runs_it_anyway_and_says_so(api):
+    record = admission.admit(scenario(100), "kubernetes", force=True)
+    assert record["forced"] and len(record["problems"]) == 6  # four of the quota's keys, two of the nodes' 
+
+
+def test_a_cluster_that_cannot_be_asked_is_left_to_the_backend(tmp_path, monkeypatch):
+    from tests.support.kubeconfig import KUBECONFIG
+
+    path = tmp_path / "kubeconfig"
+    path.write_text(KUBECONFIG)  # an API server nobody answers
+    monkeypatch.setenv("KUBECONFIG", str(path))
+    record = admission.admit(scenario(5000), "kubernetes")
+    assert record["checked"] is False and "could not be asked" in record["why"]
+
+
+def test_peerlab_run_refuses_before_creating_anything(api):
+    result = peerlab("run", "scenarios/quickstart.yaml", "--backend", "kubernetes", "--namespace", "lab",
+                     "--set", "nodes.count=100", env={"KUBECONFIG": str(api), "PATH": "/usr/bin:/bin"})
+    assert result.returncode == 3, result.stderr
+    assert "refused: 100 nodes (one pod each) do not fit namespace lab" in result.stderr
+    assert "Traceback" not in result.stderr
