@@ -69,16 +69,15 @@ async def calibrate(plan: RunPlan, clients: dict[str, ControlClient | ProbeClien
             after = await link_sent(a) if before is not None else None
             # frames per payload byte, over all the probe sent (the reply says how much: a probe
             # beside an adapter's node sends twice the bytes, its first half for TCP's slow start)
-            ratio = (after - before) / reply.get("sent_bytes", cal.probe_bytes) if after is not None else 1.0
-            counted = after is not None
+            ratio = None if after is None else (after - before) / reply.get("sent_bytes", cal.probe_bytes)
             goodput.append(round(reply["mbit"], 3))
-            per_payload.append(round(ratio, 4))
-            rounds.append(round(reply["mbit"] * ratio, 3))
+            per_payload.append(None if ratio is None else round(ratio, 4))
+            rounds.append(round(reply["mbit"] * (ratio or 1.0), 3))
         configured = min(plan.node(a).bandwidth_up, plan.node(b).bandwidth_down) / 1e6
         best = rounds.index(max(rounds))
         error = _error_pct(rounds[best], configured)
         return {"from": a, "to": b, "configured_mbit": configured, "measured_mbit": rounds[best],
-                "goodput_mbit": goodput[best], "wire_per_payload": per_payload[best] if counted else None,
+                "goodput_mbit": goodput[best], "wire_per_payload": per_payload[best],
                 "rounds_mbit": rounds, "error_pct": round(error, 2), "ok": error <= cal.tolerance * 100}
 
     rates = await asyncio.gather(*(throughput(a, b) for a, b in senders))
