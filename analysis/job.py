@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -74,11 +74,13 @@ def _write_tables(run: RunData, extra_tables: dict[str, Any], progress: Analysis
 
 
 def analyse(run_dir: str | Path, spark: SparkSession | None = None, console: Console | None = None,
-            master: str = "local[*]", conf: dict[str, str] | None = None) -> dict[str, Any]:
+            master: str = "local[*]", conf: dict[str, str] | None = None,
+            after_session: Callable[[], None] | None = None) -> dict[str, Any]:
     """Analyse a run directory; writes analysis/metrics.json, analysis/report.html and
     analysis/timings.json (each stage's and step's wall time); returns the metrics. Without `spark`,
     starts a session on `master` with `conf`, sized for the run. `console`: where progress goes (a
-    bar on a terminal, a line per stage otherwise; None: nowhere)."""
+    bar on a terminal, a line per stage otherwise; None: nowhere). `after_session`: called once the
+    session is there (PySpark's SparkContext installs its own SIGINT handler; the CLI puts its back)."""
     run_dir = Path(run_dir)
     manifest = load_manifest(run_dir)
     progress = AnalysisProgress(console, steps(manifest["plan"]["protocol"]))
@@ -86,6 +88,8 @@ def analyse(run_dir: str | Path, spark: SparkSession | None = None, console: Con
         if spark is None:
             progress.step("session", master)
             spark = get_spark(master, conf=conf, input_bytes=logs_bytes(run_dir))
+        if after_session is not None:
+            after_session()
         result, plots = compute(spark, run_dir, progress=progress)
         progress.step("report")
         out = run_dir / "analysis"

@@ -69,6 +69,15 @@ def size_for(spark: SparkSession, input_bytes: int) -> int:
     return n
 
 
+def kill_jvm() -> None:
+    """An interrupted analysis: the session's JVM ends now (stopping it politely would let its
+    running tasks print their failures first)."""
+    proc = getattr(SparkContext._gateway, "proc", None)
+    if proc is not None and proc.poll() is None:
+        proc.kill()
+        proc.wait(10)
+
+
 def stop_and_wait(spark: SparkSession, timeout: float = 120.0) -> None:
     """Stop the session and wait for its JVM to exit (it writes a class archive as it exits)."""
     spark.stop()

@@ -10,7 +10,7 @@ import os
 import sys
 
 from orchestrator.cli import bench, contract, fuzz, machine, overlay, report, run, scenario, vm
-from orchestrator.cli.common import UsageError, err
+from orchestrator.cli.common import AnalysisInterrupted, UsageError, err
 
 EXAMPLES = """\
 examples:
@@ -59,6 +59,9 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         err.print(f"error: {e}", markup=False, highlight=False)
         return 2
+    except AnalysisInterrupted as e:
+        err.print(f"interrupted: {e}", markup=False, highlight=False)
+        return 130
     except KeyboardInterrupt:
         err.print("interrupted: run torn down")
         return 130

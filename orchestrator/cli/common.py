@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import signal
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -57,12 +60,44 @@ def spark_options(p: argparse.ArgumentParser) -> None:
                         "of docs/analysis.md")
 
 
+class AnalysisInterrupted(RuntimeError):
+    """SIGINT or SIGTERM during an analysis: Spark stopped, nothing of the run touched."""
+
+
 def report(run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """The analysis of a run. A signal stops it within a second or two (AnalysisInterrupted): the
+    handler kills Spark's JVM, so that every Spark call still to come fails at once, and interrupts
+    the Python side too (an interrupt that lands in one of py4j's finalizers is lost; the JVM's end
+    is not). The events table is rebuilt next time unless it was complete."""
     from analysis.job import analyse
+    from analysis.spark import kill_jvm
+
+    stopped = threading.Event()
+
+    def interrupt(signum: int, frame: Any) -> None:
+        if not stopped.is_set():
+            stopped.set()
+            logging.disable(logging.CRITICAL)  # py4j logs each failed call with a traceback
+            kill_jvm()
+            raise KeyboardInterrupt
+
+    def handle_signals() -> dict[int, Any]:  # again once the session is up: PySpark sets its own SIGINT handler
+        return {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
 
     conf = key_values(args.spark_conf, "--spark-conf", "spark.executor.memory=4g")
     err.print(f"[bold cyan]analysis:[/] PySpark ({args.master}) on {run_dir}")
-    return analyse(run_dir, console=err, master=args.master, conf=conf)
+    previous = handle_signals()
+    try:
+        return analyse(run_dir, console=err, master=args.master, conf=conf, after_session=handle_signals)
+    except BaseException:
+        if not stopped.is_set():
+            raise
+        raise AnalysisInterrupted(f"the analysis of {run_dir} stopped, and Spark with it; the run is as it was: "
+                                  f"`peerlab report {run_dir}` analyses it again") from None
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        logging.disable(logging.NOTSET)
 
 
 def summary(metrics: dict[str, Any]) -> str:

@@ -1,0 +1,68 @@
+"""A signal during `peerlab report` stops the analysis within seconds: Spark's JVM ends with it, no
+traceback, exit 130, the run untouched; the next report of the run works."""
+from __future__ import annotations
+
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import ROOT, peerlab
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+STORED = Path(__file__).parent / "runs" / "ci-smoke"
+
+
+def descendants(pid: int) -> set[int]:
+    """Processes below `pid` (its Spark JVM among them)."""
+    parent = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                pass
+    below, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        kids = [c for c, pp in parent.items() if pp == p]
+        below.update(kids)
+        todo.extend(kids)
+    return below
+
+
+def alive(pids: set[int]) -> set[int]:
+    return {p for p in pids if Path(f"/proc/{p}").exists() and "zombie" not in Path(f"/proc/{p}/status").read_text()}
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_stops_the_analysis_and_its_jvm(tmp_path: Path, sig):
+    run_dir = tmp_path / "run"
+    shutil.copytree(STORED, run_dir, ignore=shutil.ignore_patterns("analysis", "expected-metrics.json"))
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "report", str(run_dir)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen, deadline = "", time.monotonic() + 120
+    while "analysis: session" not in seen:  # the session is up: the analysis is under way
+        assert time.monotonic() < deadline and proc.poll() is None, seen
+        if select.select([proc.stderr], [], [], 1)[0]:
+            seen += proc.stderr.readline()
+    jvm = descendants(proc.pid)
+    assert jvm, "no Spark JVM under the report"
+    signalled = time.monotonic()
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    took = time.monotonic() - signalled
+    print(f"{sig.name}: exit {proc.returncode} after {took:.1f} s")
+    assert proc.returncode == 130 and took < 10, err[-2000:]
+    assert "interrupted: the analysis of" in err and "Traceback" not in err, err[-3000:]
+    time.sleep(0.5)
+    assert not alive(jvm), alive(jvm)
+    assert not (run_dir / "analysis" / "metrics.json").exists()
+    again = peerlab("report", str(run_dir), timeout=300)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert (run_dir / "analysis" / "metrics.json").exists()
