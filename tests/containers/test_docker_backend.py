@@ -4,6 +4,7 @@ containers; containers are unprivileged; nothing is left behind."""
 import gzip
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -103,6 +104,7 @@ def test_containers_are_unprivileged_and_the_sandbox_keeps_shaping(tmp_path: Pat
         assert any("rate 50000000bit" in line for line in down)
     finally:
         backend.teardown()
+        shutil.rmtree(runner.scratch, ignore_errors=True)  # (a run's end does this; here no run ran)
     assert docker_objects(docker_engine) == []
 
 
