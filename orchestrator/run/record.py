@@ -68,6 +68,7 @@ class RunRecord:
             "scenario": scenario.model_dump(mode="json"), "plan": self.plan.model_dump(mode="json"),
             "faults_executed": [],
         }
+        self.disk_full = ""  # what a full disk kept from being stored (store_safely)
 
     def step(self, text: str) -> None:
         self.console.print(f"[bold cyan]{time.strftime('%H:%M:%S')}[/] {text}")
@@ -81,7 +82,6 @@ class RunRecord:
         # room for the final manifest (written beside the old one, then renamed) and the status
         size = (self.run_dir / "manifest.json").stat().st_size
         (self.run_dir / RESERVE).write_bytes(bytes(size + 256 * 1024))
-        self.disk_full = ""
 
     def store_safely(self, what: str, store: Any, *args: Any) -> bool:
         """`store(*args)`; on a full disk, False and `disk_full` says what could not be stored."""
