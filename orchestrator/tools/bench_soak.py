@@ -18,6 +18,7 @@ from rich.console import Console
 
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.run.runner import Runner
+from orchestrator.tools.bench import _memory_kib
 
 SCENARIO = """
 name: soak
@@ -47,16 +48,8 @@ def soak_scenario(duration_s: float, nodes: int, rate: float, store: str, seed: 
                            partitions=partitions)
 
 
-def _rss_kib(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            return next((int(line.split()[1]) for line in f if line.startswith("VmRSS:")), 0)
-    except OSError:
-        return 0
-
-
-def descendants(pid: int) -> int:
-    """Processes below `pid` (nodes, the fork server, the delay line, tc and ip children)."""
+def descendants(pid: int) -> set[int]:
+    """Processes below `pid` (nodes, the fork server, the delay line, tc and ip children, a JVM)."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -67,21 +60,21 @@ def descendants(pid: int) -> int:
         except (OSError, IndexError, ValueError):
             continue
         children.setdefault(ppid, []).append(int(entry))
-    count, todo = 0, list(children.get(pid, []))
+    below, todo = set(), list(children.get(pid, []))
     while todo:
         p = todo.pop()
-        count += 1
+        below.add(p)
         todo.extend(children.get(p, []))
-    return count
+    return below
 
 
 def sample(runner: Runner) -> dict[str, Any]:
     from pyroute2 import netns
 
     prefix = f"pl{runner.short}-"
-    return {"rss_mib": round(_rss_kib(os.getpid()) / 1024, 1), "fds": len(os.listdir("/proc/self/fd")),
+    return {"rss_mib": round(_memory_kib(os.getpid())[0] / 1024, 1), "fds": len(os.listdir("/proc/self/fd")),
             "namespaces": sum(1 for n in netns.listnetns() if n.startswith(prefix)),
-            "processes": descendants(os.getpid())}
+            "processes": len(descendants(os.getpid()))}
 
 
 class SoakSampler(threading.Thread):

@@ -12,28 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.tools.bench_soak import descendants
 from tests.support.cli import ROOT, peerlab
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 STORED = Path(__file__).parent / "runs" / "ci-smoke"
-
-
-def descendants(pid: int) -> set[int]:
-    """Processes below `pid` (its Spark JVM among them)."""
-    parent = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parent[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                pass
-    below, todo = set(), [pid]
-    while todo:
-        p = todo.pop()
-        kids = [c for c, pp in parent.items() if pp == p]
-        below.update(kids)
-        todo.extend(kids)
-    return below
 
 
 def alive(pids: set[int]) -> set[int]:
