@@ -153,8 +153,10 @@ def test_a_scenario_runs_in_netem_mode_end_to_end(tmp_path: Path):
           [(r["configured_ms"], r["measured_ms"]) for r in cal["rtt"]],
           [(r["measured_mbit"], r["goodput_mbit"]) for r in cal["throughput"]])
     # the kernel's part (netem) is held to 3% + 1 ms by the ping tests above; the nodes' own probes add
-    # their processing, 15-20x slower in the guest's emulated CPU than on a host (+8 to +16 ms seen)
-    assert all(-1.0 <= r["measured_ms"] - r["configured_ms"] <= 0.2 * r["configured_ms"] for r in cal["rtt"]), cal
+    # their processing, 15-20x slower in the guest's emulated CPU than on a host and slower still on a
+    # loaded CI machine (+8 to +20 ms seen). What this run must show is that netem applied each pair's
+    # delay once per direction: not missing (about +15 ms) and not doubled (about +115 ms).
+    assert all(-1.0 <= r["measured_ms"] - r["configured_ms"] <= 0.5 * r["configured_ms"] for r in cal["rtt"]), cal
     assert all(abs(r["error_pct"]) <= 3.0 for r in cal["throughput"]), cal
     assert [f["action"] for f in manifest["faults_executed"]] == ["partition", "heal", "degrade", "restore"]
     at = {f["action"]: f["t_ns"] for f in manifest["faults_executed"]}
