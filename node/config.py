@@ -28,6 +28,8 @@ class NodeConfig(ContractConfig):
     behaviour: dict[str, Any] = Field(default_factory=dict, description="attackers: the behaviour and its "
                                       "settings (node/behaviours.py)")
     authors: list[str] = Field(default_factory=list, description="topics this node creates at start")
+    nodes: int = Field(0, ge=0, description="the run's node count (n0 .. n<nodes-1>): with `seed`, every "
+                   "node's identity (node/identity.py), so a message's peer id names its origin")
     control: ControlConfig
     # Transport-mode latency (kernels without sch_netem): one-way delay per destination, ms.
     delays_ms: dict[str, float] = Field(default_factory=dict)

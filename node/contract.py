@@ -17,11 +17,13 @@ The full text is docs/node-contract.md.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from node import identity
+from node.identity import identity_seed  # noqa: F401  (the contract's name for it)
 
 CONTRACT_VERSION = 1
 
@@ -69,24 +71,11 @@ class ContractConfig(BaseModel):
                                       "process's CPU time and RSS (0: none; optional for an implementation)")
 
 
-def identity_seed(run_seed: int, node_id: str) -> str:
-    """The node's Ed25519 seed: the same for a node across restarts and runs with the same seed."""
-    return hashlib.sha256(f"peerlab-identity:{run_seed}:{node_id}".encode()).hexdigest()
-
-
 def peer_id(seed_hex: str) -> str:
-    """The libp2p peer id of an Ed25519 identity: the identity multihash of its protobuf public key,
-    in base58btc (the `12D3KooW...` form)."""
+    """The libp2p peer id of an Ed25519 identity (node/identity.py) in base58btc (the `12D3KooW...` form)."""
     import base58  # the orchestrator's imports, not the node image's
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-    public = Ed25519PrivateKey.from_private_bytes(bytes.fromhex(seed_hex)).public_key()
-    raw = public.public_bytes(Encoding.Raw, PublicFormat.Raw)
-    key_pb = b"\x08\x01\x12\x20" + raw           # PublicKey{Type: Ed25519, Data: raw}
-    multihash = b"\x00" + bytes([len(key_pb)]) + key_pb  # identity hash
-    return base58.b58encode(multihash).decode()
-
+    return base58.b58encode(identity.peer_id_bytes(identity.signing_key(seed_hex))).decode()
 
 
 _JSON_TYPES = {"long": "integer", "string": "string", "boolean": "boolean", "double": "number"}

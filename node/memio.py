@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from node.identity import Identities
 from node.protocols.base import ProtocolCore
 
 if TYPE_CHECKING:
@@ -70,6 +71,9 @@ class MemIO:
         """Every other node and its current subscriptions (the in-memory world is fully known)."""
         return {n: frozenset(getattr(node.core, "topics", ())) for n, node in self.net.nodes.items()
                 if n != self.node_id}
+
+    def identities(self) -> Identities:
+        return self.net.identities
 
     def trace(self, type_: str, **fields: Any) -> None:
         self.net.emit(self.node_id, {"ts": int(self.net.now * 1e9), "node": self.node_id, "type": type_, **fields})

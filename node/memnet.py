@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 from node import behaviours
 from node.eventlog import check_event
+from node.identity import Identities
 from node.linkmodel import (
     DIAL_BACKOFF_FIRST,
     DIAL_TIMEOUT,
@@ -54,6 +55,7 @@ class MemNetwork:
                  keep_deliveries: bool = True):
         self.now = 0.0
         self.rng = random.Random(seed)
+        self.identities = Identities(seed, lambda: self.nodes)
         self._latency = latency if callable(latency) else (lambda a, b, d=latency: d)
         self.jitter = jitter
         self.loss = loss

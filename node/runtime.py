@@ -16,6 +16,8 @@ from node import behaviours
 from node.config import NodeConfig
 from node.eventlog import EventLog
 from node.framing import Frame, Probe
+from node.identity import Identities
+from node.ids import node_id
 from node.lifecycle import NodeLifecycle
 from node.linkmodel import Degradations
 from node.protocols import get_protocol
@@ -33,6 +35,7 @@ class NodeRuntime:
         self.events = EventLog.open(cfg.node_id, cfg.event_log)
         core_cls = get_protocol(cfg.protocol)
         self._directory = {p: frozenset(t) for p, t in cfg.directory.items()}
+        self._identities = Identities(cfg.seed, lambda: [*map(node_id, range(cfg.nodes)), *cfg.peers])
         self.core = behaviours.build(
             core_cls, cfg.node_id, core_cls.Params(**cfg.params), self, time.monotonic,
             random.Random(self.rng.getrandbits(64)), cfg.behaviour,
@@ -91,6 +94,9 @@ class NodeRuntime:
 
     def directory(self) -> dict[str, frozenset[str]]:
         return self._directory
+
+    def identities(self) -> Identities:
+        return self._identities
 
     # NodeHost (node/lifecycle.py) ----------------------------------------------------------------
     def guard(self, fn, *args: Any) -> Any:

@@ -13,6 +13,8 @@ from typing import Any, Callable, ClassVar, Protocol
 from google.protobuf.message import DecodeError
 from pydantic import BaseModel, ConfigDict
 
+from node.identity import Identities
+
 
 class ProtocolIO(Protocol):
     """Everything a core may do to the outside world."""
@@ -48,6 +50,9 @@ class ProtocolIO(Protocol):
     def directory(self) -> dict[str, frozenset[str]]:
         """Every other node this one may connect to, with the topics it subscribes to (Topiary's
         model: addresses and subscriptions are known; planned, for cores with `uses_directory`)."""
+
+    def identities(self) -> Identities:
+        """Every node's Ed25519 key and libp2p peer id, derived from the run's seed (node/identity.py)."""
 
 
 def parse_or_drop(io: ProtocolIO, message: Any, payload: bytes, peer: str) -> bool:

@@ -12,6 +12,11 @@ What it does, in the spec's terms:
   per-peer limits (max IHAVE length and messages per heartbeat), IWANT served at most
   gossip_retransmission times; broken IWANT promises count as behaviour penalties;
 - control piggybacked and flushed once per heartbeat; flood publish switchable;
+- message ids, `from` and StrictSign signatures as go-libp2p-pubsub makes them (pubsub_messages.py);
+- direct peers (always sent every message, never in the mesh, redialled every direct_connect_ticks)
+  and peer exchange sent with PRUNE (`do_px`, peer ids without signed peer records);
+- go-libp2p-pubsub's counting rules: the mesh is pruned when it reaches D_hi, the gossip target is
+  truncated, the IHAVE and IDONTWANT limits count RPCs, one promise per IWANT;
 - v1.2 IDONTWANT: on the first receipt of a message at or above the size threshold, before it is
   validated, sent to the mesh peers of its topic but the sender, on the priority path; received
   IDONTWANTs are kept per peer for idontwant_ttl heartbeats and honoured when relaying and when
@@ -43,6 +48,7 @@ from node.proto.pubsub_pb2 import (
     ControlMessage,
     ControlPrune,
     Message,
+    PeerInfo,
 )
 
 from .gossipsub_control import ControlHandling
@@ -50,9 +56,12 @@ from .gossipsub_heartbeat import Heartbeat
 from .gossipsub_large import LargeMessages, Stagger
 from .gossipsub_params import GossipSubParams
 from .gossipsub_score import PeerScore
-from .pubsub_wire import decode_rpc, default_msg_id, make_message, message_topics, subscriptions_rpc
+from .pubsub_messages import MessageIds
+from .pubsub_wire import decode_rpc, message_topics, subscriptions_rpc
 from .topic_core import TopicCore
 from .validators import Verdict, make_validator
+
+DIRECT_CONNECT_INITIAL_DELAY = 1.0  # seconds (go's GossipSubDirectConnectInitialDelay)
 
 
 class GossipSub(Heartbeat, LargeMessages, ControlHandling, TopicCore):
@@ -77,7 +86,9 @@ class GossipSub(Heartbeat, LargeMessages, ControlHandling, TopicCore):
         self.ihave_count: dict[str, int] = {}                   # peer -> IHAVE RPCs this heartbeat
         self.iwant_asked: dict[str, int] = {}                   # peer -> ids asked for this heartbeat
         self.served: dict[tuple[str, str], int] = {}            # (peer, id) -> IWANT answers given
-        self.promises: dict[str, tuple[str, float]] = {}        # id -> (peer, deadline)
+        self.promises: dict[str, dict[str, float]] = {}         # id -> peer -> deadline (one id per IWANT)
+        self.direct: set[str] = set(p.direct_peers) - {self.node_id}
+        self.ids = MessageIds(self.node_id, p.msg_id, p.sign, None if p.msg_id == "short" else self.io.identities())
         self.score = PeerScore(p.scoring, self.clock)
         self.validate = make_validator(p.validation)
         self.last_prune: dict[tuple[str, str], float] = {}
@@ -89,6 +100,8 @@ class GossipSub(Heartbeat, LargeMessages, ControlHandling, TopicCore):
     # lifecycle -----------------------------------------------------------------------------------
     def on_start(self) -> None:
         self.io.set_timer(self.params.heartbeat_initial_delay, "heartbeat")
+        if self.direct:
+            self.io.set_timer(DIRECT_CONNECT_INITIAL_DELAY, "direct-connect")
 
     def on_peer_up(self, peer: str, outbound: bool) -> None:
         if outbound:
@@ -121,7 +134,8 @@ class GossipSub(Heartbeat, LargeMessages, ControlHandling, TopicCore):
         # JOIN: fanout peers first, then any eligible peers, up to D
         peers = self.fanout.pop(topic, set())
         self.fanout_last_pub.pop(topic, None)
-        candidates = [p for p in self._topic_peers(topic) if p not in peers and not self._backing_off(topic, p)]
+        candidates = [p for p in self._topic_peers(topic)
+                      if p not in peers and p not in self.direct and not self._backing_off(topic, p)]
         self.rng.shuffle(candidates)
         peers |= set(candidates[:max(0, self.params.D - len(peers))])
         self.mesh[topic] = set()
@@ -134,7 +148,7 @@ class GossipSub(Heartbeat, LargeMessages, ControlHandling, TopicCore):
             return
         for peer in sorted(self.mesh.pop(topic, set())):
             self.score.prune(peer, topic)
-            self._queue_prune(topic, peer, self.params.unsubscribe_backoff)
+            self._queue_prune(topic, peer, self.params.unsubscribe_backoff, px=self.params.do_px)
             self._flush(peer)
         super().unsubscribe(topic)
 
@@ -151,16 +165,15 @@ class GossipSub(Heartbeat, LargeMessages, ControlHandling, TopicCore):
             self._publish_raw(topic, frag.SerializeToString(), whole_id)
             return whole_id
         seqno = self.next_seqno()
-        msg = make_message(self.node_id, seqno, topic, data)
-        msg_id = self._msg_id(msg)
+        msg = self.ids.author(seqno, topic, data)
+        msg_id = self.ids.label(msg)
         self.io.trace("publish_message", topic=topic, msg_id=msg_id, size=len(data), seq=seqno)
         self._publish_msg(msg, msg_id)
         return msg_id
 
     def _publish_raw(self, topic: str, data: bytes, whole_id: str) -> str:
-        seqno = self.next_seqno()
-        msg = make_message(self.node_id, seqno, topic, data)
-        msg_id = self._msg_id(msg)
+        msg = self.ids.author(self.next_seqno(), topic, data)
+        msg_id = self.ids.label(msg)
         self._publish_msg(msg, msg_id)
         return msg_id
 
@@ -169,12 +182,14 @@ class GossipSub(Heartbeat, LargeMessages, ControlHandling, TopicCore):
         self.seen.add(msg_id)
         self._cache(msg, msg_id)
         if self.params.flood_publish:
-            targets = {x for x in self._topic_peers(topic) if self._above(x, "publish_threshold")}
+            targets = {x for x in self._topic_peers(topic) if x in self.direct or self._above(x, "publish_threshold")}
         elif topic in self.mesh:
-            targets = set(self.mesh[topic])
+            targets = self.mesh[topic] | self._direct_in(topic)
         else:
-            self._fill_fanout(topic, self.fanout.setdefault(topic, set()))
-            targets = set(self.fanout[topic])
+            fan = self.fanout.setdefault(topic, set())
+            if not fan:  # go fills the fanout at publish only when it is empty; the heartbeat tops it up
+                self._fill_fanout(topic, fan)
+            targets = fan | self._direct_in(topic)
         self.fanout_last_pub[topic] = self.clock()
         if self.params.idontwant and self._idontwant_applies(msg, msg_id):
             # go sends IDONTWANT before its own publish too, so mesh peers that relay it skip us
@@ -211,9 +226,15 @@ class GossipSub(Heartbeat, LargeMessages, ControlHandling, TopicCore):
             self._on_message(peer, msg)
 
     def _on_message(self, peer: str, msg: Message) -> None:
-        msg_id = self._msg_id(msg)
-        origin = getattr(msg, "from").decode(errors="replace")
         topic = msg.topic
+        if self.ids.unsigned(msg):  # StrictSign: refused before the seen check, and scored (P4)
+            self._reject_unauthentic(peer, msg, self.ids.label(msg), "missing signature")
+            return
+        msg_id = self.ids.label(msg)
+        origin = self.ids.origin(msg)
+        if msg_id not in self.seen and origin != self.node_id and not self.ids.signature_valid(msg):
+            self._reject_unauthentic(peer, msg, msg_id, "invalid signature")  # keeps any promise open, as go
+            return
         self.promises.pop(msg_id, None)
         if topic not in self.topics:
             self.io.trace("reject_message", topic=topic, msg_id=msg_id, peer=peer, reason="not subscribed")
@@ -246,8 +267,12 @@ class GossipSub(Heartbeat, LargeMessages, ControlHandling, TopicCore):
             self.io.deliver(topic, msg_id, msg.data, origin)
         self.score.validated(msg_id, topic, True)
         self._cache(msg, msg_id)
-        targets = [p for p in self.mesh.get(topic, ()) if p not in (peer, origin)]
+        targets = (self.mesh.get(topic, set()) | self._direct_in(topic)) - {peer, origin}
         self._send_message(msg, msg_id, sorted(targets))
+
+    def _reject_unauthentic(self, peer: str, msg: Message, msg_id: str, reason: str) -> None:
+        self.io.trace("reject_message", topic=msg.topic, msg_id=msg_id, peer=peer, reason=reason)
+        self.score.rejected(peer, msg.topic)
 
     # control -------------------------------------------------------------------------------------
     # heartbeat -----------------------------------------------------------------------------------
@@ -257,6 +282,8 @@ class GossipSub(Heartbeat, LargeMessages, ControlHandling, TopicCore):
             self.io.set_timer(self.params.heartbeat_interval, "heartbeat")
         elif name == "validated":
             self._validated(*data)
+        elif name == "direct-connect":
+            self._connect_direct()
         elif name == "stagger":
             msg_id, peer = data
             job = self.staggers.get(msg_id)
@@ -291,7 +318,7 @@ class GossipSub(Heartbeat, LargeMessages, ControlHandling, TopicCore):
         self.io.trace("send_rpc", peer=peer, **sizes)
 
     def _send_idontwant(self, topic: str, msg_id: str, exclude: set[str]) -> None:
-        rpc = RPC(control=ControlMessage(idontwant=[ControlIDontWant(messageIDs=[msg_id.encode()])]))
+        rpc = RPC(control=ControlMessage(idontwant=[ControlIDontWant(messageIDs=[self.ids.to_wire(msg_id)])]))
         payload = rpc.SerializeToString()
         for peer in sorted(self.mesh.get(topic, set()) - exclude):
             self.io.send(peer, payload, priority=True)
@@ -316,16 +343,36 @@ class GossipSub(Heartbeat, LargeMessages, ControlHandling, TopicCore):
         self._pending(peer).graft.append(ControlGraft(topicID=topic))
         self.io.trace("graft", peer=peer, topic=topic)
 
-    def _prune_peer(self, topic: str, peer: str) -> None:
+    def _prune_peer(self, topic: str, peer: str, px: bool) -> None:
         self.mesh[topic].discard(peer)
         self.score.prune(peer, topic)
-        self._queue_prune(topic, peer, self.params.prune_backoff)
+        self._queue_prune(topic, peer, self.params.prune_backoff, px)
         self.io.trace("prune", peer=peer, topic=topic)
 
-    def _queue_prune(self, topic: str, peer: str, backoff: float) -> None:
+    def _queue_prune(self, topic: str, peer: str, backoff: float, px: bool = False) -> None:
         self.backoff[(topic, peer)] = self.clock() + backoff
         self.last_prune[(topic, peer)] = self.clock()
-        self._pending(peer).prune.append(ControlPrune(topicID=topic, backoff=int(backoff)))
+        prune = ControlPrune(topicID=topic, backoff=int(backoff))
+        if px:  # go's makePrune: up to prune_peers topic peers with a non-negative score, shuffled
+            others = [x for x in self._topic_peers(topic) if x != peer and self.score.score(x) >= 0]
+            self.rng.shuffle(others)
+            prune.peers.extend(PeerInfo(peerID=self._peer_id_bytes(x)) for x in others[:self.params.prune_peers])
+        self._pending(peer).prune.append(prune)
+
+    def _peer_id_bytes(self, node: str) -> bytes:
+        return node.encode() if self.params.msg_id == "short" else self.io.identities().peer_id(node)
+
+    def _node_of(self, peer_id: bytes) -> str | None:
+        if self.params.msg_id == "short":
+            return peer_id.decode(errors="replace")
+        return self.io.identities().node_of(peer_id)
+
+    def _direct_in(self, topic: str) -> set[str]:
+        return {x for x in self.direct if topic in self.peer_topics.get(x, ())}
+
+    def _connect_direct(self) -> None:
+        for peer in sorted(self.direct - set(self.peer_topics)):
+            self.io.connect(peer)
 
     # helpers ------------------------------------------------------------------------------------
     def _topic_peers(self, topic: str) -> list[str]:
@@ -334,14 +381,15 @@ class GossipSub(Heartbeat, LargeMessages, ControlHandling, TopicCore):
     def _graft_candidates(self, topic: str, score: dict[str, float]) -> list[str]:
         """Topic peers outside the mesh, not backing off, with a non-negative score; shuffled."""
         mesh = self.mesh.get(topic, set())
-        out = [x for x in self._topic_peers(topic)
-               if x not in mesh and not self._backing_off(topic, x) and score.get(x, 0.0) >= 0]
+        out = [x for x in self._topic_peers(topic) if x not in mesh and x not in self.direct
+               and not self._backing_off(topic, x) and score.get(x, 0.0) >= 0]
         self.rng.shuffle(out)
         return out
 
     def _fill_fanout(self, topic: str, fan: set[str]) -> None:
         if len(fan) < self.params.D:
-            extra = [x for x in self._topic_peers(topic) if x not in fan and self._above(x, "publish_threshold")]
+            extra = [x for x in self._topic_peers(topic)
+                     if x not in fan and x not in self.direct and self._above(x, "publish_threshold")]
             self.rng.shuffle(extra)
             fan |= set(extra[:self.params.D - len(fan)])
 
@@ -352,11 +400,6 @@ class GossipSub(Heartbeat, LargeMessages, ControlHandling, TopicCore):
 
     def _backing_off(self, topic: str, peer: str) -> bool:
         return self.backoff.get((topic, peer), -math.inf) > self.clock()
-
-    def _msg_id(self, msg: Message) -> str:
-        if self.params.msg_id == "hash":
-            return hashlib.sha256(msg.data).hexdigest()[:40]
-        return default_msg_id(msg)
 
     def _idontwant_applies(self, msg: Message, msg_id: str) -> bool:
         if self.params.idontwant_rule == "nim":

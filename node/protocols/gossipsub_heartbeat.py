@@ -1,10 +1,9 @@
-"""GossipSub's heartbeat: mesh maintenance (prune above D_hi, graft below D_lo, outbound quota,
-opportunistic grafting, scores), fanout expiry, IHAVE gossip from the message cache windows, promise
-and IDONTWANT expiry, and flushing piggybacked control. A part of the GossipSub core
+"""GossipSub's heartbeat: mesh maintenance (prune to D once the mesh reaches D_hi, graft below D_lo,
+outbound quota, opportunistic grafting, scores), direct peers' reconnection, fanout expiry, IHAVE gossip
+from the message cache windows, promise and IDONTWANT expiry, and flushing piggybacked control, in
+go-libp2p-pubsub's order and with its counting (gossipsub.go heartbeat, emitGossip). A part of the GossipSub core
 (node/protocols/gossipsub.py), kept apart so each piece reads on its own."""
 from __future__ import annotations
-
-import math
 
 from node.proto.pubsub_pb2 import (
     ControlIHave,
@@ -25,12 +24,17 @@ class Heartbeat:
         for peer in list(self.dontwant):
             self.dontwant[peer] = {m: e for m, e in self.dontwant[peer].items() if e > self.tick}
         broken: dict[str, int] = {}
-        for mid, (peer, deadline) in list(self.promises.items()):
-            if deadline < now:  # broken IWANT promise
+        for mid, peers in list(self.promises.items()):
+            for peer, deadline in list(peers.items()):
+                if deadline < now:  # a broken IWANT promise: one per IWANT (go's gossip tracer)
+                    del peers[peer]
+                    broken[peer] = broken.get(peer, 0) + 1
+            if not peers:
                 del self.promises[mid]
-                broken[peer] = broken.get(peer, 0) + 1
         for peer, count in sorted(broken.items()):
             self._add_penalty(peer, count, "broken promise")
+        if self.direct and self.tick % p.direct_connect_ticks == 0:
+            self._connect_direct()
         self.score.refresh(p.seen_ttl)
         score = {x: self.score.score(x) for x in self.peer_topics}
 
@@ -38,12 +42,12 @@ class Heartbeat:
             mesh = self.mesh[topic]
             mesh &= set(self.peer_topics)
             for peer in sorted(x for x in mesh if score[x] < 0):
-                self._prune_peer(topic, peer)
+                self._prune_peer(topic, peer, px=False)
             if len(mesh) < p.D_lo:
                 candidates = self._graft_candidates(topic, score)
                 for peer in candidates[:p.D - len(mesh)]:
                     self._graft(topic, peer)
-            elif len(mesh) > p.D_hi:
+            if len(mesh) >= p.D_hi:  # go prunes once the mesh reaches D_hi (a bootstrapper's 0 included)
                 keep = sorted(mesh)  # a set iterates in hash order, which differs between processes
                 self.rng.shuffle(keep)
                 keep.sort(key=lambda x: -score[x])  # stable: equal scores stay shuffled
@@ -57,7 +61,7 @@ class Heartbeat:
                     drop = [x for x in keep[:p.D] if x not in self.outbound][:len(extra)]
                     kept = (kept - set(drop)) | set(extra)
                 for peer in sorted(mesh - kept):
-                    self._prune_peer(topic, peer)
+                    self._prune_peer(topic, peer, px=p.do_px)
             if len(mesh) >= p.D_lo and sum(1 for x in mesh if x in self.outbound) < p.D_out:
                 candidates = [x for x in self._graft_candidates(topic, score) if x in self.outbound]
                 for peer in candidates[:p.D_out - sum(1 for x in mesh if x in self.outbound)]:
@@ -99,9 +103,9 @@ class Heartbeat:
         for topic, ids in sorted(recent.items()):
             exclude = self.mesh.get(topic, set()) | self.fanout.get(topic, set())
             candidates = [x for x in self._topic_peers(topic)
-                          if x not in exclude and self._above(x, "gossip_threshold")]
+                          if x not in exclude and x not in self.direct and self._above(x, "gossip_threshold")]
             self.rng.shuffle(candidates)
-            count = max(p.D_lazy, math.ceil(p.gossip_factor * len(candidates)))
+            count = max(p.D_lazy, int(p.gossip_factor * len(candidates)))  # go truncates
             for peer in candidates[:count]:
                 chosen = ids if len(ids) <= p.max_ihave_length else self.rng.sample(ids, p.max_ihave_length)
-                self._pending(peer).ihave.append(ControlIHave(topicID=topic, messageIDs=[m.encode() for m in chosen]))
+                self._pending(peer).ihave.append(ControlIHave(topicID=topic, messageIDs=[self.ids.to_wire(m) for m in chosen]))

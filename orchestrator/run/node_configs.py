@@ -9,6 +9,8 @@ from node import contract
 from node.adapters import PEERLAB, get_adapter
 from node.config import ControlConfig, NodeConfig
 from node.contract import Address
+from node.identity import identity_seed
+from node.ids import node_index
 from node.protocols import get_protocol
 from orchestrator import shaping
 
@@ -40,7 +42,7 @@ def start_allowance(nodes: int) -> float:
 
 def peer_ids(plan: RunPlan) -> dict[str, str]:
     """Every node's peer id (every contract config carries them all: an origin may be any node)."""
-    return {n.id: contract.peer_id(contract.identity_seed(plan.seed, n.id)) for n in plan.nodes}
+    return {n.id: contract.peer_id(identity_seed(plan.seed, n.id)) for n in plan.nodes}
 
 
 def node_config(plan: RunPlan, node_id: str, backend: Backend, *, run_id: str, token: str, mode: str,
@@ -52,7 +54,7 @@ def node_config(plan: RunPlan, node_id: str, backend: Backend, *, run_id: str, t
     if node.implementation != PEERLAB:
         return contract.ContractConfig(
             run_id=run_id, node_id=node.id, protocol=node.protocol, implementation=node.implementation,
-            params=node.params, seed=plan.seed, identity_seed=contract.identity_seed(plan.seed, node_id),
+            params=node.params, seed=plan.seed, identity_seed=identity_seed(plan.seed, node_id),
             peer_ids=ids, listen=listen,
             peers={p: Address(host=b.address(p), port=b.data_port(p), peer_id=ids[p]) for p in peers},
             dial=node.dial, neighbours=node.neighbours, subscriptions=node.subscriptions,
@@ -65,7 +67,8 @@ def node_config(plan: RunPlan, node_id: str, backend: Backend, *, run_id: str, t
         directory={p: plan.node(p).subscriptions for p in node.contacts}
         if get_protocol(node.protocol).uses_directory else {},
         behaviour=node.behaviour, dial=node.dial, neighbours=node.neighbours, subscriptions=node.subscriptions,
-        authors=node.authors, late_subscriptions=node.late_subscriptions, schedule=node.schedule,
+        authors=node.authors, nodes=1 + max(node_index(n.id) for n in plan.nodes),
+        late_subscriptions=node.late_subscriptions, schedule=node.schedule,
         control=ControlConfig(token=token, **b.control_endpoint(node.id)), event_log=b.event_log_path(node.id),
         delays_ms=shaping.transport_delays(plan, node.id) if transport else {},
         jitter_ms=plan.jitter_ms if transport else 0.0, loss=plan.loss if transport else 0.0,

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from node.memnet import MemNetwork
 from node.proto.pubsub_pb2 import RPC, ControlGraft, ControlIDontWant, ControlMessage
 from node.protocols.gossipsub import GossipSub, GossipSubParams
-from node.protocols.pubsub_wire import make_message
+from tests.support.pubsub import authored, wire_ids
 
 
 def network(n=30, degree=10, seed=1, latency=0.02, **params):
@@ -90,9 +90,9 @@ def test_idontwant_stops_the_relay_to_that_peer():
     net.run(until=3)
     relay = net.nodes["n1"].core
     assert {"n0", "n2"} <= relay.mesh["t"]
-    msg = make_message("n0", 77, "t", b"z" * 5000)
+    msg = authored(net, "n0", 77, "t", b"z" * 5000)
     msg_id = "n0-77"
-    relay.on_frame("n2", RPC(control=ControlMessage(idontwant=[ControlIDontWant(messageIDs=[msg_id.encode()])])).SerializeToString())
+    relay.on_frame("n2", RPC(control=ControlMessage(idontwant=[ControlIDontWant(messageIDs=wire_ids(net, msg_id))])).SerializeToString())
     before = len(net.nodes["n1"].events)
     relay.on_frame("n0", RPC(publish=[msg]).SerializeToString())
     sent = [e for e in net.nodes["n1"].events[before:] if e["type"] == "send_rpc" and e.get("msgs")]
@@ -106,17 +106,17 @@ def test_iwant_is_not_served_after_idontwant():
     net.run(until=3)
     core = net.nodes["n0"].core
     msg_id = core.publish("t", b"q" * 3000)
-    core.on_frame("n1", RPC(control=ControlMessage(idontwant=[ControlIDontWant(messageIDs=[msg_id.encode()])])).SerializeToString())
+    core.on_frame("n1", RPC(control=ControlMessage(idontwant=[ControlIDontWant(messageIDs=wire_ids(net, msg_id))])).SerializeToString())
     from node.proto.pubsub_pb2 import ControlIWant
     before = len(net.nodes["n0"].events)
-    core.on_frame("n1", RPC(control=ControlMessage(iwant=[ControlIWant(messageIDs=[msg_id.encode()])])).SerializeToString())
+    core.on_frame("n1", RPC(control=ControlMessage(iwant=[ControlIWant(messageIDs=wire_ids(net, msg_id))])).SerializeToString())
     assert not [e for e in net.nodes["n0"].events[before:] if e["type"] == "send_rpc" and e.get("msgs")]
 
 
 def test_rpc_size_limit_is_enforced():
     net = network(n=2, degree=2, max_rpc_size=10_000)
     core = net.nodes["n0"].core
-    core.on_frame("n1", RPC(publish=[make_message("n1", 1, "t", b"a" * 20_000)]).SerializeToString())
+    core.on_frame("n1", RPC(publish=[authored(net, "n1", 1, "t", b"a" * 20_000)]).SerializeToString())
     assert [e["reason"] for e in net.nodes["n0"].events if e["type"] == "drop_rpc"] == ["oversized"]
     assert not net.events("deliver_message")
 

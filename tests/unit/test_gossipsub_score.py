@@ -7,7 +7,7 @@ from test_gossipsub import network
 from node.proto.pubsub_pb2 import RPC, ControlGraft, ControlMessage
 from node.protocols.gossipsub import GossipSubParams
 from node.protocols.gossipsub_score import PeerScore, ScoreParams
-from node.protocols.pubsub_wire import make_message
+from tests.support.pubsub import authored, wire_ids
 from node.protocols.validators import ValidationParams
 
 
@@ -219,8 +219,8 @@ def test_idontwant_skips_are_logged_as_saves():
     net.run(until=3)
     relay = net.nodes["n1"].core
     from node.proto.pubsub_pb2 import ControlIDontWant
-    relay.on_frame("n2", RPC(control=ControlMessage(idontwant=[ControlIDontWant(messageIDs=[b"n0-77"])])).SerializeToString())
-    relay.on_frame("n0", RPC(publish=[make_message("n0", 77, "t", b"z" * 5000)]).SerializeToString())
+    relay.on_frame("n2", RPC(control=ControlMessage(idontwant=[ControlIDontWant(messageIDs=wire_ids(net, "n0-77"))])).SerializeToString())
+    relay.on_frame("n0", RPC(publish=[authored(net, "n0", 77, "t", b"z" * 5000)]).SerializeToString())
     saves = [e for e in net.nodes["n1"].events if e["type"] == "idontwant_skip"]
     assert [(e["peer"], e["size"]) for e in saves] == [("n2", 5000)]
 
