@@ -129,7 +129,8 @@ class AttackerCore:
             return
         announced = [i for h in rpc.control.ihave for i in h.messageIDs]
         self.seen_ids.extend(announced)
-        self.seen_ids.extend(wire.default_msg_id(m).encode() for m in rpc.publish)
+        ids = getattr(self.core, "ids", None)  # GossipSub's message ids (pubsub_messages.py)
+        self.seen_ids.extend(ids.wire_id(m) if ids else wire.default_msg_id(m).encode() for m in rpc.publish)
         if self.behaviour == "idontwant-liar" and announced:
             lie = wire.RPC()
             lie.control.idontwant.add().messageIDs.extend(announced)

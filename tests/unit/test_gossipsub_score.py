@@ -7,8 +7,8 @@ from test_gossipsub import network
 from node.proto.pubsub_pb2 import RPC, ControlGraft, ControlMessage
 from node.protocols.gossipsub import GossipSubParams
 from node.protocols.gossipsub_score import PeerScore, ScoreParams
-from tests.support.pubsub import authored, wire_ids
 from node.protocols.validators import ValidationParams
+from tests.support.pubsub import authored, wire_ids
 
 
 class Clock:
