@@ -78,11 +78,16 @@ for (const [name, value] of Object.entries(cfg.params)) {
   options[OPTION[name]] = SECONDS.has(name) ? value * 1000 : value
 }
 
-// The message id is the payload up to its first newline (the contract's payload format), so every
-// implementation in a mixed network computes the same id for the same message.
+// Ids on the wire are libp2p's default, from || seqno (StrictSign, as go-libp2p-pubsub); the event log
+// names a message by its payload up to the first newline (the contract's payload format), the same
+// in every implementation.
 const NEWLINE = 10
-const idBytes = (data) => { const end = data.indexOf(NEWLINE); return end < 0 ? data : data.subarray(0, end) }
 const decoder = new TextDecoder()
+const label = (data) => {
+  if (!data) return ''
+  const end = data.indexOf(NEWLINE)
+  return decoder.decode(end < 0 ? data : data.subarray(0, end))
+}
 
 const privateKey = await generateKeyPairFromSeed('Ed25519', Buffer.from(cfg.identity_seed, 'hex'))
 const node = await createLibp2p({
@@ -98,8 +103,6 @@ const node = await createLibp2p({
       emitSelf: false,
       allowPublishToZeroTopicPeers: true,
       fallbackToFloodsub: false,
-      msgIdFn: (msg) => idBytes(msg.data),
-      msgIdToStrFn: (id) => decoder.decode(id),
       ...options
     })
   },
@@ -109,9 +112,9 @@ const pubsub = node.services.pubsub
 
 // first copies, duplicates (with their sender), RPC counts ------------------------------------------
 pubsub.addEventListener('gossipsub:message', (evt) => {
-  const { propagationSource, msgId, msg } = evt.detail
+  const { propagationSource, msg } = evt.detail
   emit('deliver_message', {
-    topic: msg.topic, msg_id: msgId, origin: msg.from ? nodeName(msg.from) : '', peer: nodeName(propagationSource),
+    topic: msg.topic, msg_id: label(msg.data), origin: msg.from ? nodeName(msg.from) : '', peer: nodeName(propagationSource),
     size: msg.data.length
   })
 })
@@ -119,7 +122,7 @@ const validate = pubsub.validateReceivedMessage.bind(pubsub)
 pubsub.validateReceivedMessage = async (from, rpcMsg) => {
   const result = await validate(from, rpcMsg)
   if (result.code === 'duplicate') {
-    emit('duplicate_message', { topic: rpcMsg.topic, msg_id: result.msgIdStr, peer: nodeName(from), size: rpcMsg.data?.length ?? 0 })
+    emit('duplicate_message', { topic: rpcMsg.topic, msg_id: label(rpcMsg.data), peer: nodeName(from), size: rpcMsg.data?.length ?? 0 })
   }
   return result
 }

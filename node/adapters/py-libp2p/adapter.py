@@ -68,8 +68,14 @@ class EventLog:
 
 
 def message_id(msg: rpc_pb2.Message) -> bytes:
-    """The payload up to its first newline (the contract's payload format): the same id in every
-    implementation of a mixed network."""
+    """libp2p's default id, from || seqno (go-libp2p-pubsub's DefaultMsgIdFn; js-libp2p's under
+    StrictSign; py-libp2p's message cache keys messages by it whatever id function it is given)."""
+    return msg.from_id + msg.seqno
+
+
+def label(msg: rpc_pb2.Message) -> bytes:
+    """The message's name in the event log: the payload up to its first newline (the contract's payload
+    format), the same in every implementation whatever ids travel on the wire."""
     return msg.data.split(b"\n", 1)[0]
 
 
@@ -135,7 +141,7 @@ class Node:
 
         async def push_msg(forwarder: ID, msg: rpc_pb2.Message) -> None:
             if forwarder != me:
-                msg_id = message_id(msg)
+                msg_id = label(msg)
                 fields = {"topic": msg.topicIDs[0] if msg.topicIDs else "", "msg_id": msg_id.decode(errors="replace"),
                           "peer": self.name(forwarder), "size": len(msg.data)}
                 if msg_id in self.delivered:
