@@ -280,3 +280,12 @@ def test_presets_set_every_parameter_and_explicit_values_win():
     assert (t2.D, t2.D_lo, t2.D_hi, t2.D_lazy, t2.gossip_factor, t2.flood_publish) == (8, 6, 12, 8, 0.05, False)
     with pytest.raises(ValidationError, match="preset"):
         GossipSubParams(preset="rust-defaults")
+
+
+def test_the_router_benchmark_relays_signed_messages():
+    """`peerlab bench router` feeds the relay messages its neighbour signed: every one is relayed to
+    the rest of the mesh (a benchmark of rejected messages would time nothing)."""
+    from orchestrator.tools.bench import bench_router
+
+    (result,) = bench_router([1024], messages=20)
+    assert result["relayed_copies"] == 20 * (result["mesh"] - 1)
