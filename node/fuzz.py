@@ -25,8 +25,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from node.framing import DecodeError, Frame, FrameDecoder, FrameTooLarge, Hello, Probe, encode_frame, encode_varint
+from node.identity import Identities
 from node.protocols import PROTOCOLS
 from node.protocols import pubsub_wire as wire
+from node.protocols.pubsub_messages import MessageIds
 
 Target = Callable[[bytes], None]
 REFUSALS = (DecodeError, FrameTooLarge)
@@ -50,6 +52,13 @@ def seeds() -> list[bytes]:
     ctl.control.prune.add(topicID="t0", backoff=60)
     ctl.control.idontwant.add(messageIDs=[b"n1-1"])
     rpcs.append(ctl)
+    # GossipSub's own: a message signed by the core target's neighbour "b" and its go-form ids
+    ids = MessageIds("b", "from-seqno", True, Identities(1, lambda: ["a", "b"]))
+    signed = wire.RPC()
+    signed.publish.append(ids.author(1, "t0", rng.randbytes(200)))
+    signed.control.ihave.add(topicID="t0", messageIDs=[ids.to_wire("b-1"), ids.to_wire("b-2")])
+    signed.control.idontwant.add(messageIDs=[ids.to_wire("b-1")])
+    rpcs.append(signed)
     out = [wire.encode_rpc(r) for r in rpcs]
     for cls in PROTOCOLS.values():
         out += list(getattr(cls, "fuzz_seeds", lambda: [])())
