@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import signal
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,22 @@ def default_state_dir() -> Path:
 
 
 STATE_DIR = default_state_dir()
+
+
+def scratch_root() -> Path:
+    """Where runs keep their scratch directories (`<tmp>/peerlab/<short>`). The folder is shared by
+    every user, so it is made sticky and world-writable like /tmp itself: a run as root must not lock
+    other users out (a folder made 0755 by root before is opened up by the next root run). Where it
+    is not writable all the same, the user gets `<tmp>/peerlab-<uid>` of their own."""
+    root = Path(tempfile.gettempdir()) / "peerlab"
+    root.mkdir(exist_ok=True)
+    st = root.stat()
+    if st.st_uid == os.geteuid() and st.st_mode & 0o7777 != 0o1777:
+        root.chmod(0o1777)  # mkdir's mode would pass through the umask
+    if not os.access(root, os.W_OK | os.X_OK):
+        root = Path(tempfile.gettempdir()) / f"peerlab-{os.geteuid()}"
+        root.mkdir(mode=0o700, exist_ok=True)
+    return root
 _NAME = re.compile(r"^pl([0-9a-f]{6})-")
 
 

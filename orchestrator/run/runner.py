@@ -11,7 +11,6 @@ import os
 import secrets
 import shutil
 import signal
-import tempfile
 import threading
 import time
 from functools import cached_property
@@ -28,7 +27,7 @@ from orchestrator.model.plan import FaultEvent
 from orchestrator.model.scenario import Scenario
 from orchestrator.run import admission, clock, deploy_shaping, interrupts, link_sampler, node_configs
 from orchestrator.run.calibrate import calibrate
-from orchestrator.run.cleanup import RunState, forget_run, record_run
+from orchestrator.run.cleanup import RunState, forget_run, record_run, scratch_root
 from orchestrator.run.contract_client import ContractClient
 from orchestrator.run.link_sampler import LinkSampler
 from orchestrator.run.live_faults import LiveFaults
@@ -60,7 +59,7 @@ class Runner(RunRecord):
         self.manifest["admission"] = admitted
         if admitted.get("forced"):
             self.warn("admission: the run does not fit this machine (--force): " + "; ".join(admitted["problems"]))
-        self.scratch = Path(tempfile.gettempdir()) / "peerlab" / self.short
+        self.scratch = scratch_root() / self.short
         self.ctx = RunContext(self.run_id, self.short, self.run_dir, self.scratch, self.plan, secrets.token_hex(16))
         try:
             self.backend: Backend = self.backend_cls(self.ctx)

@@ -86,3 +86,18 @@ def test_admission_stops_a_run_that_does_not_fit_unless_forced(tmp_path, monkeyp
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["status"] == "completed"
     assert manifest["admission"]["forced"] is True and manifest["admission"]["estimate"]["nodes"] == 6
+
+
+def test_the_shared_scratch_folder_is_left_open_to_every_user(tmp_path, monkeypatch):
+    """<tmp>/peerlab holds every user's run scratch: made (or found, from an older peerlab) 0755 by
+    its owner, it is opened up to 1777 like /tmp, so that a run as root does not lock out a later
+    run as an unprivileged user (the kubernetes backend needs no root)."""
+    import stat
+
+    from orchestrator.run import cleanup
+
+    monkeypatch.setattr(cleanup.tempfile, "gettempdir", lambda: str(tmp_path))
+    (tmp_path / "peerlab").mkdir(mode=0o755)
+    root = cleanup.scratch_root()
+    assert root == tmp_path / "peerlab"
+    assert stat.S_IMODE(root.stat().st_mode) == 0o1777
