@@ -356,16 +356,8 @@ class GossipSub(Heartbeat, LargeMessages, ControlHandling, TopicCore):
         if px:  # go's makePrune: up to prune_peers topic peers with a non-negative score, shuffled
             others = [x for x in self._topic_peers(topic) if x != peer and self.score.score(x) >= 0]
             self.rng.shuffle(others)
-            prune.peers.extend(PeerInfo(peerID=self._peer_id_bytes(x)) for x in others[:self.params.prune_peers])
+            prune.peers.extend(PeerInfo(peerID=self.ids.peer_id(x)) for x in others[:self.params.prune_peers])
         self._pending(peer).prune.append(prune)
-
-    def _peer_id_bytes(self, node: str) -> bytes:
-        return node.encode() if self.params.msg_id == "short" else self.io.identities().peer_id(node)
-
-    def _node_of(self, peer_id: bytes) -> str | None:
-        if self.params.msg_id == "short":
-            return peer_id.decode(errors="replace")
-        return self.io.identities().node_of(peer_id)
 
     def _direct_in(self, topic: str) -> set[str]:
         return {x for x in self.direct if topic in self.peer_topics.get(x, ())}

@@ -150,6 +150,6 @@ class ControlHandling:
             self.rng.shuffle(infos)
             infos = infos[:self.params.prune_peers]
         for info in infos:
-            node = self._node_of(info.peerID)
+            node = self.ids.node_of(info.peerID)
             if node is not None and node != self.node_id and node not in self.peer_topics:
                 self.io.connect(node)

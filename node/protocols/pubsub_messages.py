@@ -40,10 +40,20 @@ class MessageIds:
         self.sign = sign
         self.identities = identities
 
+    # peers -----------------------------------------------------------------------------------------
+    def peer_id(self, node: str) -> bytes:
+        """How `node` is named on the wire (`from`, PX): its binary peer id, or its node id in `short`."""
+        return node.encode() if self.scheme == "short" else self.identities.peer_id(node)
+
+    def node_of(self, peer_id: bytes) -> str | None:
+        if self.scheme == "short":
+            return peer_id.decode(errors="replace")
+        return self.identities.node_of(peer_id)
+
     # authoring -----------------------------------------------------------------------------------
     def author(self, seqno: int, topic: str, data: bytes) -> Message:
         """A message from this node: `from`, seqno, topic and data, signed if the policy says so."""
-        origin = self.node_id.encode() if self.scheme == "short" else self.identities.peer_id(self.node_id)
+        origin = self.peer_id(self.node_id)
         msg = Message(**{"from": origin, "seqno": seqno.to_bytes(8, "big"), "topic": topic, "data": data})
         if self.sign:
             msg.signature = self.identities.key(self.node_id).sign(SIGN_PREFIX + msg.SerializeToString())
@@ -53,9 +63,7 @@ class MessageIds:
     def origin(self, msg: Message) -> str:
         """The node that authored `msg` (`?<hex>` for a `from` no node of the run owns)."""
         raw = getattr(msg, "from")
-        if self.scheme == "short":
-            return raw.decode(errors="replace")
-        node = self.identities.node_of(raw)
+        node = self.node_of(raw)
         return node if node is not None else "?" + raw.hex()
 
     def label(self, msg: Message) -> str:
