@@ -26,6 +26,8 @@ from node import identity
 from node.identity import Identities
 from node.proto.pubsub_pb2 import Message
 
+from .pubsub_wire import default_msg_id
+
 SIGN_PREFIX = b"libp2p-pubsub:"
 HASH_ID_BYTES = 20
 Scheme = Literal["from-seqno", "hash", "short"]
@@ -70,7 +72,7 @@ class MessageIds:
         if self.scheme == "hash":
             return hashlib.sha256(msg.data).digest()[:HASH_ID_BYTES].hex()
         if self.scheme == "short":
-            return f"{getattr(msg, 'from').decode(errors='replace')}-{int.from_bytes(msg.seqno, 'big')}"
+            return default_msg_id(msg)
         return self.from_wire(getattr(msg, "from") + msg.seqno)
 
     def wire_id(self, msg: Message) -> bytes:
