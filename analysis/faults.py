@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from analysis.run_data import RunData
 
 DEFAULT_WINDOW_S = 5.0
+HEAL_RACE_NS = 1_000_000_000
 
 Intervals = dict[str, list[tuple[int, int]]]  # node -> [(up_from_ns, up_to_ns)]
 
@@ -127,7 +128,9 @@ def partitions(manifest: dict[str, Any], pubs: DataFrame, dl_up: DataFrame) -> l
     on the publisher's side and across (before and after the heal; `across_caught_up_s`: from the heal
     to the last of those that arrived late), and how long after the heal delivery among up
     nodes was back to 1.0 for good (`recovery_s`: from the heal to the first message from which on
-    every message reached all its up receivers; null if it never did)."""
+    every message reached all its up receivers; null if it never did). The own-side share leaves out
+    messages published in the last HEAL_RACE_NS before the heal: their deliveries race the heal (a
+    message two mesh hops from a receiver, published 30 ms before it, arrives just after)."""
     executed = manifest.get("faults_executed") or []
     t0 = manifest.get("t0_ns") or 0
     cuts = [f for f in executed if f.get("action") == "partition"]
@@ -145,8 +148,9 @@ def partitions(manifest: dict[str, Any], pubs: DataFrame, dl_up: DataFrame) -> l
         # strictly after the cut: a message published at that very instant may have left before it
         during = (dl_up.where((F.col("t_pub") > start) & (F.col("t_pub") < end))
                   .join(pubs.select("msg_id", "origin"), "msg_id")
-                  .select("msg_id", "origin", "receiver", "t_recv").collect())
-        own = [r for r in during if side.get(r["receiver"]) == side.get(r["origin"])]
+                  .select("msg_id", "origin", "receiver", "t_pub", "t_recv").collect())
+        own = [r for r in during if side.get(r["receiver"]) == side.get(r["origin"])
+               and r["t_pub"] < end - HEAL_RACE_NS]
         across = [r for r in during if side.get(r["receiver"]) != side.get(r["origin"])]
         entry: dict[str, Any] = {
             "at_s": round((start - t0) / 1e9, 3), "heal_s": round((heal - t0) / 1e9, 3) if heal else None,

@@ -210,3 +210,25 @@ def test_every_percentile_follows_one_rule(spark):
     assert [grouped[str(p)] for p in probs] == pytest.approx(expected, rel=1e-12)
     assert small_quantiles(values, probs) == pytest.approx(expected, rel=1e-12)  # the per-topic spreads
     assert quantiles(frame.where("x is null"), "x", probs) is None and small_quantiles([None], probs) is None
+
+
+def test_own_side_share_leaves_out_messages_that_race_the_heal(spark):
+    """A cut at 1 s healed at 11 s, sides {a, b} and {c}: m1 reached b during the cut, m3 never did,
+    and m2, published 30 ms before the heal, reached b 10 ms after it: it raced the heal and is left
+    out of the own-side share (1 of 2), not counted as lost (1 of 3)."""
+    from analysis.faults import partitions
+
+    s = 1_000_000_000
+    manifest = {"t0_ns": 0, "faults_executed": [
+        {"action": "partition", "t_ns": 1 * s, "groups": [["a", "b"], ["c"]]}, {"action": "heal", "t_ns": 11 * s}]}
+    pubs = spark.createDataFrame([("m1", "a", 5 * s), ("m2", "a", 11 * s - 30_000_000), ("m3", "a", 8 * s)],
+                                 "msg_id string, origin string, t_pub long")
+    dl_up = spark.createDataFrame([
+        ("m1", "b", 5 * s, 5 * s + 50_000_000), ("m1", "c", 5 * s, 11 * s + 200_000_000),
+        ("m2", "b", 11 * s - 30_000_000, 11 * s + 10_000_000), ("m2", "c", 11 * s - 30_000_000, None),
+        ("m3", "b", 8 * s, None), ("m3", "c", 8 * s, None)],
+        "msg_id string, receiver string, t_pub long, t_recv long")
+    (cut,) = partitions(manifest, pubs, dl_up)
+    assert cut["messages_during"] == 3
+    assert cut["own_side_delivery_before_heal"] == 0.5
+    assert (cut["across_delivered_before_heal"], cut["across_delivered_after_heal"], cut["across_expected"]) == (0, 1, 3)
