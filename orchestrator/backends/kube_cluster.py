@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 import yaml
 
+from orchestrator.backends import kube_lease
 from orchestrator.paths import ROOT
 from orchestrator.run.node_client import ControlClient
 
@@ -86,7 +87,9 @@ class KubeCluster:
         self.namespace = namespace
         self.context = context
         self.config = client.Configuration.get_default_copy()
-        self.core = client.CoreV1Api(client.ApiClient(self.config))
+        self.api_client = client.ApiClient(self.config)
+        self.core = client.CoreV1Api(self.api_client)
+        self.lease: kube_lease.RunLease | None = None
 
     # releases ----------------------------------------------------------------------------------
     def _helm(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -125,17 +128,39 @@ class KubeCluster:
                 f"(--namespace), or `kubectl label namespace {self.namespace} {PSA_ENFORCE}=privileged --overwrite`")
 
     def install(self, release: str, values: dict[str, Any], values_file: Path) -> None:
+        """The run's release, with the lease that says its orchestrator lives made first (kube_lease)."""
         values_file.write_text(yaml.safe_dump(values, sort_keys=False))
         self.ensure_namespace()
+        self.lease = kube_lease.RunLease(self.api_client, self.namespace, release)
+        self.lease.hold()
         result = self._helm("install", release, str(CHART), "--create-namespace", "-f", str(values_file))
         if result.returncode != 0:
+            try:  # a failed install can leave a release in status failed
+                self.uninstall(release)
+            except RuntimeError:
+                pass
             raise RuntimeError(f"helm install {release} failed: {result.stderr.strip() or result.stdout.strip()}")
 
     def uninstall(self, release: str, timeout: float = 120) -> None:
+        """The release gone (waiting for its pods), then its lease."""
         result = self._helm("uninstall", release, "--wait", "--timeout", f"{int(timeout)}s", "--ignore-not-found",
                             timeout=timeout + 30)
         if result.returncode != 0:
             raise RuntimeError(f"helm uninstall {release} failed: {result.stderr.strip()}")
+        if self.lease and self.lease.release == release:
+            self.lease.drop()
+            self.lease = None
+        else:
+            kube_lease.delete_lease(self.api_client, self.namespace, release)
+
+    def owners(self) -> list[kube_lease.Owner]:
+        """peerlab's releases in the namespace (any status) and leases, with who holds each."""
+        result = self._helm("list", "--deployed", "--failed", "--pending", "--uninstalling", "--filter",
+                            kube_lease.RELEASE.pattern, "-o", "json", timeout=60)
+        if result.returncode != 0:
+            raise RuntimeError(f"helm list failed: {result.stderr.strip()}")
+        releases = [r["name"] for r in json.loads(result.stdout or "[]")]
+        return kube_lease.owners(self.api_client, self.namespace, releases)
 
     # pods --------------------------------------------------------------------------------------
     def wait_pods(self, selector: str, names: list[str], timeout: float,

@@ -38,8 +38,19 @@ def add(sub: argparse._SubParsersAction) -> None:
                    help="a playbook variable (repeatable), e.g. -e peerlab_image=peerlab-node:<tag>")
     p.set_defaults(func=cmd_prepare)
 
-    p = sub.add_parser("clean", help="remove namespaces and processes left by crashed runs")
+    p = sub.add_parser("clean", help="remove what crashed runs left: namespaces, processes, containers; "
+                                     "with --kubernetes, Helm releases",
+                       description="Remove what runs whose orchestrator died left behind. On this machine (root): "
+                                   "node processes, network namespaces, scratch folders, Docker containers, "
+                                   "networks and volumes labelled peerlab.run; each run's event logs are stored "
+                                   "into its run directory first. With --kubernetes: the Helm releases pl<short> "
+                                   "in the namespace whose lease (renewed by a live orchestrator every 15 s) "
+                                   "lapsed, or that have none. A live run is never touched without --force.")
     p.add_argument("--force", action="store_true", help="also clean runs whose orchestrator is alive")
+    p.add_argument("--kubernetes", action="store_true",
+                   help="clean Helm releases in the cluster of your kubeconfig instead (needs no root)")
+    p.add_argument("--namespace", help="with --kubernetes: the namespace (default $PEERLAB_K8S_NAMESPACE or peerlab)")
+    p.add_argument("--kube-context", help="with --kubernetes: kubeconfig context (default: the current one)")
     p.set_defaults(func=cmd_clean)
 
     p = sub.add_parser("doctor", help="what this machine offers: netns, htb, netem, java, docker, helm, a Kubernetes cluster")
@@ -80,7 +91,38 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     return 0 if rc == 0 else 1
 
 
+def clean_kubernetes(args: argparse.Namespace) -> int:
+    from orchestrator.backends import kube_cluster, kube_lease
+
+    opts = kube_cluster.settings()
+    namespace, context = args.namespace or opts["namespace"], args.kube_context or opts["context"]
+    try:
+        cluster = kube_cluster.KubeCluster(namespace, context)
+        owners = cluster.owners()
+    except Exception as e:  # noqa: BLE001 - no cluster, no helm, an API server that does not answer
+        err.print(f"error: could not list the releases in namespace {namespace}: {e}", markup=False)
+        return 1
+    now = kube_lease.now_utc()
+    found = 0
+    for owner in owners:
+        what = f"release {owner.release} in namespace {namespace}" if owner.installed else \
+            f"lease {owner.release} in namespace {namespace} (no release)"
+        if owner.alive(now) and not args.force:
+            err.print(f"{what}: orchestrator alive ({owner.describe(now)}); left alone (use --force to clean it anyway)")
+            continue
+        err.print(f"{what}: {owner.describe(now)}; uninstalling" if owner.installed else f"{what}: deleting")
+        cluster.uninstall(owner.release)
+        found += 1
+    if not found:
+        err.print(f"nothing to clean in namespace {namespace}")
+    return 0
+
+
 def cmd_clean(args: argparse.Namespace) -> int:
+    if args.kubernetes:
+        return clean_kubernetes(args)
+    if args.namespace or args.kube_context:
+        raise UsageError("--namespace and --kube-context go with --kubernetes")
     from orchestrator.backends.docker import docker_leftovers, event_volume_dirs, remove_docker_objects
     from orchestrator.run.cleanup import find_runs, forget_run, mark_status, remove_run_objects, salvage_logs
 

@@ -1,19 +1,15 @@
 """Admission on the kubernetes backend, against an API server that answers what admission asks: the
-namespace's ResourceQuotas and the cluster's nodes (a small aiohttp stand-in; no Kubernetes server can
+namespace's ResourceQuotas and the cluster's nodes (tests/support/kube_api.py; no Kubernetes server can
 run here). A run whose pods do not fit the quota or the nodes' allocatable is refused by `peerlab run`
 with the figures and the node count that fits, before anything is created; --force runs it anyway."""
 from __future__ import annotations
 
-import asyncio
-import socket
-import threading
-
 import pytest
-from aiohttp import web
 
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.run import admission, kube_admission
 from tests.support.cli import peerlab
+from tests.support.kube_api import KubeAPI
 
 QUOTA = {"kind": "ResourceQuotaList", "apiVersion": "v1", "metadata": {}, "items": [{
     "metadata": {"name": "team-quota", "namespace": "lab"},
@@ -29,39 +25,14 @@ NODES = {"kind": "NodeList", "apiVersion": "v1", "metadata": {}, "items": [
 @pytest.fixture
 def api(tmp_path, monkeypatch):
     """An API server with QUOTA in namespace `lab` (none elsewhere) and NODES; KUBECONFIG points at it."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-
-    async def quotas(request: web.Request) -> web.Response:
-        ns = request.match_info["ns"]
-        return web.json_response(QUOTA if ns == "lab" else {**QUOTA, "items": []})
-
-    async def nodes(request: web.Request) -> web.Response:
-        return web.json_response(NODES)
-
-    app = web.Application()
-    app.router.add_get("/api/v1/namespaces/{ns}/resourcequotas", quotas)
-    app.router.add_get("/api/v1/nodes", nodes)
-    loop = asyncio.new_event_loop()
-    runner = web.AppRunner(app)
-    loop.run_until_complete(runner.setup())
-    loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", port).start())
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(f"""apiVersion: v1
-kind: Config
-clusters: [{{name: c, cluster: {{server: "http://127.0.0.1:{port}"}}}}]
-users: [{{name: u, user: {{token: t}}}}]
-contexts: [{{name: ctx, context: {{cluster: c, user: u, namespace: lab}}}}]
-current-context: ctx
-""")
+    server = KubeAPI(nodes=NODES["items"])
+    for quota in QUOTA["items"]:
+        server.put("lab", "resourcequotas", quota)
+    kubeconfig = server.start(tmp_path)
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
     monkeypatch.setenv("PEERLAB_K8S_NAMESPACE", "lab")
     yield kubeconfig
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(5)
+    server.stop()
 
 
 def scenario(n: int):

@@ -1,0 +1,86 @@
+"""`peerlab clean --kubernetes` and the lease a run holds on its release, against an API server that keeps
+objects (tests/support/kube_api.py) and the real helm binary: releases whose orchestrator is gone (lease
+lapsed, or none) are uninstalled, a live run's release is left alone unless --force, and a run's lease is
+created before its release and renewed while it lives."""
+from __future__ import annotations
+
+import re
+import time
+from datetime import timedelta
+
+import pytest
+
+from orchestrator.backends import kube_cluster, kube_lease
+from tests.support.cli import peerlab
+from tests.support.kube_api import KubeAPI, helm_release
+
+pytestmark = pytest.mark.slow
+
+
+def lease(name: str, age_s: float, holder: str = "laptop/4242") -> dict:
+    renewed = (kube_lease.now_utc() - timedelta(seconds=age_s)).isoformat()
+    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": name, "labels": {kube_lease.LABEL: name[2:]}},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 60, "renewTime": renewed}}
+
+
+@pytest.fixture
+def api(tmp_path, monkeypatch):
+    server = KubeAPI()
+    server.kubeconfig = server.start(tmp_path)
+    monkeypatch.setenv("KUBECONFIG", str(server.kubeconfig))
+    yield server
+    server.stop()
+
+
+def test_clean_uninstalls_the_releases_whose_orchestrator_is_gone(api):
+    for name in ("pl000001", "pl000002", "pl000003"):
+        api.put("lab", "secrets", helm_release(name, "lab"))
+    api.put("lab", "secrets", helm_release("mydb", "lab"))  # not peerlab's
+    api.put("lab", "leases", lease("pl000001", age_s=600))   # its orchestrator died 10 min ago
+    api.put("lab", "leases", lease("pl000002", age_s=5))     # a live run
+    api.put("lab", "leases", lease("pl000004", age_s=300))   # died between its lease and its release
+
+    result = peerlab("clean", "--kubernetes", "--namespace", "lab")
+    assert result.returncode == 0, result.stderr
+    out = " ".join(result.stderr.split())
+    assert re.search(r"release pl000001 in namespace lab: lease held by laptop/4242, renewed 6\d\d s ago", out)
+    assert "release pl000003 in namespace lab: no lease" in out
+    assert "lease pl000004 in namespace lab (no release): deleting" in out
+    assert "release pl000002 in namespace lab: orchestrator alive" in out and "left alone" in out
+    assert sorted(api.objects("lab", "secrets")) == ["sh.helm.release.v1.mydb.v1", "sh.helm.release.v1.pl000002.v1"]
+    assert sorted(api.objects("lab", "leases")) == ["pl000002"]
+
+    forced = peerlab("clean", "--kubernetes", "--namespace", "lab", "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert sorted(api.objects("lab", "secrets")) == ["sh.helm.release.v1.mydb.v1"]
+    assert api.objects("lab", "leases") == {}
+    again = peerlab("clean", "--kubernetes", "--namespace", "lab")
+    assert "nothing to clean in namespace lab" in again.stderr
+
+
+def test_a_runs_lease_is_made_before_its_release_and_renewed_until_dropped(api, tmp_path, monkeypatch):
+    monkeypatch.setattr(kube_lease, "RENEW_S", 0.2)
+    cluster = kube_cluster.KubeCluster("lab")
+    seen_at_install = []
+
+    def helm(*args, timeout=300):
+        if args[0] == "install":  # the release is about to exist: its lease must already
+            seen_at_install.append(dict(api.objects("lab", "leases")))
+            api.put("lab", "secrets", helm_release(args[1], "lab"))
+            return kube_cluster.subprocess.CompletedProcess(args, 0, "", "")
+        return real_helm(*args, timeout=timeout)
+
+    real_helm = cluster._helm
+    monkeypatch.setattr(cluster, "_helm", helm)
+    cluster.install("pl00abcd", {"run": {"short": "00abcd"}}, tmp_path / "values.yaml")
+    (held,) = seen_at_install[0].values()
+    assert held["metadata"]["labels"] == {"peerlab.run": "00abcd"}
+    assert held["spec"]["holderIdentity"] == kube_lease.holder()
+    first = kube_lease.owners(cluster.api_client, "lab", ["pl00abcd"])[0]
+    time.sleep(0.7)
+    (owner,) = cluster.owners()
+    assert owner.installed and owner.alive(kube_lease.now_utc()) and owner.renewed > first.renewed
+    cluster.uninstall("pl00abcd")
+    assert api.objects("lab", "leases") == {} and api.objects("lab", "secrets") == {}
+    assert cluster.lease is None
