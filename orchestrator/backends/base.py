@@ -79,6 +79,7 @@ class Backend(abc.ABC):
     adapters_in_images = False  # runs them from their images (node/adapters/*/Dockerfile), not from .tools/
     has_delayline = False  # the delay line (orchestrator/shaping/delayline.py) reaches its namespaces
     delayline_per_node = False  # one delay line inside each node's namespace (python_in_netns), not one for all
+    logs_on_host = True  # event_log() is the file the node writes, on this machine, during the run
 
     def __init__(self, ctx: RunContext):
         self.ctx = ctx

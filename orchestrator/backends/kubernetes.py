@@ -65,6 +65,7 @@ class KubernetesBackend(Backend):
     adapters_in_images = True
     has_delayline = True
     delayline_per_node = True
+    logs_on_host = False  # copied out of the pods at teardown
 
     def __init__(self, ctx: RunContext):
         super().__init__(ctx)

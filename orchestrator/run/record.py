@@ -69,6 +69,7 @@ class RunRecord:
             "faults_executed": [],
         }
         self.disk_full = ""  # what a full disk kept from being stored (store_safely)
+        self.stored: set[str] = set()  # nodes whose complete log was stored as they stopped (store_log)
 
     def step(self, text: str) -> None:
         self.console.print(f"[bold cyan]{time.strftime('%H:%M:%S')}[/] {text}")
@@ -94,12 +95,22 @@ class RunRecord:
             self.disk_full = self.disk_full or f"disk full while storing {what} in {self.run_dir}"
             return False
 
+    def store_log(self, node_id: str, path: Path) -> None:
+        """Store the log of a node that stopped for good, now rather than at the end: a run killed
+        during teardown or collection keeps it (`collect` skips it). Nothing more after a full disk."""
+        if node_id not in self.stored and not self.disk_full and path.exists():
+            if self.store_safely(f"the event log of {node_id}", self.store.put_log, self.run_id, node_id, path):
+                self.stored.add(node_id)
+
     def collect(self, logs: dict[str, Path], stop: threading.Event | None = None) -> int:
         """Store each existing node log (gzipped); returns how many were stored (a log cut short by a
         full disk counts: it is kept, and read up to the cut). A full disk, or `stop` (a signal),
         ends the collection between two logs."""
         count = 0
         for node_id, path in logs.items():
+            if node_id in self.stored:
+                count += 1
+                continue
             if stop is not None and stop.is_set():
                 break
             if path.exists():

@@ -297,15 +297,27 @@ class Runner(RunRecord):
             await asyncio.sleep(remaining)
 
     async def _stop_all(self) -> None:
+        """Stop every node; where their logs are on this machine, each is stored as soon as its node
+        has exited (and those of nodes already down at once), while the others are still stopping."""
         alive = [n.id for n in self.plan.nodes if self.backend.alive(n.id)]
         await asyncio.gather(*(self.clients[n].post("/stop", {"reason": "run finished"}) for n in alive),
                              return_exceptions=True)
         loop = asyncio.get_running_loop()
+        store = self.backend.logs_on_host
+
+        def store_log(node_id: str) -> None:
+            self.store_log(node_id, self.backend.event_log(node_id))
+
+        if store:
+            for node_id in (n.id for n in self.plan.nodes if n.id not in alive):
+                await loop.run_in_executor(None, store_log, node_id)
         for node_id in alive:
             code = await loop.run_in_executor(None, self.backend.wait_node, node_id, 10)
             if code is None:
                 self.warn(f"{node_id} did not stop within 10s; killed")
                 self.backend.kill_node(node_id)
+            elif store:
+                await loop.run_in_executor(None, store_log, node_id)
 
     # the run -----------------------------------------------------------------------------------
     async def _execute(self) -> None:

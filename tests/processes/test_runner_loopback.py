@@ -32,11 +32,23 @@ def _events(run_dir, node):
         return [json.loads(line) for line in f if line.strip()]
 
 
+class StoredBeforeTeardown(LoopbackBackend):
+    """Notes which event logs the run directory held when teardown began."""
+
+    stored: list[str] = []
+
+    def teardown(self) -> None:
+        StoredBeforeTeardown.stored = sorted(p.name for p in (self.ctx.run_dir / "events").glob("*.jsonl.gz"))
+        super().teardown()
+
+
 def test_a_run_with_faults_on_real_processes_needs_no_root(tmp_path, monkeypatch):
     monkeypatch.setattr(cleanup, "STATE_DIR", tmp_path / "state")  # /run/peerlab is root's
     scenario = parse_scenario(SCENARIO + f"output: {{store: 'file://{tmp_path}/runs'}}\n")
-    runner = Runner(scenario, backend=LoopbackBackend)
+    runner = Runner(scenario, backend=StoredBeforeTeardown)
     run_dir = runner.run()
+    # each node's log was stored as it stopped, before teardown: a run killed then keeps them
+    assert StoredBeforeTeardown.stored == sorted(f"n{i}.jsonl.gz" for i in range(6))
 
     assert json.loads((run_dir / "status").read_text())["status"] == "completed"
     manifest = json.loads((run_dir / "manifest.json").read_text())
