@@ -22,7 +22,8 @@ What it does, in the spec's terms:
   IDONTWANTs are kept per peer for idontwant_ttl heartbeats and honoured when relaying and when
   serving IWANT; never penalised;
 - staggering and fragmentation for large messages (gossipsub_large.py); the heartbeat's mesh,
-  fanout and gossip work (gossipsub_heartbeat.py); received control (gossipsub_control.py);
+  fanout and gossip work (gossipsub_heartbeat.py); received control (gossipsub_control.py); mesh
+  membership, GRAFT/PRUNE with backoff and PX, direct peers (gossipsub_mesh.py);
 
 - peer scoring P1..P7 (`gossipsub_score.py`), switchable (`scoring.enabled`; off, the default as in
   go, means every score is 0): negative peers leave the mesh and cannot graft, D_score best peers are
@@ -34,7 +35,6 @@ What it does, in the spec's terms:
 from __future__ import annotations
 
 import hashlib
-import math
 from collections import deque
 from typing import Any
 
@@ -43,17 +43,15 @@ from google.protobuf.message import DecodeError
 from node.proto.fragment_pb2 import Fragment
 from node.proto.pubsub_pb2 import (
     RPC,
-    ControlGraft,
     ControlIDontWant,
     ControlMessage,
-    ControlPrune,
     Message,
-    PeerInfo,
 )
 
 from .gossipsub_control import ControlHandling
 from .gossipsub_heartbeat import Heartbeat
 from .gossipsub_large import LargeMessages, Stagger
+from .gossipsub_mesh import MeshMembership
 from .gossipsub_params import GossipSubParams
 from .gossipsub_score import PeerScore
 from .pubsub_messages import MessageIds
@@ -64,7 +62,7 @@ from .validators import Verdict, make_validator
 DIRECT_CONNECT_INITIAL_DELAY = 1.0  # seconds (go's GossipSubDirectConnectInitialDelay)
 
 
-class GossipSub(Heartbeat, LargeMessages, ControlHandling, TopicCore):
+class GossipSub(Heartbeat, MeshMembership, LargeMessages, ControlHandling, TopicCore):
     frame_topics = staticmethod(message_topics)
     wire = "pubsub"
     name = "gossipsub"
@@ -337,62 +335,7 @@ class GossipSub(Heartbeat, LargeMessages, ControlHandling, TopicCore):
         self.io.send(peer, payload)
         self.io.trace("send_rpc", peer=peer, **self._sizes(rpc, payload))
 
-    def _graft(self, topic: str, peer: str) -> None:
-        self.mesh.setdefault(topic, set()).add(peer)
-        self.score.graft(peer, topic)
-        self._pending(peer).graft.append(ControlGraft(topicID=topic))
-        self.io.trace("graft", peer=peer, topic=topic)
-
-    def _prune_peer(self, topic: str, peer: str, px: bool) -> None:
-        self.mesh[topic].discard(peer)
-        self.score.prune(peer, topic)
-        self._queue_prune(topic, peer, self.params.prune_backoff, px)
-        self.io.trace("prune", peer=peer, topic=topic)
-
-    def _queue_prune(self, topic: str, peer: str, backoff: float, px: bool = False) -> None:
-        self.backoff[(topic, peer)] = self.clock() + backoff
-        self.last_prune[(topic, peer)] = self.clock()
-        prune = ControlPrune(topicID=topic, backoff=int(backoff))
-        if px:  # go's makePrune: up to prune_peers topic peers with a non-negative score, shuffled
-            others = [x for x in self._topic_peers(topic) if x != peer and self.score.score(x) >= 0]
-            self.rng.shuffle(others)
-            prune.peers.extend(PeerInfo(peerID=self.ids.peer_id(x)) for x in others[:self.params.prune_peers])
-        self._pending(peer).prune.append(prune)
-
-    def _direct_in(self, topic: str) -> set[str]:
-        return {x for x in self.direct if topic in self.peer_topics.get(x, ())}
-
-    def _connect_direct(self) -> None:
-        for peer in sorted(self.direct - set(self.peer_topics)):
-            self.io.connect(peer)
-
     # helpers ------------------------------------------------------------------------------------
-    def _topic_peers(self, topic: str) -> list[str]:
-        return sorted(p for p, ts in self.peer_topics.items() if topic in ts)
-
-    def _graft_candidates(self, topic: str, score: dict[str, float]) -> list[str]:
-        """Topic peers outside the mesh, not backing off, with a non-negative score; shuffled."""
-        mesh = self.mesh.get(topic, set())
-        out = [x for x in self._topic_peers(topic) if x not in mesh and x not in self.direct
-               and not self._backing_off(topic, x) and score.get(x, 0.0) >= 0]
-        self.rng.shuffle(out)
-        return out
-
-    def _fill_fanout(self, topic: str, fan: set[str]) -> None:
-        if len(fan) < self.params.D:
-            extra = [x for x in self._topic_peers(topic)
-                     if x not in fan and x not in self.direct and self._above(x, "publish_threshold")]
-            self.rng.shuffle(extra)
-            fan |= set(extra[:self.params.D - len(fan)])
-
-    def _above(self, peer: str, threshold: str) -> bool:
-        """score(peer) >= the named threshold; always true with scoring off."""
-        sp = self.params.scoring
-        return not sp.enabled or self.score.score(peer) >= getattr(sp, threshold)
-
-    def _backing_off(self, topic: str, peer: str) -> bool:
-        return self.backoff.get((topic, peer), -math.inf) > self.clock()
-
     def _idontwant_applies(self, msg: Message, msg_id: str) -> bool:
         if self.params.idontwant_rule == "nim":
             return len(msg.data) >= max(512, 10 * len(msg_id))

@@ -37,7 +37,9 @@ Kernels without sch_netem (CI machines, WSL2, minimal cloud kernels) keep the HT
 classes; the same latencies are then applied either by the delay line (`delayline.py`: every packet
 a node receives is held in user space through NFQUEUE, for any node implementation; `ingress_delays`)
 or, for peerlab's own nodes, as per-destination delays in the node transport (`transport_delays`).
-Which mode ran is written in the manifest. `probe_netem` finds out; never assume.
+Which mode ran is written in the manifest. `probe_netem` finds out; never assume. What each node's
+links get (its NodeShape, the delays of the other modes, the choice of mode) is read from the plan
+in `links.py`.
 
 The runner speaks to this module in operations (`egress_op`, `download_op`, ...: plain dicts) that
 `apply` executes on a pyroute2 handle. A backend with the handle at hand (local namespaces) applies
@@ -49,93 +51,34 @@ from __future__ import annotations
 import math
 import os
 import socket
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from typing import Any
 
 from pyroute2 import NetNS, netns
 from pyroute2.netlink.exceptions import NetlinkError
 
+from orchestrator.shaping.links import (  # noqa: F401 - the package's interface: what each node's links get
+    DELAYLINE,
+    NETEM,
+    TRANSPORT,
+    Bucket,
+    ModeError,
+    NodeShape,
+    choose_mode,
+    ingress_delays,
+    node_shape,
+    transport_delays,
+)
+
 MTU_FRAME = 1514
 ETH_P_IP = 0x0800
-NETEM = "netem"
 BUCKET_PRIO, CUT_PRIO = 2, 1          # the partition's filters are looked at first
 CUT_CLASS, CUT_QDISC = "1:3", "3:"
 # the switch side's leaf class, its queue, and the netem that replaces the queue while degraded
 # (another handle: `replace` with the same handle would try to change a pfifo into a netem)
 DOWN_CLASS, LEAF_QDISC, DEGRADE_QDISC = "1:2", "2:", "4:"
 QUEUE_PACKETS = 1000
-TRANSPORT = "transport"
 BURST_S = 0.002  # htb_burst: 2 ms of the rate (1 ms cost 2-3% of it in the netem guest; 5 ms, 0.3%)
-DELAYLINE = "delayline"
-
-
-@dataclass(frozen=True)
-class Bucket:
-    """Destinations that share one latency (rounded to the plan's bucket width)."""
-
-    delay_ms: float
-    jitter_ms: float
-    loss: float
-    destinations: tuple[str, ...]  # IPv4 addresses
-
-
-@dataclass
-class NodeShape:
-    """Everything shaping needs to know about one node."""
-
-    node_id: str
-    up_bps: int
-    down_bps: int
-    buckets: list[Bucket] = field(default_factory=list)
-
-
-def node_shape(plan: Any, node_id: str, address_of: dict[str, str]) -> NodeShape:
-    """Group the node's contacts (the peers it may talk to) by the one-way latency the plan gives
-    towards them."""
-    node = plan.node(node_id)
-    by_delay: dict[float, list[str]] = {}
-    for peer in node.contacts or node.neighbours:
-        by_delay.setdefault(plan.one_way_ms(node_id, peer), []).append(address_of[peer])
-    buckets = [Bucket(d, plan.jitter_ms, plan.loss, tuple(sorted(a))) for d, a in sorted(by_delay.items())]
-    return NodeShape(node_id, node.bandwidth_up, node.bandwidth_down, buckets)
-
-
-def transport_delays(plan: Any, node_id: str) -> dict[str, float]:
-    """Transport mode: the same buckets as per-destination delays (ms) for the node's transport."""
-    node = plan.node(node_id)
-    return {peer: plan.one_way_ms(node_id, peer) for peer in node.contacts or node.neighbours}
-
-
-class ModeError(ValueError):
-    """A shaping mode that cannot run here; the message says what to ask for instead."""
-
-
-def choose_mode(asked: str, netem: tuple[bool, str], delay_line: Any, adapters: list[str]) -> tuple[str, str]:
-    """The mode a run shapes latency with, and why: netem where the kernel has it; without it, the
-    delay line for runs with adapter nodes (they cannot delay in their transport) and peerlab's
-    transport delays otherwise. A mode asked for is obeyed or refused (ModeError), never replaced.
-    `netem` is the probe's answer; `delay_line()` probes the delay line, only when it is needed."""
-    has_netem, why = netem
-    if asked == NETEM and not has_netem:
-        raise ModeError(f"--shaping netem was asked for, but {why}; use --shaping auto, delayline or transport")
-    if asked == TRANSPORT and adapters:
-        raise ModeError(f"--shaping transport delays in peerlab's node transport; {', '.join(adapters)} nodes "
-                        "have none: use --shaping auto, delayline or netem")
-    if asked == NETEM or (asked == "auto" and has_netem):
-        return NETEM, why
-    if asked == TRANSPORT or (asked == "auto" and not adapters):
-        return TRANSPORT, why
-    ok, detail = delay_line()
-    if not ok:
-        raise ModeError(f"latency needs the delay line here ({why}), but {detail}")
-    return DELAYLINE, f"{why}; {detail}"
-
-
-def ingress_delays(plan: Any, node_id: str, address_of: dict[str, str]) -> dict[str, float]:
-    """Delay-line mode (orchestrator/shaping/delayline.py): the one-way latency (ms) of every packet
-    the node receives, by its source address; the same latencies as the other modes."""
-    node = plan.node(node_id)
-    return {address_of[peer]: plan.one_way_ms(peer, node_id) for peer in node.contacts or node.neighbours}
 
 
 def htb_quantum(rate_bps: int) -> int:
