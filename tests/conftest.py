@@ -40,7 +40,7 @@ def spark():
         pytest.fail("Java is required for the analysis tests (the README's setup installs it)")
     from analysis.spark import get_spark
 
-    session = get_spark("local[2]")
+    session = get_spark("local[2]", input_bytes=0)  # test data is small: the quick JIT tier only
     yield session
     session.stop()
 
