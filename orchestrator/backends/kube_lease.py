@@ -59,6 +59,12 @@ class RunLease:
         try:
             self.api.create_namespaced_lease(self.namespace, self._body(), _request_timeout=30)
         except ApiException as err:
+            if err.status == 403:
+                raise RuntimeError(
+                    f"your Kubernetes user may not create leases (coordination.k8s.io) in namespace "
+                    f"{self.namespace}: grant get, list, create, patch and delete on leases there (a Role and "
+                    "RoleBinding); a run holds one so that `peerlab clean --kubernetes` can tell it from an "
+                    "orphan") from None
             if err.status != 409:  # 409: ours from an earlier attempt of this run; renewing takes it over
                 raise RuntimeError(f"could not create the run's lease {self.release} in namespace "
                                    f"{self.namespace}: {err.status} {err.reason}") from None

@@ -84,3 +84,17 @@ def test_a_runs_lease_is_made_before_its_release_and_renewed_until_dropped(api, 
     cluster.uninstall("pl00abcd")
     assert api.objects("lab", "leases") == {} and api.objects("lab", "secrets") == {}
     assert cluster.lease is None
+
+
+def test_a_user_who_may_not_hold_leases_is_told_before_anything_is_installed(tmp_path, monkeypatch):
+    server = KubeAPI(forbidden={"leases"})
+    monkeypatch.setenv("KUBECONFIG", str(server.start(tmp_path)))
+    try:
+        cluster = kube_cluster.KubeCluster("lab")
+        monkeypatch.setattr(cluster, "_helm", lambda *a, **k: pytest.fail(f"helm {a[0]} was run"))
+        with pytest.raises(RuntimeError, match="may not create leases .coordination.k8s.io. in namespace lab: "
+                                               "grant get, list, create, patch and delete"):
+            cluster.install("pl00abcd", {"run": {"short": "00abcd"}}, tmp_path / "values.yaml")
+        assert server.objects("lab", "secrets") == {}
+    finally:
+        server.stop()

@@ -57,8 +57,10 @@ def _status(code: int, reason: str) -> web.Response:
 
 
 class KubeAPI:
-    def __init__(self, nodes: list[dict[str, Any]] | None = None):
+    def __init__(self, nodes: list[dict[str, Any]] | None = None, forbidden: set[str] = frozenset()):
+        """`forbidden`: collections (e.g. {"leases"}) whose writes are refused with 403, as RBAC would."""
         self.nodes = nodes or []
+        self.forbidden = forbidden
         self.store: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}  # (namespace, kind) -> name -> object
         self.requests: list[str] = []
         self.version = 0
@@ -85,6 +87,8 @@ class KubeAPI:
             except (ValueError, IndexError):
                 return _status(404, "NotFound")
         items = self.store.setdefault((namespace, kind), {})
+        if kind in self.forbidden and request.method != "GET":
+            return _status(403, "Forbidden")
         if name is None and request.method == "GET":
             chosen = [o for o in items.values() if _selected(o, request.query.get("labelSelector", ""))]
             return web.json_response({"kind": LIST_KINDS.get(kind, "List"), "apiVersion": "v1",
