@@ -50,6 +50,22 @@ class MemNetwork:
     `sink(node_id, event)` receives every event (default: kept in `nodes[id].events`, schema-checked);
     `keep_deliveries=False` keeps only counts, not the delivered payloads (large runs)."""
 
+    @classmethod
+    def star(cls, core: type, params: Any, leaves: int, *, topic: str, seed: int = 0, until: float = 2.5,
+             latency: float = 0.01) -> "MemNetwork":
+        """n0 connected to n1..n<leaves>, every node running `core` with `params` and subscribed to
+        `topic` at 0.5 s, run until `until` (a hub and its spokes: one router's work seen alone)."""
+        net = cls(seed=seed, latency=latency)
+        for i in range(leaves + 1):
+            net.add_node(f"n{i}", core, params)
+        for i in range(1, leaves + 1):
+            net.connect("n0", f"n{i}")
+        net.run(until=0.5)
+        for node in net.nodes.values():
+            node.core.subscribe(topic)
+        net.run(until=until)
+        return net
+
     def __init__(self, seed: int = 0, latency: Callable[[str, str], float] | float = 0.01, *,
                  jitter: float = 0.0, loss: float = 0.0, sink: EventSink | None = None,
                  keep_deliveries: bool = True):

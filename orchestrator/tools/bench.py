@@ -166,16 +166,8 @@ def bench_router(sizes: list[int], messages: int, mesh: int = 8) -> list[dict[st
 
     results = []
     for size in sizes:
-        net = MemNetwork(seed=1, latency=0.01)
         params = GossipSubParams(D=mesh, D_lo=max(1, mesh - 2), D_hi=mesh + 4, D_out=0, max_rpc_size=size + 4096)
-        for i in range(mesh + 2):
-            net.add_node(f"n{i}", GossipSub, params)
-        for i in range(1, mesh + 2):
-            net.connect("n0", f"n{i}")
-        net.run(until=0.5)
-        for node in net.nodes.values():
-            node.core.subscribe("t")
-        net.run(until=3)
+        net = MemNetwork.star(GossipSub, params, mesh + 1, topic="t", seed=1, until=3)
         relay = net.nodes["n0"]
         relay.events.clear()
         data = os.urandom(size)

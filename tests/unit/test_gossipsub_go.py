@@ -28,17 +28,8 @@ def sent(net, node, since=0, **has):
 
 def star(leaves: int, seed=1, **params):
     """n0 connected to n1..n<leaves>, all subscribed to t."""
-    net = MemNetwork(seed=seed, latency=0.01)
-    p = GossipSubParams(**params)
-    for i in range(leaves + 1):
-        net.add_node(f"n{i}", GossipSub, p)
-    for i in range(1, leaves + 1):
-        net.connect("n0", f"n{i}")
-    net.run(until=0.5)
-    for node in net.nodes.values():
-        node.core.subscribe("t")
-    net.run(until=2.5)  # the leaves graft n0 at 1.1 s, n0's heartbeat at 2.1 s trims its mesh
-    return net
+    # the leaves graft n0 at 1.1 s, n0's heartbeat at 2.1 s trims its mesh
+    return MemNetwork.star(GossipSub, GossipSubParams(**params), leaves, topic="t", seed=seed, until=2.5)
 
 
 # ids and signing --------------------------------------------------------------------------------------
