@@ -103,7 +103,7 @@ def clean_kubernetes(args: argparse.Namespace) -> int:
         err.print(f"error: could not list the releases in namespace {namespace}: {e}", markup=False)
         return 1
     now = kube_lease.now_utc()
-    found = 0
+    found = failed = 0
     for owner in owners:
         what = f"release {owner.release} in namespace {namespace}" if owner.installed else \
             f"lease {owner.release} in namespace {namespace} (no release)"
@@ -111,11 +111,15 @@ def clean_kubernetes(args: argparse.Namespace) -> int:
             err.print(f"{what}: orchestrator alive ({owner.describe(now)}); left alone (use --force to clean it anyway)")
             continue
         err.print(f"{what}: {owner.describe(now)}; uninstalling" if owner.installed else f"{what}: deleting")
-        cluster.uninstall(owner.release)
-        found += 1
-    if not found:
+        try:
+            cluster.uninstall(owner.release)
+            found += 1
+        except Exception as e:  # noqa: BLE001 - the others are still cleaned
+            err.print(f"error: {e}", markup=False)
+            failed += 1
+    if not found and not failed:
         err.print(f"nothing to clean in namespace {namespace}")
-    return 0
+    return 1 if failed else 0
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
