@@ -98,16 +98,10 @@ class RunLease:
 
     def drop(self) -> None:
         """Stop renewing and delete the lease (after the release is gone)."""
-        from kubernetes.client.exceptions import ApiException
-
         self._stop.set()
         if self._thread:
             self._thread.join(timeout=5)
-        try:
-            self.api.delete_namespaced_lease(self.release, self.namespace, _request_timeout=30)
-        except ApiException as err:
-            if err.status != 404:
-                raise
+        delete_lease(self.api.api_client, self.namespace, self.release)
 
 
 @dataclass
