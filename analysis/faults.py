@@ -136,7 +136,8 @@ def partitions(manifest: dict[str, Any], pubs: DataFrame, dl_up: DataFrame) -> l
     cuts = [f for f in executed if f.get("action") == "partition"]
     if not cuts:
         return []
-    heals = sorted(int(f["t_ns"]) for f in executed if f.get("action") == "heal")
+    # a heal lifts the cut link by link from when it was issued (older manifests: when it was done)
+    heals = sorted(int(f.get("issued_ns", f["t_ns"])) for f in executed if f.get("action") == "heal")
     per_msg = (dl_up.groupBy("msg_id").agg(F.count("*").alias("e"), F.count("t_recv").alias("d"))
                .join(pubs.select("msg_id", "t_pub"), "msg_id").orderBy("t_pub").collect())
     out = []

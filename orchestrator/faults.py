@@ -50,7 +50,10 @@ def step(fault: FaultEvent, executor: FaultExecutor, is_up: Callable[[str], bool
     raise ValueError(f"unknown fault action {action!r}")
 
 
-def record(fault: FaultEvent, t_ns: int, t0_ns: int, digits: int = 6) -> dict[str, Any]:
-    """The manifest's entry for an executed fault (faults_executed): when it took effect."""
+def record(fault: FaultEvent, t_ns: int, t0_ns: int, digits: int = 6,
+           issued_ns: int | None = None) -> dict[str, Any]:
+    """The manifest's entry for an executed fault (faults_executed): when it took effect (`t_ns`) and
+    when its execution began (`issued_ns`). A partition or heal changes links one by one in between:
+    a partition holds from its `t_ns`, and lasts until its heal's `issued_ns`."""
     return {**fault.model_dump(exclude_defaults=True), "at": fault.at, "action": fault.action, "t_ns": t_ns,
-            "offset_s": round((t_ns - t0_ns) / 1e9, digits)}
+            "issued_ns": t_ns if issued_ns is None else issued_ns, "offset_s": round((t_ns - t0_ns) / 1e9, digits)}
