@@ -25,20 +25,32 @@ class SchemaError(ValueError):
     pass
 
 
+@lru_cache(maxsize=1)
+def _field_kinds() -> dict[str, dict[str, tuple[str, Any]]]:
+    """Per event type, each allowed field's schema kind and Python type (the common fields win)."""
+    schema = load_schema()
+    out = {}
+    for name, spec in schema["events"].items():
+        kinds = {**{f: schema["fields"][f] for f in spec["fields"]}, **schema["common"]}
+        out[name] = {f: (kind, _PY_TYPES[kind]) for f, kind in kinds.items()}
+    return out
+
+
 def check_event(event: dict[str, Any]) -> None:
     """Raise SchemaError unless `event` has a known type and only that type's fields, typed right."""
-    schema = load_schema()
-    spec = schema["events"].get(event.get("type"))
-    if spec is None:
+    fields = _field_kinds().get(event.get("type"))  # type: ignore[arg-type]
+    if fields is None:
         raise SchemaError(f"unknown event type {event.get('type')!r}")
-    allowed = set(spec["fields"]) | set(schema["common"])
     for key, value in event.items():
-        if key not in allowed:
+        expected = fields.get(key)
+        if expected is None:
             raise SchemaError(f"event {event['type']!r} has no field {key!r}")
-        kind = schema["common"].get(key) or schema["fields"][key]
-        if value is not None and not isinstance(value, _PY_TYPES[kind]):
+        if value is None:
+            continue
+        kind, py_type = expected
+        if not isinstance(value, py_type):
             raise SchemaError(f"event {event['type']!r}: field {key!r} should be {kind}, got {value!r}")
-        if kind == "long" and isinstance(value, bool):
+        if value.__class__ is bool and kind == "long":
             raise SchemaError(f"event {event['type']!r}: field {key!r} should be long, got a boolean")
 
 

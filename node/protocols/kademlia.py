@@ -22,6 +22,7 @@ The host core supplies `send(peer, message)` and routes messages and `kad.*` tim
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any, Callable
 
 from pydantic import Field
@@ -31,7 +32,9 @@ from node.proto.kademlia_pb2 import Message
 from .base import Params, ProtocolIO
 from .kademlia_table import KEY_BITS, RoutingTable, from_bytes, node_key, to_bytes
 
-T = Message.Type
+# the message types as plain ints: protobuf's enum wrapper answers attribute lookups slowly, and
+# these are read for every message
+T = SimpleNamespace(**dict(Message.Type.items()))
 
 
 REPUT_FIRST, REPUT_LAST = 2.0, 64.0  # re-puts of a value stored while the table was thin (s)

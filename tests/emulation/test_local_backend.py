@@ -146,19 +146,3 @@ def test_signals_tear_the_run_down(tmp_path: Path, sig):
     assert run_netns() == before
     short = run_dir.name.rsplit("-", 1)[1]
     assert _node_processes(short) == []
-
-
-def test_back_to_back_runs_leave_nothing(tmp_path: Path):
-    scenario = tmp_path / "tiny.yaml"
-    scenario.write_text(f"name: tiny\nnodes: {{count: 4}}\nworkload: {{warmup: 0.5s, duration: 2s, drain: 1s}}\n"
-                        f"calibration: {{enabled: false}}\noutput: {{store: 'file://{tmp_path}/runs'}}\n")
-    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
-    before = run_netns()
-    for _ in range(2):
-        result = peerlab("run", str(scenario), "--no-report")
-        assert result.returncode == 0, result.stderr
-    assert run_netns() == before
-    assert subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout == links
-    assert subprocess.run(["pgrep", "-f", "node.forkserver"], capture_output=True).returncode == 1
-    assert not list(Path("/run/peerlab").glob("*.json"))  # no run registered any more
-    assert len(list((tmp_path / "runs").iterdir())) == 2
