@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from analysis.job import analyse
 from tests.support.cli import peerlab, run_netns
 
 pytestmark = [pytest.mark.emulation, pytest.mark.spark, pytest.mark.slow]
@@ -28,12 +29,14 @@ calibration: {pairs: 2, throughput_nodes: 1}
 """
 
 
-def test_topiary_rewires_real_connections_and_reports_per_epoch(tmp_path: Path):
+def test_topiary_rewires_real_connections_and_reports_per_epoch(tmp_path: Path, spark):
     scenario = tmp_path / "topiary-small.yaml"
     scenario.write_text(SCENARIO)
-    result = peerlab("run", str(scenario), "--set", f"output.store=file://{tmp_path}/runs", timeout=600)
+    result = peerlab("run", str(scenario), "--set", f"output.store=file://{tmp_path}/runs", "--no-report",
+                     timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     run = Path(result.stdout.strip().splitlines()[-1])
+    analyse(run, spark)  # the report `peerlab run` makes, on this worker's Spark session
     manifest = json.loads((run / "manifest.json").read_text())
     events = [json.loads(line) for f in sorted((run / "events").glob("*.jsonl.gz"))
               for line in gzip.open(f, "rt").read().splitlines()]
