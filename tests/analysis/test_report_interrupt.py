@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from analysis.job import analyse
 from orchestrator.tools.bench_soak import descendants
-from tests.support.cli import ROOT, peerlab
+from tests.support.cli import ROOT
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 STORED = Path(__file__).parent / "runs" / "ci-smoke"
@@ -24,7 +25,7 @@ def alive(pids: set[int]) -> set[int]:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_a_signal_stops_the_analysis_and_its_jvm(tmp_path: Path, sig):
+def test_a_signal_stops_the_analysis_and_its_jvm(tmp_path: Path, sig, spark):
     run_dir = tmp_path / "run"
     shutil.copytree(STORED, run_dir, ignore=shutil.ignore_patterns("analysis", "expected-metrics.json"))
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "report", str(run_dir)], cwd=ROOT,
@@ -46,6 +47,5 @@ def test_a_signal_stops_the_analysis_and_its_jvm(tmp_path: Path, sig):
     time.sleep(0.5)
     assert not alive(jvm), alive(jvm)
     assert not (run_dir / "analysis" / "metrics.json").exists()
-    again = peerlab("report", str(run_dir), timeout=300)
-    assert again.returncode == 0, again.stderr[-2000:]
+    analyse(run_dir, spark)  # what the interrupted report left behind does not stand in the way
     assert (run_dir / "analysis" / "metrics.json").exists()
