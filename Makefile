@@ -53,10 +53,10 @@ test-netem: setup
 	$(VENV)/bin/peerlab vm build
 	$(VENV)/bin/peerlab vm run -- $(PY) -m pytest -p no:cacheprovider -m netem -v -s tests/emulation
 
-# the fast loop: no namespaces, no Spark
+# the fast loop: no namespaces, no Spark, nothing marked slow (`make test` runs those)
 test-fast: setup
-	$(PY) -m pytest -n 2 -m "not emulation and not spark and not exclusive"
-	$(PY) -m pytest -m "exclusive and not emulation and not spark"
+	$(PY) -m pytest -n 2 -m "not emulation and not spark and not exclusive and not slow"
+	$(PY) -m pytest -m "exclusive and not emulation and not spark and not slow"
 
 # the documentation site (docs/, mkdocs) into .site/, with the generated scenario reference
 docs: setup

@@ -27,6 +27,7 @@ def net500() -> MemNetwork:
     return network(500)
 
 
+@pytest.mark.slow  # the 500-node network forms in about 15 s
 def test_lookups_return_the_true_k_closest_among_500(net500: MemNetwork):
     rng = random.Random(1)
     results: dict[int, list[str]] = {}
@@ -42,6 +43,7 @@ def test_lookups_return_the_true_k_closest_among_500(net500: MemNetwork):
         assert results[q] == true_closest(net500, key, 20, origin), f"lookup {q} from {origin}"
 
 
+@pytest.mark.slow
 def test_every_node_knows_its_own_closest_neighbours(net500: MemNetwork):
     # what bootstrap buys: the k closest to a node are in its table (routing to it ends there)
     misses = 0
