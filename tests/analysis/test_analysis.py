@@ -232,3 +232,21 @@ def test_own_side_share_leaves_out_messages_that_race_the_heal(spark):
     assert cut["messages_during"] == 3
     assert cut["own_side_delivery_before_heal"] == 0.5
     assert (cut["across_delivered_before_heal"], cut["across_delivered_after_heal"], cut["across_expected"]) == (0, 1, 3)
+
+
+def test_a_partition_lasts_until_its_heal_begins(spark):
+    """A heal issued at 11 s and done at 11.4 s (it lifts the cut port by port): m1 reached c at
+    11.2 s, while the heal was lifting the cut. That is after the heal, not a crossing of the partition;
+    the heal's time in the figures is when it began."""
+    from analysis.faults import partitions
+
+    s = 1_000_000_000
+    manifest = {"t0_ns": 0, "faults_executed": [
+        {"action": "partition", "t_ns": 1 * s, "issued_ns": s - 80_000_000, "groups": [["a", "b"], ["c"]]},
+        {"action": "heal", "t_ns": 11 * s + 400_000_000, "issued_ns": 11 * s}]}
+    pubs = spark.createDataFrame([("m1", "a", 5 * s)], "msg_id string, origin string, t_pub long")
+    dl_up = spark.createDataFrame([("m1", "b", 5 * s, 5 * s + 50_000_000), ("m1", "c", 5 * s, 11 * s + 200_000_000)],
+                                  "msg_id string, receiver string, t_pub long, t_recv long")
+    (cut,) = partitions(manifest, pubs, dl_up)
+    assert (cut["across_delivered_before_heal"], cut["across_delivered_after_heal"]) == (0, 1)
+    assert cut["heal_s"] == 11.0 and cut["across_caught_up_s"] == 0.2
