@@ -38,7 +38,7 @@ def _field_kinds() -> dict[str, dict[str, tuple[str, Any]]]:
 
 def check_event(event: dict[str, Any]) -> None:
     """Raise SchemaError unless `event` has a known type and only that type's fields, typed right."""
-    fields = _field_kinds().get(event.get("type"))  # type: ignore[arg-type]
+    fields = _field_kinds().get(event.get("type"))
     if fields is None:
         raise SchemaError(f"unknown event type {event.get('type')!r}")
     for key, value in event.items():
