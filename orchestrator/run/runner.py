@@ -224,7 +224,8 @@ class Runner(Readiness, RunRecord):
             await fn(*args)
             # a kill takes effect when the signal is sent; the others once they are done
             took_effect = issued if fault.action == "kill" else time.time_ns()
-            self.manifest["faults_executed"].append(faults.record(fault, took_effect, self.t0_ns, digits=3, issued_ns=issued))
+            self.manifest["faults_executed"].append(
+                faults.record(fault, took_effect, self.t0_ns, digits=3, issued_ns=issued))
             what = fault.node or (f"into {len(fault.groups)} sides" if fault.groups else "the network")
             self.step(f"fault: {fault.action} {what} at T0+{(took_effect - self.t0_ns) / 1e9:.2f}s")
 
