@@ -50,7 +50,7 @@ def bench_analysis(events: int, master: str, workdir: str | None, keep: bool, co
 
     from analysis.duck import core_metrics as duck_metrics
     from analysis.metrics import core_metrics
-    from analysis.spark import get_spark, size_for
+    from analysis.spark import get_spark, local_frame, size_for
 
     base = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="peerlab-bench-analysis-"))
     tables = base / "events"
@@ -81,7 +81,7 @@ def bench_analysis(events: int, master: str, workdir: str | None, keep: bool, co
         console.print(f"spark ({master}): computing the core metrics")
         t = time.perf_counter()
         frame = spark.read.parquet(str(tables))
-        subs_frame = spark.createDataFrame(subs, "node string, topic string")
+        subs_frame = local_frame(spark, subs, "node string, topic string")
         sparkm = core_metrics(frame, subs_frame, shape.nodes)
         spark_s = time.perf_counter() - t
 

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from analysis.registry import metric
+from analysis.spark import local_frame
 
 if TYPE_CHECKING:
     from analysis.run_data import RunData
@@ -105,10 +105,8 @@ def accounting(plan: dict[str, Any], t0_ns: int | None, intervals: Intervals, ma
 
 
 def intervals_frame(spark: SparkSession, intervals: Intervals) -> DataFrame:
-    schema = T.StructType([T.StructField("receiver", T.StringType()), T.StructField("up_from", T.LongType()),
-                           T.StructField("up_to", T.LongType())])
     rows = [(node, a, b) for node, spans in intervals.items() for a, b in spans]
-    return spark.createDataFrame(rows, schema)
+    return local_frame(spark, rows, "receiver string, up_from long, up_to long")
 
 
 def deliveries_up(dl: DataFrame, up: DataFrame, window_ns: int) -> DataFrame:

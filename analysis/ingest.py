@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 import zlib
 from concurrent.futures import ThreadPoolExecutor
@@ -31,6 +32,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
+from analysis.spark import local_frame, partitions_for
 from node.eventlog import load_schema
 from node.predicates import subscription_times
 
@@ -72,21 +74,30 @@ def logs_bytes(run_dir: Path) -> int:
     return sum(p.stat().st_size for p in event_logs(run_dir))
 
 
-def events_table(spark: SparkSession, run_dir: Path, manifest: dict[str, Any], files: int
-                 ) -> tuple[DataFrame, dict[str, Any]]:
-    """The run's events from analysis/tables/events (partitioned by run, `files` Parquet files),
-    converted from the logs first when it is missing or stale. Returns the frame (without the `run`
-    column) and what the conversion found: {"converted": bool, "dropped": n, "problems": [...]}."""
+def refresh_events_table(run_dir: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+    """Convert the logs into analysis/tables/events (partitioned by run) when the table is missing or
+    stale; Arrow only, so it can run while the Spark session starts. Returns what the conversion
+    found: {"converted": bool, "events": n, "dropped": n, "problems": [...]}."""
     table = run_dir / "analysis" / "tables" / "events"
     source = _source(run_dir, manifest)
     stamp = table / "_source.json"
     found = json.loads(stamp.read_text()) if stamp.exists() else {}
     if found.get("source") == source:
-        found["converted"] = False
-    else:
-        found = {"source": source, **convert_logs(run_dir, manifest, table, files), "converted": True}
-        stamp.write_text(json.dumps({k: v for k, v in found.items() if k != "converted"}))
-    return spark.read.parquet(str(table)).drop("run"), found
+        return {**found, "converted": False}
+    files = partitions_for(logs_bytes(run_dir), os.cpu_count() or 1)
+    found = {"source": source, **convert_logs(run_dir, manifest, table, files)}
+    stamp.write_text(json.dumps(found))
+    return {**found, "converted": True}
+
+
+def events_table(spark: SparkSession, run_dir: Path, manifest: dict[str, Any],
+                 refreshed: dict[str, Any] | None = None) -> tuple[DataFrame, dict[str, Any]]:
+    """The run's events (without the `run` column) and what refreshing the table found (`refreshed`:
+    when that was done already)."""
+    found = refreshed if refreshed is not None else refresh_events_table(run_dir, manifest)
+    table = run_dir / "analysis" / "tables" / "events"
+    # the schema given: Spark need not open the files' footers (a job of its own) to learn it
+    return spark.read.schema(event_struct().add("run", T.StringType())).parquet(str(table)).drop("run"), found
 
 
 PROBLEMS_LISTED = 20  # lines named in metrics.json; the count covers them all
@@ -192,6 +203,4 @@ def subscriptions_frame(spark: SparkSession, manifest: dict[str, Any]) -> DataFr
         if n.get("role", "honest") == "honest":
             times = subscription_times(matching, topics, n["subscriptions"], n.get("late_subscriptions", []))
             rows += [(n["id"], t, int(t0 + at * 1e9) if at else 0) for t, at in times.items()]
-    schema = T.StructType([T.StructField("node", T.StringType()), T.StructField("topic", T.StringType()),
-                           T.StructField("since", T.LongType())])
-    return spark.createDataFrame(rows, schema)
+    return local_frame(spark, rows, "node string, topic string, since long")

@@ -3,6 +3,7 @@ analysis/."""
 from __future__ import annotations
 
 import json
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
@@ -14,23 +15,25 @@ from rich.console import Console
 
 from analysis import faults, kernel_traffic, metrics, per_node, relaying, traffic, views  # noqa: F401 - they register their metrics and tables
 from analysis.extras import EXTRAS, RunFrames
-from analysis.ingest import load_manifest, logs_bytes
+from analysis.ingest import load_manifest, logs_bytes, refresh_events_table
 from analysis.progress import AnalysisProgress
 from analysis.registry import METRICS, TABLES, compute_metrics
 from analysis.report import bandwidth_plot, by_message, coverage_plot, latency_cdf_plot, render
 from analysis.run_data import RunData
-from analysis.spark import get_spark
+from analysis.spark import start_session
 
 PLOT_SAMPLE = 2_000_000  # deliveries brought to the driver for plotting
 
 
 def compute(spark: SparkSession, run_dir: Path, write_tables: bool = True,
-            progress: AnalysisProgress | None = None) -> tuple[dict[str, Any], dict[str, str]]:
+            progress: AnalysisProgress | None = None, refreshed: dict[str, Any] | None = None
+            ) -> tuple[dict[str, Any], dict[str, str]]:
     """metrics.json (every registered metric, then the protocol's extra section), the Parquet tables,
-    and the report's plots."""
+    and the report's plots. `refreshed`: what converting the logs found, when that is done already."""
     progress = progress or AnalysisProgress()
-    run = RunData(spark, run_dir)
+    run = RunData(spark, run_dir, refreshed)
     progress.step("ingest")
+    run.read()
     progress.note(f"{sum(r['events'] for r in run.per_node):,} events, {run.partitions} partition(s), "
                   + ("logs converted into" if run.ingest["converted"] else "read from") + " analysis/tables/events")
     result = {"run_id": run.manifest["run_id"], "nodes": run.nodes,
@@ -58,39 +61,51 @@ def compute(spark: SparkSession, run_dir: Path, write_tables: bool = True,
 def steps(protocol: str) -> int:
     """How many steps `analyse` reports (session, ingest, metrics, protocol, tables, plots, report):
     the progress bar's length."""
-    return 2 + len(METRICS) + (1 if protocol in EXTRAS else 0) + len(TABLES) + 2
+    return 2 + len(METRICS) + (1 if protocol in EXTRAS else 0) + 1 + 2
 
 
 def _write_tables(run: RunData, extra_tables: dict[str, Any], progress: AnalysisProgress) -> None:
     """Every registered table beside the events table (written at ingest), partitioned by run, so
-    that the tables of many runs read as one data set."""
+    that the tables of many runs read as one data set. Two at a time: a small table's write is
+    mostly Spark's fixed cost per job, one core's worth."""
     run_col = F.lit(run.manifest["run_id"]).alias("run")
     tables = run.run_dir / "analysis" / "tables"
-    frames = {name: fn(run) for name, fn in TABLES.items()}
-    for name, frame in {**frames, **extra_tables}.items():
-        progress.step("tables", name)
-        if frame is not None:
-            frame.select(run_col, "*").write.mode("overwrite").partitionBy("run").parquet(str(tables / name))
+    frames = {name: frame for name, frame in {**{name: fn(run) for name, fn in TABLES.items()}, **extra_tables}.items()
+              if frame is not None}
+    progress.step("tables", f"{len(frames)} tables")
+
+    def write(name: str) -> None:
+        frames[name].select(run_col, "*").write.mode("overwrite").partitionBy("run").parquet(str(tables / name))
+    with ThreadPoolExecutor(2, thread_name_prefix="analysis-tables") as pool:
+        list(pool.map(write, frames))
 
 
 def analyse(run_dir: str | Path, spark: SparkSession | None = None, console: Console | None = None,
             master: str = "local[*]", conf: dict[str, str] | None = None,
-            after_session: Callable[[], None] | None = None) -> dict[str, Any]:
+            after_session: Callable[[], None] | None = None,
+            session: Future[SparkSession] | None = None) -> dict[str, Any]:
     """Analyse a run directory; writes analysis/metrics.json, analysis/report.html and
     analysis/timings.json (each stage's and step's wall time); returns the metrics. Without `spark`,
     starts a session on `master` with `conf`, sized for the run. `console`: where progress goes (a
     bar on a terminal, a line per stage otherwise; None: nowhere). `after_session`: called once the
-    session is there (PySpark's SparkContext installs its own SIGINT handler; the CLI puts its back)."""
+    session is there. `session`: one already starting (`analysis.spark.start_session`, which the CLI
+    calls before importing this module, so that the JVM boots while Python loads the analysis); without
+    it and `spark`, one is started here. Either way the logs are converted while the JVM boots."""
     run_dir = Path(run_dir)
     manifest = load_manifest(run_dir)
     progress = AnalysisProgress(console, steps(manifest["plan"]["protocol"]))
+    refreshed = None
     try:
         if spark is None:
             progress.step("session", master)
-            spark = get_spark(master, conf=conf, input_bytes=logs_bytes(run_dir))
+            session = session or start_session(master, conf, logs_bytes(run_dir))
+            refreshed = refresh_events_table(run_dir, manifest)
+            if refreshed["converted"]:
+                progress.note(f"the logs converted into analysis/tables/events meanwhile ({refreshed['events']:,} events)")
+            spark = session.result()
         if after_session is not None:
             after_session()
-        result, plots = compute(spark, run_dir, progress=progress)
+        result, plots = compute(spark, run_dir, progress=progress, refreshed=refreshed)
         progress.step("report")
         out = run_dir / "analysis"
         out.mkdir(exist_ok=True)

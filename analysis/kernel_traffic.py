@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import DataFrame
 
 from analysis.registry import metric, table
+from analysis.spark import local_frame
 
 if TYPE_CHECKING:
     from analysis.run_data import RunData
@@ -91,4 +92,4 @@ def _kernel_traffic_table(run: RunData) -> DataFrame | None:
         if before is not None:
             rows.append((int((s["ts"] - run.t0) // 1e9), s["node"], s["sent_bytes"] - before["sent_bytes"],
                          s["received_bytes"] - before["received_bytes"]))
-    return run.spark.createDataFrame(rows, "second long, node string, sent_bytes long, received_bytes long")
+    return local_frame(run.spark, rows, "second long, node string, sent_bytes long, received_bytes long")

@@ -10,7 +10,7 @@ import os
 import sys
 
 from orchestrator.cli import bench, contract, fuzz, machine, overlay, report, run, scenario, vm
-from orchestrator.cli.common import AnalysisInterrupted, UsageError, err
+from orchestrator.cli.common import AnalysisInterrupted, UsageError, close_analysis, err
 
 EXAMPLES = """\
 examples:
@@ -68,3 +68,5 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `peerlab schema | head`: the reader had what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return 0
+    finally:
+        close_analysis()
