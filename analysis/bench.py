@@ -49,6 +49,7 @@ def bench_analysis(events: int, master: str, workdir: str | None, keep: bool, co
     import duckdb
 
     from analysis.duck import core_metrics as duck_metrics
+    from analysis.ingest import read_events
     from analysis.metrics import core_metrics
     from analysis.spark import get_spark, local_frame, size_for
 
@@ -80,7 +81,7 @@ def bench_analysis(events: int, master: str, workdir: str | None, keep: bool, co
         spark_start = time.perf_counter() - t
         console.print(f"spark ({master}): computing the core metrics")
         t = time.perf_counter()
-        frame = spark.read.parquet(str(tables))
+        frame = read_events(spark, tables)
         subs_frame = local_frame(spark, subs, "node string, topic string")
         sparkm = core_metrics(frame, subs_frame, shape.nodes)
         spark_s = time.perf_counter() - t

@@ -30,10 +30,10 @@ Intervals = dict[str, list[tuple[int, int]]]  # node -> [(up_from_ns, up_to_ns)]
 Mark = tuple[str, str, int]  # (node, type, ts) of a t0, stop or publish_message event
 
 
-def marks(per_node_rows: list[dict[str, Any]]) -> list[Mark]:
-    """The few events up intervals and accounting read (t0, stop and publish_message), as the
-    per-node pass gathered them (analysis/per_node.py)."""
-    return [(r["node"], m["type"], int(ts)) for r in per_node_rows for m in r["marks"] for ts in m["times"]]
+def marks(rows: list[dict[str, Any]]) -> list[Mark]:
+    """The few events up intervals and accounting read (t0, stop and publish_message), from the
+    (node, type, times) rows of analysis/per_node.py's `mark_times`."""
+    return [(r["node"], r["type"], int(ts)) for r in rows for ts in r["times"]]
 
 
 def up_intervals(marks: list[Mark], last_ts: dict[str, int], manifest: dict[str, Any]) -> Intervals:

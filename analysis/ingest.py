@@ -95,9 +95,13 @@ def events_table(spark: SparkSession, run_dir: Path, manifest: dict[str, Any],
     """The run's events (without the `run` column) and what refreshing the table found (`refreshed`:
     when that was done already)."""
     found = refreshed if refreshed is not None else refresh_events_table(run_dir, manifest)
-    table = run_dir / "analysis" / "tables" / "events"
-    # the schema given: Spark need not open the files' footers (a job of its own) to learn it
-    return spark.read.schema(event_struct().add("run", T.StringType())).parquet(str(table)).drop("run"), found
+    return read_events(spark, run_dir / "analysis" / "tables" / "events").drop("run"), found
+
+
+def read_events(spark: SparkSession, table: Path) -> DataFrame:
+    """An events table (partitioned by run). The schema is given: Spark need not open the files'
+    footers to learn it (a job of its own, of one task per file past 32 files)."""
+    return spark.read.schema(event_struct().add("run", T.StringType())).parquet(str(table))
 
 
 PROBLEMS_LISTED = 20  # lines named in metrics.json; the count covers them all

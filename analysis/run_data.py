@@ -42,7 +42,7 @@ class RunData:
             frame.unpersist()
 
     def read(self) -> None:
-        """The frames most metrics start from, computed side by side: the per-node pass, the
+        """The frames most metrics start from, computed side by side: the per-node pass and marks, the
         per-message summary (publishes, the expected deliveries joined with the first receipts, the
         per-message frame) and the upload per second. Each is mostly one core's work, and in a
         fresh JVM mostly waiting on code generation and the JIT, so they overlap well on two cores.
@@ -51,6 +51,7 @@ class RunData:
         with ThreadPoolExecutor(2, thread_name_prefix="analysis-read") as pool:
             started = [pool.submit(lambda: self.message_summary), pool.submit(lambda: self.upload)]
             self.per_node  # noqa: B018
+            self.marks  # noqa: B018
             for future in started:
                 future.result()
 
@@ -70,7 +71,7 @@ class RunData:
 
     @cached_property
     def marks(self) -> list[faults.Mark]:
-        return faults.marks(self.per_node)
+        return faults.marks([r.asDict() for r in per_node.mark_times(self.events).collect()])
 
     @cached_property
     def window(self) -> dict[str, Any]:

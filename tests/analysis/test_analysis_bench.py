@@ -34,7 +34,8 @@ def test_synthetic_tables_have_the_event_schema_and_layout(tmp_path):
     subs = synthetic.generate(tmp_path, 20_000, shape, seed=5)
     table = ds.dataset(tmp_path, format="parquet", partitioning="hive").to_table()
     assert 15_000 < table.num_rows < 25_000
-    assert sorted({p.name for p in (tmp_path / "run=synthetic").iterdir()}) == sorted(f"node={n}" for n, _ in set(subs))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run=synthetic"]  # an events table's layout
+    assert all(p.name.startswith("part-") for p in (tmp_path / "run=synthetic").iterdir())
     types = set(table.column("type").to_pylist())
     assert types == {"publish_message", "deliver_message", "duplicate_message", "send_rpc", "recv_rpc"}
     # a delivery is never earlier than its publish, and only subscribers deliver
