@@ -23,6 +23,7 @@ from analysis.run_data import RunData
 from analysis.spark import start_session
 
 PLOT_SAMPLE = 2_000_000  # deliveries brought to the driver for plotting
+METRIC_WORKERS = 2  # metrics computed side by side (analysis/registry.py)
 
 
 def compute(spark: SparkSession, run_dir: Path, write_tables: bool = True,
@@ -36,8 +37,9 @@ def compute(spark: SparkSession, run_dir: Path, write_tables: bool = True,
     run.read()
     progress.note(f"{sum(r['events'] for r in run.per_node):,} events, {run.partitions} partition(s), "
                   + ("logs converted into" if run.ingest["converted"] else "read from") + " analysis/tables/events")
+    progress.step("metrics")
     result = {"run_id": run.manifest["run_id"], "nodes": run.nodes,
-              **compute_metrics(run, lambda name: progress.step("metrics", name))}
+              **compute_metrics(run, lambda name, seconds: progress.done("metrics", name, seconds), METRIC_WORKERS)}
     extra = EXTRAS.get(run.plan["protocol"])
     extra_tables, extra_plots = {}, {}
     if extra:
@@ -61,7 +63,7 @@ def compute(spark: SparkSession, run_dir: Path, write_tables: bool = True,
 def steps(protocol: str) -> int:
     """How many steps `analyse` reports (session, ingest, metrics, protocol, tables, plots, report):
     the progress bar's length."""
-    return 2 + len(METRICS) + (1 if protocol in EXTRAS else 0) + 1 + 2
+    return 5 + len(METRICS) + (1 if protocol in EXTRAS else 0)
 
 
 def _write_tables(run: RunData, extra_tables: dict[str, Any], progress: AnalysisProgress) -> None:

@@ -2,6 +2,7 @@
 log, one line per stage with its wall time. The stages' times are also kept (analysis/timings.json)."""
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -20,6 +21,7 @@ class AnalysisProgress:
         self._started = 0.0
         self._bar: Progress | None = None
         self._task: Any = None
+        self._lock = threading.Lock()
         if console is not None and console.is_terminal:
             self._bar = Progress(TextColumn("analysis: {task.description:<40}"), BarColumn(), MofNCompleteColumn(),
                                  TimeElapsedColumn(), console=console, transient=True)
@@ -37,6 +39,15 @@ class AnalysisProgress:
         if stage != self._stage:
             self._end_stage()
             self._stage, self._started = stage, time.perf_counter()
+
+    def done(self, stage: str, name: str, seconds: float) -> None:
+        """A step of the current stage that ran beside others (metrics computed side by side) has
+        ended: its own time is kept and the bar moves on. Safe from any thread."""
+        with self._lock:
+            self.steps[f"{stage}: {name}"] = round(seconds, 3)
+            if self._bar is not None:
+                self._bar.advance(self._task)
+                self._bar.update(self._task, description=f"{stage}: {name}")
 
     def note(self, text: str) -> None:
         """A detail of the current stage, said once it ends (e.g. how many events were ingested)."""

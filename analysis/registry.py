@@ -8,6 +8,8 @@ in registration order; adding a metric is one decorated function (and its test).
 Tables (Parquet under analysis/tables/) register the same way with @table."""
 from __future__ import annotations
 
+import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
@@ -37,13 +39,21 @@ def table(name: str) -> Callable[[TableFn], TableFn]:
     return register
 
 
-def compute_metrics(run: "RunData", before: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Every metric in registration order, None ones left out; `before(name)` is called as each starts."""
-    out: dict[str, Any] = {}
-    for name, fn in METRICS.items():
-        if before:
-            before(name)
+def compute_metrics(run: "RunData", done: Callable[[str, float], None] | None = None,
+                    workers: int = 1) -> dict[str, Any]:
+    """Every metric, `workers` at a time, in registration order in the result, None ones left out;
+    `done(name, seconds)` is called as each ends, on the thread that computed it.
+
+    Side by side because a metric is a few small Spark jobs, each mostly fixed cost on one core
+    (planning, code generation, scheduling): two at a time keep two cores busy. The frames metrics
+    share are made once (analysis/run_data.py)."""
+    def one(name: str, fn: MetricFn) -> Any:
+        start = time.perf_counter()
         value = fn(run)
-        if value is not None:
-            out[name] = value
-    return out
+        if done:
+            done(name, time.perf_counter() - start)
+        return value
+    with ThreadPoolExecutor(workers, thread_name_prefix="metric") as pool:
+        futures = {name: pool.submit(one, name, fn) for name, fn in METRICS.items()}
+        values = {name: future.result() for name, future in futures.items()}
+    return {name: value for name, value in values.items() if value is not None}

@@ -1,13 +1,14 @@
 """One run's data as the metrics see it: the events and the frames derived from them (publishes,
 expected deliveries, per-message coverage, per-node totals, up intervals, per-second bandwidth...),
 each computed once, when a metric first asks for it, and cached in Spark (or, when it is a handful
-of rows, held at the driver) until the job ends."""
+of rows, held at the driver) until the job ends. Metrics run side by side (analysis/registry.py):
+a frame two of them ask for at once is made by the first, and the other waits for it."""
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
-from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Generic, TypeVar
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -18,6 +19,30 @@ from analysis import traffic as Tr
 from analysis import views as V
 from analysis.ingest import events_table, load_manifest, logs_bytes, subscriptions_frame
 from analysis.spark import size_for
+
+T = TypeVar("T")
+
+
+class shared(Generic[T]):  # noqa: N801 - used as a decorator, like functools.cached_property
+    """A cached property that is computed once even when several threads ask for it at the same time
+    (functools.cached_property does not lock since Python 3.12): the first computes it, the others
+    wait. One lock per property; the frames depend on each other without cycles, so waiting cannot
+    go round in a circle."""
+
+    def __init__(self, fn: Callable[[Any], T]):
+        self.fn = fn
+        self.name = fn.__name__
+        self.__doc__ = fn.__doc__
+        self.lock = threading.Lock()
+
+    def __get__(self, obj: Any, owner: Any = None) -> T:
+        if obj is None:
+            return self  # type: ignore[return-value]
+        if self.name not in obj.__dict__:
+            with self.lock:
+                if self.name not in obj.__dict__:
+                    obj.__dict__[self.name] = self.fn(obj)
+        return obj.__dict__[self.name]
 
 
 class RunData:
@@ -48,45 +73,45 @@ class RunData:
         fresh JVM mostly waiting on code generation and the JIT, so they overlap well on two cores.
         They share no frame but the events."""
         self.events  # noqa: B018 - all read it: made once, here
-        with ThreadPoolExecutor(2, thread_name_prefix="analysis-read") as pool:
-            started = [pool.submit(lambda: self.message_summary), pool.submit(lambda: self.upload)]
+        with ThreadPoolExecutor(3, thread_name_prefix="analysis-read") as pool:
+            started = [pool.submit(lambda: self.message_summary), pool.submit(lambda: self.upload),
+                       pool.submit(lambda: self.marks)]
             self.per_node  # noqa: B018
-            self.marks  # noqa: B018
             for future in started:
                 future.result()
 
-    @cached_property
+    @shared
     def events(self) -> DataFrame:
         frame, self.ingest = events_table(self.spark, self.run_dir, self.manifest, self.ingest or None)
         return frame  # not cached: the Parquet table is the cache (Spark's in-memory one cost twice the scans)
 
-    @cached_property
+    @shared
     def node_totals(self) -> DataFrame:
         """One row per node: analysis/per_node.py."""
         return self._keep(per_node.node_totals(self.events, self.t0, self.publishing[1] if self.publishing else None))
 
-    @cached_property
+    @shared
     def per_node(self) -> list[dict[str, Any]]:
         return [r.asDict() for r in self.node_totals.collect()]
 
-    @cached_property
+    @shared
     def marks(self) -> list[faults.Mark]:
         return faults.marks([r.asDict() for r in per_node.mark_times(self.events).collect()])
 
-    @cached_property
+    @shared
     def window(self) -> dict[str, Any]:
         """Where the measured messages start: analysis.measure_from after T0 (0: every message)."""
         start = float((self.manifest["scenario"].get("analysis") or {}).get("measure_from") or 0.0)
         t0 = self.manifest.get("t0_ns")
         return {"from_s": start, "from_ns": int(t0 + start * 1e9) if start and t0 else 0}
 
-    @cached_property
+    @shared
     def all_publishes(self) -> DataFrame:
         """The workload: the honest nodes' publishes (an attacker's flood is traffic, not workload)."""
         honest = [n["id"] for n in self.plan["nodes"] if n.get("role", "honest") == "honest"]
         return self._keep(M.publishes(self.events).where(F.col("origin").isin(honest)))
 
-    @cached_property
+    @shared
     def all_deliveries(self) -> DataFrame:
         subs = subscriptions_frame(self.spark, self.manifest)
         return self._keep(M.deliveries(self.events, M.expected_receivers(self.all_publishes, subs)))
@@ -95,15 +120,15 @@ class RunData:
         start = self.window["from_ns"]
         return self._keep(frame.where(F.col("t_pub") >= start)) if start else frame
 
-    @cached_property
+    @shared
     def publishes(self) -> DataFrame:
         return self._measured(self.all_publishes)
 
-    @cached_property
+    @shared
     def deliveries(self) -> DataFrame:
         return self._measured(self.all_deliveries)
 
-    @cached_property
+    @shared
     def published(self) -> dict[str, int]:
         """How many messages the honest nodes published: all, and those in the measured window."""
         start = self.window["from_ns"]
@@ -111,45 +136,45 @@ class RunData:
         row = self.all_publishes.agg(F.count("*").alias("all"), measured.alias("measured")).first()
         return {"all": row["all"], "measured": row["measured"]}
 
-    @cached_property
+    @shared
     def messages(self) -> DataFrame:
         """Per message: expected and delivered receivers, delivery ratio, coverage latencies."""
         return self._keep(M.per_message(self.deliveries))
 
-    @cached_property
+    @shared
     def message_summary(self) -> dict[str, Any]:
         return M.message_summary(self.messages)
 
-    @cached_property
+    @shared
     def totals(self) -> dict[str, int]:
         return M.traffic(self.per_node)
 
-    @cached_property
+    @shared
     def intervals(self) -> faults.Intervals:
         last = {r["node"]: int(r["last_ts"]) for r in self.per_node}
         return faults.up_intervals(self.marks, last, self.manifest)
 
-    @cached_property
+    @shared
     def deliveries_up(self) -> DataFrame:
         up = faults.intervals_frame(self.spark, self.intervals)
         return self._keep(faults.deliveries_up(self.deliveries, up, faults.window_ns(self.manifest)))
 
-    @cached_property
+    @shared
     def topics(self) -> DataFrame:
         return self._keep(V.per_topic(self.deliveries, self.publishes))
 
-    @cached_property
+    @shared
     def subscribers(self) -> DataFrame:
         return self._keep(V.per_subscriber(self.deliveries))
 
-    @cached_property
+    @shared
     def per_second(self) -> DataFrame:
         return self._keep(Tr.bandwidth(self.events, self.t0))
 
-    @cached_property
+    @shared
     def upload(self) -> list[dict[str, Any]]:
         return Tr.upload_per_second(self.per_second)
 
-    @cached_property
+    @shared
     def publishing(self) -> tuple[int, int] | None:
         return Tr.publishing_window(self.manifest)

@@ -28,3 +28,53 @@ def test_the_common_metrics_are_registered():
                  "bytes", "delivery_ratio_up", "per_topic", "bandwidth", "control"):
         assert name in registry.METRICS
     assert {"deliveries", "messages", "topics", "subscribers", "bandwidth"} <= set(registry.TABLES)
+
+
+def test_metrics_side_by_side_keep_registration_order_and_report_each_end(monkeypatch):
+    import threading
+
+    monkeypatch.setattr(registry, "METRICS", {})
+    slow_started, fast_done = threading.Event(), threading.Event()
+
+    def slow(run):
+        slow_started.set()
+        assert fast_done.wait(5), "the second metric did not run beside the first"
+        return "slow"
+
+    def fast(run):
+        assert slow_started.wait(5)
+        return "fast"
+    registry.metric("slow")(slow)
+    registry.metric("fast")(fast)
+    ended = []
+
+    def done(name, seconds):
+        ended.append(name)
+        if name == "fast":
+            fast_done.set()
+    assert list(registry.compute_metrics({}, done, workers=2).items()) == [("slow", "slow"), ("fast", "fast")]
+    assert ended == ["fast", "slow"]
+
+
+def test_a_shared_frame_is_made_once_when_asked_for_together():
+    import threading
+    import time
+
+    from analysis.run_data import shared
+
+    class Data:
+        made = 0
+
+        @shared
+        def frame(self):
+            Data.made += 1
+            time.sleep(0.2)  # long enough for every thread below to ask while it is being made
+            return object()
+    data = Data()
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(data.frame)) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert Data.made == 1 and len(got) == 4 and all(g is got[0] for g in got)
