@@ -103,7 +103,7 @@ def analyse(run_dir: str | Path, spark: SparkSession | None = None, console: Con
             session = session or start_session(master, conf, logs_bytes(run_dir))
             refreshed = refresh_events_table(run_dir, manifest)
             if refreshed["converted"]:
-                progress.note(f"the logs converted into analysis/tables/events meanwhile ({refreshed['events']:,} events)")
+                progress.note("and the logs converted meanwhile")
             spark = session.result()
         if after_session is not None:
             after_session()

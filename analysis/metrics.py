@@ -7,6 +7,7 @@ manifest's clock offsets apply on other backends).
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame
@@ -212,13 +213,16 @@ def bytes_sent(traffic_totals: dict[str, int]) -> dict[str, int]:
 
 def core_metrics(events: DataFrame, subs: DataFrame, nodes: int) -> dict[str, Any]:
     """The metrics every report starts with, from events and planned subscriptions alone (what
-    `peerlab bench analysis` times; analysis.duck computes the same with DuckDB)."""
+    `peerlab bench analysis` times; analysis.duck computes the same with DuckDB). The per-node pass
+    runs beside the per-message summary, as in a report (analysis/run_data.py `read`)."""
     pubs = publishes(events)
     dl = deliveries(events, expected_receivers(pubs, subs)).cache()
     msgs = per_message(dl).cache()
-    totals = traffic([r.asDict() for r in node_totals(events, 0, None).collect()])
     try:
-        summary = message_summary(msgs)
+        with ThreadPoolExecutor(1, thread_name_prefix="per-node") as pool:
+            per_node_rows = pool.submit(lambda: [r.asDict() for r in node_totals(events, 0, None).collect()])
+            summary = message_summary(msgs)
+            totals = traffic(per_node_rows.result())
         return {"messages": summary["messages"], "delivery_ratio": summary["delivery_ratio"],
                 "coverage_latency_ms": summary["coverage_latency_ms"],
                 "latency_ms": latency_stats(dl, summary["delivered"]),
