@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -78,7 +79,10 @@ def test_partition_then_heal_and_a_degraded_node(tmp_path: Path, spark):
               if e["type"] == "deliver_message" and end + 1e9 < publish.get(e["msg_id"], 0)]
     assert late and normal
     assert min(late) >= 200 + 20 - 2  # the degradation, on top of the planned 20 ms
-    assert max(normal) < 150 and (end - t0) / 1e9 > 29
+    # restored: a degradation left in place would delay every delivery by 200 ms; the median, not the
+    # maximum, because the tests beside this one may hold the CPU for a moment (one delivery of 175 ms
+    # once, in a full parallel phase, with the others at 22-44 ms)
+    assert statistics.median(normal) < 100 and (end - t0) / 1e9 > 29
 
 
 @pytest.mark.spark

@@ -24,8 +24,10 @@ calibration: {pairs: 4, throughput_nodes: 1}
 """
 # Emulated nodes spend real CPU per hop (decode, validate, relay, log) that the simulation does not
 # model: latency may exceed the simulated one by this much, and never fall below it by more than
-# the timer granularity.
-EXTRA_PER_PERCENTILE_MS = {"p50": 10.0, "p90": 15.0}
+# the timer granularity. The mean, not the median: deliveries here take one mesh hop (about 41 ms)
+# or two (about 85 ms), about half each, so the median jumps from one to the other between runs of
+# the same scenario (46 ms in two emulated runs, 84 ms in two others), while the mean follows the share.
+EXTRA_MS = {"mean": 10.0, "p90": 15.0}
 RELATIVE = 0.15
 
 
@@ -45,6 +47,6 @@ def test_emulation_and_simulation_agree(tmp_path: Path, spark):
           "simulation:", {k: round(v, 1) for k, v in sim["latency_ms"].items() if k != "count"})
     assert emu["messages"] == sim["messages"] > 0
     assert emu["delivery_ratio"] == sim["delivery_ratio"] == 1.0
-    for p, extra in EXTRA_PER_PERCENTILE_MS.items():
+    for p, extra in EXTRA_MS.items():
         low, high = sim["latency_ms"][p] - 2.0, sim["latency_ms"][p] * (1 + RELATIVE) + extra
         assert low <= emu["latency_ms"][p] <= high, (p, emu["latency_ms"], sim["latency_ms"])
