@@ -1,8 +1,10 @@
 """The Spark session: `local[*]` by default, quiet, sized for one machine and for the run it reads."""
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
+import tempfile
 import threading
 from concurrent.futures import Future
 from pathlib import Path
@@ -37,13 +39,18 @@ def get_spark(master: str = "local[*]", app: str = "peerlab-analysis", conf: dic
         raise SparkUnavailable("PySpark needs a Java runtime (17 or newer): install one, e.g. "
                                "`apt-get install openjdk-17-jre-headless`, or run with --no-report")
     conf = dict(conf or {})
+    scratch = None
     if master.startswith("local"):
         # bind to loopback (the machine's other addresses may belong to run namespaces); a cluster's
         # executors must reach the driver, so there Spark picks the address
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        if "spark.local.dir" not in conf:  # a cluster's executors keep their own
+            scratch = conf["spark.local.dir"] = _scratch()
     log4j = Path(__file__).with_name("log4j2.properties")
     jvm = [f"-Dlog4j2.configurationFile=file:{log4j}",
            jvm_archive.use_options(conf) if java_options is None else java_options]
+    if scratch:  # the JVM's own temporary files too (native libraries, session artifacts)
+        jvm.append(f"-Djava.io.tmpdir={scratch}")
     if input_bytes is not None and input_bytes < SMALL_INPUT_BYTES:
         jvm += ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"]
     builder = (SparkSession.builder.master(master).appName(app)
@@ -112,9 +119,18 @@ def partitions_for(input_bytes: int, cores: int) -> int:
     return max(1, min(2 * cores, -(-input_bytes // BYTES_PER_PARTITION)))
 
 
+def _scratch() -> str:
+    """A local session's own scratch directory (Spark's blockmgr-*, spark-* and artifacts-*
+    directories and the native libraries it unpacks go in it), removed when this process exits: a
+    JVM killed by `kill_jvm` cannot remove them itself, and /tmp would keep them."""
+    path = tempfile.mkdtemp(prefix="peerlab-spark-")
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
 def kill_jvm() -> None:
     """An interrupted analysis: the session's JVM ends now (stopping it politely would let its
-    running tasks print their failures first)."""
+    running tasks print their failures first); its scratch directory goes when this process exits."""
     proc = getattr(SparkContext._gateway, "proc", None)
     if proc is not None and proc.poll() is None:
         proc.kill()

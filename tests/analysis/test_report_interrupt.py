@@ -1,7 +1,9 @@
 """A signal during `peerlab report` stops the analysis within seconds: Spark's JVM ends with it, no
-traceback, exit 130, the run untouched; the next report of the run works."""
+traceback, exit 130, the run untouched, nothing left in the temporary directory; the next report of
+the run works."""
 from __future__ import annotations
 
+import os
 import select
 import shutil
 import signal
@@ -28,8 +30,11 @@ def alive(pids: set[int]) -> set[int]:
 def test_a_signal_stops_the_analysis_and_its_jvm(tmp_path: Path, sig, spark):
     run_dir = tmp_path / "run"
     shutil.copytree(STORED, run_dir, ignore=shutil.ignore_patterns("analysis", "expected-metrics.json"))
+    scratch = tmp_path / "tmp"  # the report's temporary directory
+    scratch.mkdir()
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "report", str(run_dir)], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "TMPDIR": str(scratch)})
     seen, deadline = "", time.monotonic() + 120
     while "analysis: session" not in seen:  # the session is up: the analysis is under way
         assert time.monotonic() < deadline and proc.poll() is None, seen
@@ -37,6 +42,10 @@ def test_a_signal_stops_the_analysis_and_its_jvm(tmp_path: Path, sig, spark):
             seen += proc.stderr.readline()
     jvm = descendants(proc.pid)
     assert jvm, "no Spark JVM under the report"
+    java = [Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0") for p in jvm if Path(f"/proc/{p}").exists()]
+    java = [args for args in java if args[0].endswith(b"java") and b"org.apache.spark.deploy.SparkSubmit" in args]
+    assert java and any(a.startswith(f"-Djava.io.tmpdir={scratch}/".encode()) for a in java[0]), java
+    assert any(a.startswith(f"spark.local.dir={scratch}/".encode()) for a in java[0]), java[0]
     signalled = time.monotonic()
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
@@ -46,6 +55,7 @@ def test_a_signal_stops_the_analysis_and_its_jvm(tmp_path: Path, sig, spark):
     assert "interrupted: the analysis of" in err and "Traceback" not in err, err[-3000:]
     time.sleep(0.5)
     assert not alive(jvm), alive(jvm)
+    assert list(scratch.iterdir()) == []  # Spark's blockmgr-* and spark-* directories went with it
     assert not (run_dir / "analysis" / "metrics.json").exists()
     analyse(run_dir, spark)  # what the interrupted report left behind does not stand in the way
     assert (run_dir / "analysis" / "metrics.json").exists()
