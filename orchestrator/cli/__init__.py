@@ -68,5 +68,12 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `peerlab schema | head`: the reader had what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return 0
+
+
+def cli() -> int:
+    """The `peerlab` command: `main`, then the analysis's JVM let go as the process exits. Only
+    here: a program calling `main` keeps its own Spark session."""
+    try:
+        return main()
     finally:
         close_analysis()

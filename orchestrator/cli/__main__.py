@@ -1,5 +1,5 @@
 import sys
 
-from orchestrator.cli import main
+from orchestrator.cli import cli
 
-sys.exit(main())
+sys.exit(cli())

@@ -76,7 +76,7 @@ def cmd_image(args: argparse.Namespace) -> int:
         for name in names:
             print(image.build(client, base, say=lambda m: err.print(m, markup=False, highlight=False), implementation=name))
     except RuntimeError as e:
-        err.print(f"[bold red]error:[/] {e}", markup=False)
+        err.print(f"error: {e}", style="bold red", markup=False, highlight=False)
         return 1
     return 0
 

@@ -22,7 +22,7 @@ def add(sub: argparse._SubParsersAction) -> None:
                     "runs one command in it as root.",
         epilog="examples:\n"
                "  peerlab vm build                      # about a minute, 1 GB under ~/.cache/peerlab/vm\n"
-               "  peerlab vm run -- .venv/bin/python -m pytest -m netem    # what make test-netem runs\n"
+               "  peerlab vm run -- .venv/bin/python -m pytest -m netem tests/emulation/test_netem.py   # what make test-netem runs\n"
                "  peerlab vm run -- tc qdisc add dev lo root netem delay 10ms\n"
                "Needs root and Debian's qemu-system-x86, debootstrap and busybox-static (.ci/system-packages vm).")
     vsub = p.add_subparsers(dest="vm_command", required=True, metavar="{build,run}")
@@ -50,7 +50,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     try:
         image.ensure(_say, force=args.force)
     except image.ImageError as e:
-        err.print(f"[bold red]error:[/] {e}", markup=False)
+        err.print(f"error: {e}", style="bold red", markup=False, highlight=False)
         return 1
     return 0
 
@@ -73,5 +73,5 @@ def cmd_run(args: argparse.Namespace) -> int:
                          cpus=args.cpus, memory_mb=args.memory, timeout=args.timeout,
                          echo=lambda line: print(line, flush=True))
     except (image.ImageError, guest.GuestError) as e:
-        err.print(f"[bold red]error:[/] {e}", markup=False)
+        err.print(f"error: {e}", style="bold red", markup=False, highlight=False)
         return 1
