@@ -1,5 +1,6 @@
-"""Shared fixtures. Markers: `emulation` (root, namespaces, tc, real processes), `netem` (sch_netem),
-`spark` (Java), `docker`, `slow`, `exclusive` (runs alone). `make test-fast` is the fast loop; `make test` everything."""
+"""Shared fixtures and the tests' order. Markers: `emulation` (root, namespaces, tc, real processes),
+`netem` (sch_netem), `spark` (Java), `docker`, `slow`, `exclusive` (after the parallel tests, two at
+a time), `whole_machine` (alone, last). `make test-fast` is the fast loop; `make test` everything."""
 from __future__ import annotations
 
 import os
