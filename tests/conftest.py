@@ -1,6 +1,6 @@
 """Shared fixtures and the tests' order. Markers: `emulation` (root, namespaces, tc, real processes),
-`netem` (sch_netem), `spark` (Java), `docker`, `slow`, `exclusive` (after the parallel tests, two at
-a time), `whole_machine` (alone, last). `make test-fast` is the fast loop; `make test` everything."""
+`netem` (sch_netem), `spark` (Java), `docker`, `slow`, `waiting` (started first), `exclusive` (after
+the parallel tests, two at a time), `whole_machine` (alone, last). `make test-fast` is the fast loop; `make test` everything."""
 from __future__ import annotations
 
 import os
@@ -15,8 +15,11 @@ from tests.support.cli import ROOT, SHARED, docker_objects, peerlab, run_netns  
 
 def pytest_collection_modifyitems(config, items):
     # Slow tests first: with several workers (make test) the long runs start at once and the short
-    # tests fill the gaps at the end, instead of one long run finishing alone.
-    items.sort(key=lambda item: tuple(mark not in item.keywords for mark in ("emulation", "slow", "spark")))
+    # tests fill the gaps at the end, instead of one long run finishing alone. Before them the long
+    # runs that mostly wait: started at once, they overlap the CPU-bound tests instead of ending the
+    # phase alone on an idle machine (the short soak did, for two minutes).
+    items.sort(key=lambda item: tuple(mark not in item.keywords
+                                      for mark in ("waiting", "emulation", "slow", "spark")))
     # The emulation needs root; CI runs as root, so there these never skip.
     if os.geteuid() != 0:
         skip = pytest.mark.skip(reason="emulation tests need root (network namespaces, tc)")

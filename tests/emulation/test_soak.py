@@ -21,6 +21,7 @@ def test_soak_scenario_schedules_partitions_and_churn():
     assert sc.churn is not None and sc.workload.duration == 1800
 
 
+@pytest.mark.waiting
 def test_short_soak_prints_samples_and_accounts_for_every_publish(tmp_path):
     result = peerlab("bench", "soak", "--duration", "90s", "--every", "15s", "--nodes", "8",
                      "--store", f"file://{tmp_path}/runs", timeout=600)
