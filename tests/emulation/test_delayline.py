@@ -8,10 +8,11 @@ import pytest
 from pyroute2 import NetNS
 
 from orchestrator.shaping.delayline import DelayLineProcess, probe
+from tests.support import links
 
 pytestmark = [pytest.mark.emulation, pytest.mark.exclusive]
 
-A, B = "plfffffe-da", "plfffffe-db"
+A, B = links.scratch_name("da"), links.scratch_name("db")
 IP = {"a": "10.9.1.1", "b": "10.9.1.2"}
 ECHO = """
 import socket, threading

@@ -2,6 +2,7 @@
 shaping tests measure across it: TCP connects, a TCP stream's goodput, ICMP round trips."""
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import statistics
@@ -15,9 +16,16 @@ from pyroute2 import NetNS, netns
 A_ADDR, B_ADDR = "10.9.0.1", "10.9.0.2"
 
 
+def scratch_name(tag: str) -> str:
+    """A namespace name of this test process's own (`plf<pid>-<tag>`, a run's pattern so that
+    `peerlab clean` finds one left behind): two tests side by side never pick the same."""
+    return f"plf{os.getpid() % 0x100000:05x}-{tag}"
+
+
 @contextmanager
-def veth_pair(name: str = "plffffff-t") -> Iterator[tuple[str, str]]:
+def veth_pair(name: str | None = None) -> Iterator[tuple[str, str]]:
     """Namespaces `<name>a` and `<name>b`, each with an `eth0` end of one veth pair (no addresses)."""
+    name = name or scratch_name("t")
     a, b = f"{name}a", f"{name}b"
     netns.create(a)
     netns.create(b)
