@@ -38,15 +38,14 @@ quickstart: setup
 	$(VENV)/bin/peerlab run scenarios/quickstart.yaml
 
 # Everything CI runs: lint, then the tests in parallel (four workers on two cores: most of an emulation
-# test's time is its run's real time), then the tests that time the host two at a time (they leave the CPU
-# mostly idle; the node images built first, so no build competes with them), then those that check
-# the whole machine, alone, then the tests that need sch_netem in a Debian guest (test-netem).
+# test's time is its run's real time), then the node images (so that the first docker test times no
+# build), then the tests that time the host or check the whole machine, alone, then the tests that
+# need sch_netem in a Debian guest (test-netem).
 test: setup
 	$(PY) -m ruff check .
 	$(PY) -m pytest -n 4 --dist worksteal -m "not exclusive and not netem"
 	@$(VENV)/bin/peerlab image build --implementation all >/dev/null || echo "peerlab: node images not built (no Docker engine?): the docker tests build them or skip"
-	$(PY) -m pytest -n 2 --dist load -m "exclusive and not whole_machine and not netem"
-	$(PY) -m pytest -m "whole_machine and not netem"
+	$(PY) -m pytest -m "exclusive and not netem"
 	$(MAKE) --no-print-directory test-netem
 
 # the tests marked netem (tests/emulation/test_netem.py) on a stock Debian kernel: in a guest under

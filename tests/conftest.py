@@ -1,6 +1,6 @@
 """Shared fixtures and the tests' order. Markers: `emulation` (root, namespaces, tc, real processes),
-`netem` (sch_netem), `spark` (Java), `docker`, `slow`, `waiting` (started first), `exclusive` (after
-the parallel tests, two at a time), `whole_machine` (alone, last). `make test-fast` is the fast loop; `make test` everything."""
+`netem` (sch_netem), `spark` (Java), `docker`, `slow`, `waiting` (started first), `exclusive` (alone,
+after the parallel tests). `make test-fast` is the fast loop; `make test` everything."""
 from __future__ import annotations
 
 import os

@@ -7,6 +7,6 @@ from orchestrator.cli import main
 pytestmark = pytest.mark.spark
 
 
-def test_main_in_process_keeps_the_callers_spark_session(tmp_path, spark, capsys):
+def test_main_in_process_keeps_the_callers_spark_session(spark):
     assert main(["validate", "scenarios/quickstart.yaml"]) == 0
     assert spark.range(5).count() == 5

@@ -39,9 +39,7 @@ def test_js_and_py_containers_share_a_delayed_network(tmp_path: Path, docker_eng
     published = {e["msg_id"]: e for evs in logs.values() for e in evs if e["type"] == "publish_message"}
     ready = {n: max(e["ts"] for e in evs if e["type"] == "ready") for n, evs in logs.items()}
     expected = {m for m, e in published.items() if e["ts"] > ready[e["node"]] + 1e9}
-    # most of the 24 messages: not those of n4 before its restart was up a second (how long that
-    # takes depends on the machine's load: 18-22 here)
-    assert len(expected) >= 12
+    assert len(expected) >= 20
     for node, events in logs.items():
         if node == "n4":
             continue

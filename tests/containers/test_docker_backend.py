@@ -107,7 +107,6 @@ def test_containers_are_unprivileged_and_the_sandbox_keeps_shaping(tmp_path: Pat
     assert docker_objects(docker_engine, runner.short) == []
 
 
-@pytest.mark.whole_machine
 def test_clean_removes_what_a_crashed_docker_run_left(docker_engine):
     labels = {"peerlab.run": "c1ea4e"}
     docker_engine.networks.create("plc1ea4e", labels=labels)

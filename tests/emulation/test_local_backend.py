@@ -81,7 +81,6 @@ def test_small_run_end_to_end(tmp_path: Path):
     assert not Path("/tmp/peerlab", short).exists()
 
 
-@pytest.mark.whole_machine
 def test_bad_scenario_touches_nothing(tmp_path: Path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\nnodes: {count: 3}\nworkload: {publishers: 4}\n")
@@ -92,7 +91,6 @@ def test_bad_scenario_touches_nothing(tmp_path: Path):
     assert not (tmp_path / "runs").exists() and not (ROOT / "runs" / "x").exists()
 
 
-@pytest.mark.whole_machine
 def test_sigkilled_orchestrator_is_cleaned(tmp_path: Path):
     scenario = tmp_path / "long.yaml"
     scenario.write_text(SMALL.replace("duration: 6s", "duration: 120s").replace("faults: [{at: 2s, action: kill, nodes: [n7], restart_after: 2s}]", "")

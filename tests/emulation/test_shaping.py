@@ -53,7 +53,6 @@ def test_tree_is_built_as_documented(veth_pair):
 
 
 @pytest.mark.emulation
-@pytest.mark.whole_machine
 def test_probe_leaves_nothing_behind():
     before = set(netns.listnetns())
     shaping.probe_netem()
