@@ -14,7 +14,7 @@ from orchestrator import shaping
 from orchestrator.backends.docker import remove_docker_objects
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.run.runner import Runner
-from tests.support.cli import docker_objects, peerlab, run_netns, short_id
+from tests.support.cli import docker_objects, peerlab, run_netns
 from tests.support.scenarios import SMALL
 
 pytestmark = [pytest.mark.emulation, pytest.mark.docker, pytest.mark.slow, pytest.mark.exclusive]
@@ -23,6 +23,7 @@ pytestmark = [pytest.mark.emulation, pytest.mark.docker, pytest.mark.slow, pytes
 def test_quickstart_on_docker_into_s3_delivers_as_on_local(tmp_path: Path, docker_engine, s3_endpoint):
     """The README's quickstart on the docker backend, stored in an s3:// store (a real S3 endpoint);
     the report computed again from the store equals the run's own."""
+    before = run_netns()
     result = peerlab("run", "scenarios/quickstart.yaml", "--backend", "docker",
                      "--set", "output.store=s3://peerlab/runs", timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -37,8 +38,8 @@ def test_quickstart_on_docker_into_s3_delivers_as_on_local(tmp_path: Path, docke
     assert len(manifest["calibration"]["throughput"]) == 2  # quickstart's throughput_nodes
     for r in manifest["calibration"]["throughput"]:
         assert abs(r["measured_mbit"] - 50.0) <= 5.0, r
-    assert docker_objects(docker_engine, short_id(run_dir)) == []
-    assert run_netns(run_dir) == set()
+    assert docker_objects(docker_engine) == []
+    assert run_netns() == before
 
     keys = {o["Key"] for page in s3_endpoint.get_paginator("list_objects_v2").paginate(Bucket="peerlab")
             for o in page.get("Contents", [])}
@@ -69,7 +70,7 @@ def test_docker_churn_kills_and_restarts_containers(tmp_path: Path, docker_engin
     assert len(starts) == 2  # one log across both containers of n7 (the run's volume)
     after_restart = [e for e in events if e["type"] == "deliver_message" and e["ts"] > starts[1]["ts"]]
     assert after_restart, "n7 delivered nothing after its restart"
-    assert docker_objects(docker_engine, short_id(run_dir)) == []
+    assert docker_objects(docker_engine) == []
 
 
 def test_containers_are_unprivileged_and_the_sandbox_keeps_shaping(tmp_path: Path, docker_engine):
@@ -104,7 +105,7 @@ def test_containers_are_unprivileged_and_the_sandbox_keeps_shaping(tmp_path: Pat
     finally:
         backend.teardown()
         shutil.rmtree(runner.scratch, ignore_errors=True)  # (a run's end does this; here no run ran)
-    assert docker_objects(docker_engine, runner.short) == []
+    assert docker_objects(docker_engine) == []
 
 
 def test_clean_removes_what_a_crashed_docker_run_left(docker_engine):
@@ -156,4 +157,4 @@ def test_image_runs_the_charts_pod_layout(docker_engine, tmp_path):
         assert probe.exit_code == 0 and b"NFQUEUE works" in probe.output, probe.output
     finally:
         remove_docker_objects("90d0d0", docker_engine)
-    assert docker_objects(docker_engine, "90d0d0") == []
+    assert docker_objects(docker_engine) == []

@@ -24,7 +24,7 @@ from orchestrator.model.scenario import parse_scenario
 from orchestrator.run.runner import Runner
 from orchestrator.tools import image
 from tests.support.adapters import MIXED_SMALL, require_adapters
-from tests.support.cli import ROOT, docker_objects, run_netns, short_id
+from tests.support.cli import ROOT, docker_objects, run_netns
 from tests.support.docker_pods import DockerPods
 
 pytestmark = [pytest.mark.emulation, pytest.mark.docker, pytest.mark.slow, pytest.mark.exclusive]
@@ -101,7 +101,7 @@ def test_ci_smoke_on_the_charts_pods_run_by_an_unprivileged_user(request, docker
     state = home / ".local" / "state" / "peerlab"
     assert state.is_dir() and state.stat().st_uid == NOBODY.pw_uid
     assert [p for p in state.rglob("*") if p.is_file()] == []
-    assert docker_objects(docker_engine, short_id(run_dir)) == [] and run_netns(run_dir) == set()
+    assert docker_objects(docker_engine) == []
 
 
 def test_js_and_py_libp2p_nodes_run_in_pods_of_their_own_images(tmp_path: Path, monkeypatch, docker_engine):
@@ -115,6 +115,7 @@ def test_js_and_py_libp2p_nodes_run_in_pods_of_their_own_images(tmp_path: Path, 
         image.build(docker_engine, implementation=name, say=lambda _m: None)
     monkeypatch.setattr(k8s_backend, "connect", DockerPods)
     monkeypatch.setenv("PEERLAB_IMAGE", tag)
+    before = run_netns()
     run_dir = Runner(parse_scenario(MIXED_SMALL + f"output: {{store: 'file://{tmp_path}/runs'}}\n"),
                      backend="kubernetes").run()
     cluster = DockerPods.instances[-1]
@@ -159,4 +160,4 @@ def test_js_and_py_libp2p_nodes_run_in_pods_of_their_own_images(tmp_path: Path, 
     assert min(e["ts"] - published[e["msg_id"]]["ts"] for e in delivered) >= 20e6  # delayed, both ways:
     kinds = {(e["node"] < "n3", e["peer"] < "n3") for e in delivered}          # js<->py first copies
     assert {(True, False), (False, True)} <= kinds
-    assert run_netns(run_dir) == set() and docker_objects(docker_engine, short_id(run_dir)) == []
+    assert run_netns() == before and docker_objects(docker_engine) == []

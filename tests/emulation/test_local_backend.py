@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import ROOT, peerlab, run_netns, short_id
+from tests.support.cli import ROOT, peerlab, run_netns
 from tests.support.scenarios import SMALL
 
 pytestmark = [pytest.mark.emulation, pytest.mark.slow, pytest.mark.exclusive]
@@ -40,6 +40,7 @@ def wait_for_line(proc: subprocess.Popen, text: str, timeout: float) -> None:
 def test_small_run_end_to_end(tmp_path: Path):
     scenario = tmp_path / "small.yaml"
     scenario.write_text(SMALL + f"output: {{store: 'file://{tmp_path}/runs'}}\n")
+    before = run_netns()
     result = peerlab("run", str(scenario), "--no-report", timeout=300)
     assert result.returncode == 0, result.stderr
     run_dir = Path(result.stdout.strip().splitlines()[-1])
@@ -75,8 +76,8 @@ def test_small_run_end_to_end(tmp_path: Path):
     assert delivered_before_kill, "n7 delivered nothing before it was killed"
 
     # nothing left behind
-    assert run_netns(run_dir) == set()
-    short = short_id(run_dir)
+    assert run_netns() == before
+    short = manifest["run_id"].rsplit("-", 1)[1]
     assert _node_processes(short) == []
     assert not Path("/tmp/peerlab", short).exists()
 
@@ -131,6 +132,7 @@ def test_signals_tear_the_run_down(tmp_path: Path, sig):
     scenario = tmp_path / "long.yaml"
     scenario.write_text(f"name: sig\nnodes: {{count: 5}}\nworkload: {{duration: 120s}}\n"
                         f"output: {{store: 'file://{tmp_path}/runs'}}\n")
+    before = run_netns()
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(scenario), "--no-report"],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     wait_for_line(proc, "T0:", 120)
@@ -141,6 +143,6 @@ def test_signals_tear_the_run_down(tmp_path: Path, sig):
     run_dir = Path(out.strip().splitlines()[-1])
     assert json.loads((run_dir / "status").read_text())["status"] == "interrupted"
     assert len(list((run_dir / "events").glob("*.jsonl.gz"))) == 5  # logs collected all the same
-    assert run_netns(run_dir) == set()
-    short = short_id(run_dir)
+    assert run_netns() == before
+    short = run_dir.name.rsplit("-", 1)[1]
     assert _node_processes(short) == []

@@ -11,6 +11,7 @@ pytestmark = [pytest.mark.emulation, pytest.mark.spark, pytest.mark.slow, pytest
 
 
 def test_quickstart_end_to_end(tmp_path: Path):
+    before = run_netns()
     started = time.monotonic()
     result = peerlab("run", "scenarios/quickstart.yaml", "--set", f"output.store=file://{tmp_path}/runs", timeout=600)
     elapsed = time.monotonic() - started
@@ -37,5 +38,5 @@ def test_quickstart_end_to_end(tmp_path: Path):
     manifest = json.loads((run_dir / "manifest.json").read_text())
     for r in manifest["calibration"]["rtt"]:
         assert abs(r["measured_ms"] - 100.0) <= 10.0 + 1.0, r
-    assert run_netns(run_dir) == set()
+    assert run_netns() == before
     print(f"quickstart took {elapsed:.1f}s including the report")

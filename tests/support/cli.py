@@ -23,20 +23,14 @@ def run_netns(*run_dirs: Path | str) -> set[str]:
     out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     names = {line.split()[0] for line in out.splitlines() if line.startswith("pl")}
     if run_dirs:
-        prefixes = tuple(f"pl{short_id(d)}-" for d in run_dirs)
+        prefixes = tuple(f"pl{Path(d).name.rsplit('-', 1)[-1]}-" for d in run_dirs)
         names = {n for n in names if n.startswith(prefixes)}
     return names
 
 
-def docker_objects(client, *shorts: str) -> list[str]:
-    """Names of every container, network and volume a peerlab run labelled; given runs' short ids,
-    only those runs' (so a test that runs beside another docker test checks its own leftovers)."""
-    labels = [{"label": f"peerlab.run={short}"} for short in shorts] or [{"label": "peerlab.run"}]
-    return sorted(o.name for label in labels for o in [*client.containers.list(all=True, filters=label),
-                                                       *client.networks.list(filters=label),
-                                                       *client.volumes.list(filters=label)])
-
-
-def short_id(run_dir: Path | str) -> str:
-    """A run's short id: its directory's last part, which names its namespaces and Docker objects."""
-    return Path(run_dir).name.rsplit("-", 1)[-1]
+def docker_objects(client) -> list[str]:
+    """Names of every container, network and volume a peerlab run labelled."""
+    label = {"label": "peerlab.run"}
+    return sorted([c.name for c in client.containers.list(all=True, filters=label)] +
+                  [n.name for n in client.networks.list(filters=label)] +
+                  [v.name for v in client.volumes.list(filters=label)])
