@@ -14,7 +14,7 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 from pyroute2 import NetNS
 
@@ -22,6 +22,9 @@ from node.contract import ContractConfig
 from orchestrator import shaping
 from orchestrator.model.plan import RunPlan
 from orchestrator.run.node_client import ControlClient
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 @dataclass
@@ -66,6 +69,14 @@ def file_tail(path: Path, lines: int) -> str:
         return "(no output)"
 
 
+def side_by_side(fn: Callable[[T], R], items: Iterable[T], workers: int = 16) -> list[R]:
+    """fn(item) for every item on a pool of threads, results in order; the first failure is raised
+    once every call has ended."""
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(fn, item) for item in items]
+    return [f.result() for f in futures]
+
+
 class StopRequested(RuntimeError):
     """A step of the run left off because SIGINT or SIGTERM asked the run to stop."""
 
@@ -74,7 +85,7 @@ class Backend(abc.ABC):
     name: str
     shared_clock = True  # every node reads this machine's clock; else the runner measures offsets
     download_side = "the switch"  # where the download cap sits (the far end of the node's link)
-    parallel_shaping = False  # shape_all: side by side (each shape a round trip to a container)
+    round_trips = False  # each call into a node's sandbox is a round trip to an engine: `each` runs them side by side
     runs_adapters = False  # can start an adapter's node (node/adapters) and stop it with SIGTERM
     adapters_in_images = False  # runs them from their images (node/adapters/*/Dockerfile), not from .tools/
     has_delayline = False  # the delay line (orchestrator/shaping/delayline.py) reaches its namespaces
@@ -155,20 +166,27 @@ class Backend(abc.ABC):
         """Can the kernel the nodes run on attach netem? Here: this machine's."""
         return shaping.probe_netem()
 
-    def shape_all(self, work: dict[str, list[dict[str, Any]]]) -> None:
-        """`shape` in several namespaces: in turn, or side by side where each is a round trip to a
-        container (`parallel_shaping`)."""
-        def shape(where: str, ops: list[dict[str, Any]]) -> None:
-            self.check_stop()
-            self.shape(where, ops)
+    def each(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
+        """fn(item) for every item, results in order: in turn, or side by side where each call is a
+        round trip to a container engine (`round_trips`). The first failure is raised, once every
+        call made has ended (teardown then sees all they created)."""
+        if not self.round_trips:
+            return [fn(item) for item in items]
+        return side_by_side(fn, items)
 
-        if not self.parallel_shaping:
-            for where, ops in work.items():
-                shape(where, ops)
-            return
-        with ThreadPoolExecutor(max_workers=16) as pool:
-            for future in [pool.submit(shape, where, ops) for where, ops in work.items()]:
-                future.result()  # the first failure is raised
+    def shape_all(self, work: dict[str, list[dict[str, Any]]]) -> None:
+        """`shape` in several namespaces, stopping between two if the run is being stopped."""
+        def shape(item: tuple[str, list[dict[str, Any]]]) -> None:
+            self.check_stop()
+            self.shape(*item)
+        self.each(shape, work.items())
+
+    def start_nodes(self, configs: dict[str, ContractConfig]) -> None:
+        """`start_node` for each, stopping between two if the run is being stopped."""
+        def start(item: tuple[str, ContractConfig]) -> None:
+            self.check_stop()
+            self.start_node(*item)
+        self.each(start, configs.items())
 
     def link_counters(self) -> dict[str, dict[str, int]] | None:
         """Every node's kernel counters, as its link sees them: bytes and packets it sent and received

@@ -30,7 +30,7 @@ from node.adapters import PEERLAB, get_adapter
 from node.config import NodeConfig
 from node.contract import ContractConfig
 from orchestrator import shaping
-from orchestrator.backends.base import Backend, LinkEnds, RunContext, far_end_counters, file_tail
+from orchestrator.backends.base import Backend, LinkEnds, RunContext, far_end_counters, file_tail, side_by_side
 from orchestrator.run.node_client import ControlClient
 from orchestrator.tools import image
 
@@ -40,6 +40,7 @@ HOST = "host"  # link_ends' name for the Docker host's own namespace
 EVENTS_DIR = "/var/lib/peerlab/events"
 CONFIG_DIR = "/etc/peerlab"
 LABEL = "peerlab.run"
+SIDE_BY_SIDE = 16  # engine calls at once (the client's connection pool holds as many)
 
 
 def docker_client():
@@ -49,7 +50,7 @@ def docker_client():
     except ImportError as err:  # pragma: no cover - a dependency of peerlab
         raise RuntimeError("the docker Python package is missing; run `make setup`") from err
     try:
-        client = docker.from_env(timeout=120)
+        client = docker.from_env(timeout=120, max_pool_size=SIDE_BY_SIDE)
         client.ping()
     except Exception as err:
         raise RuntimeError(f"no Docker engine answers ({err.__class__.__name__}: {err}); install and start "
@@ -63,8 +64,9 @@ def remove_docker_objects(short: str, client=None) -> dict[str, int]:
     selector = {"label": f"{LABEL}={short}"}
     containers = client.containers.list(all=True, filters=selector)
     # nodes first: a sandbox cannot go while a container still uses its namespace
-    for c in sorted(containers, key=lambda c: c.name.endswith("-net")):
-        c.remove(force=True)
+    for sandboxes in (False, True):
+        side_by_side(lambda c: c.remove(force=True), [c for c in containers if c.name.endswith("-net") == sandboxes],
+                     SIDE_BY_SIDE)
     networks = client.networks.list(filters=selector)
     for n in networks:
         n.remove()
@@ -98,7 +100,7 @@ def docker_leftovers() -> set[str]:
 
 class DockerBackend(Backend):
     name = "docker"
-    parallel_shaping = True
+    round_trips = True
     runs_adapters = True
     adapters_in_images = True
     has_delayline = True
@@ -152,24 +154,27 @@ class DockerBackend(Backend):
         self.client.networks.create(self.prefix, driver="bridge", ipam=ipam, labels=self.labels,
                                     options={"com.docker.network.bridge.name": f"{self.prefix}-br"})
         self.volume = self.client.volumes.create(f"{self.prefix}-events", labels=self.labels)
-        api = self.client.api
-        for node in self.ctx.plan.nodes:
-            self.check_stop()
-            net = api.create_networking_config({self.prefix: api.create_endpoint_config(
-                ipv4_address=self.address(node.id))})
-            c = api.create_container(
-                self.image, name=self.sandbox(node.id), labels=self.labels, user="0",
-                entrypoint=["python", "-m", "orchestrator.shaping", "--hold"], networking_config=net,
-                host_config=api.create_host_config(network_mode=self.prefix, cap_drop=["ALL"],
-                                                   cap_add=["NET_ADMIN"], security_opt=["no-new-privileges"],
-                                                   init=True))
-            api.start(c["Id"])
-            self.sandbox_pid[node.id] = api.inspect_container(c["Id"])["State"]["Pid"]
+        peers = dict(self.each(self._start_sandbox, [node.id for node in self.ctx.plan.nodes]))
         with IPRoute() as ipr:
-            for node in self.ctx.plan.nodes:
-                self.check_stop()
-                peer = self._exec_shaper(self.sandbox(node.id), [{"op": "peer_index", "ifname": "eth0"}])
-                self.host_ifname[node.id] = ipr.get_links(peer[0]["index"])[0].get_attr("IFLA_IFNAME")
+            for node_id, index in peers.items():
+                self.host_ifname[node_id] = ipr.get_links(index)[0].get_attr("IFLA_IFNAME")
+
+    def _start_sandbox(self, node_id: str) -> tuple[str, int]:
+        """Create and start the node's sandbox; the host-side index of its veth."""
+        self.check_stop()
+        api = self.client.api
+        net = api.create_networking_config({self.prefix: api.create_endpoint_config(
+            ipv4_address=self.address(node_id))})
+        c = api.create_container(
+            self.image, name=self.sandbox(node_id), labels=self.labels, user="0",
+            entrypoint=["python", "-m", "orchestrator.shaping", "--hold"], networking_config=net,
+            host_config=api.create_host_config(network_mode=self.prefix, cap_drop=["ALL"],
+                                               cap_add=["NET_ADMIN"], security_opt=["no-new-privileges"],
+                                               init=True))
+        api.start(c["Id"])
+        self.sandbox_pid[node_id] = api.inspect_container(c["Id"])["State"]["Pid"]
+        peer = self._exec_shaper(self.sandbox(node_id), [{"op": "peer_index", "ifname": "eth0"}])
+        return node_id, peer[0]["index"]
 
     def _exec_shaper(self, container: str, ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
         result = self.client.containers.get(container).exec_run(
@@ -274,10 +279,8 @@ class DockerBackend(Backend):
 
     def teardown(self) -> None:
         """Stop the nodes, copy the event logs out of the volume, then remove every object of the run."""
-        for node_id in list(self.containers):
-            self.kill_node(node_id)
-        for node_id, c in self.containers.items():
-            self._save_output(node_id, c)
+        self.each(self.kill_node, list(self.containers))
+        self.each(lambda item: self._save_output(*item), self.containers.items())
         if self.volume is not None:
             events = self.ctx.scratch / "events"
             events.mkdir(parents=True, exist_ok=True)

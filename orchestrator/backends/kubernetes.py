@@ -25,9 +25,8 @@ from __future__ import annotations
 import json
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from node.adapters import PEERLAB, get_adapter
 from node.contract import ContractConfig
@@ -58,7 +57,7 @@ def connect(namespace: str, context: str | None):
 
 class KubernetesBackend(Backend):
     name = "kubernetes"
-    parallel_shaping = True
+    round_trips = True
     shared_clock = False
     download_side = "an ifb in the pod, fed by its ingress"
     runs_adapters = True
@@ -130,14 +129,8 @@ class KubernetesBackend(Backend):
         for node_id, pod in self.pods.items():
             self.ips[node_id] = ips_by_pod[pod]
             self.uids[node_id] = self.cluster.pod_uid(pod)
-        self._each(lambda node_id: self._supervisor(node_id, "status", retries=20))  # sockets are up
+        self.each(lambda node_id: self._supervisor(node_id, "status", retries=20), self.pods)  # sockets are up
         self.shape_all({pod: [shaping.ingress_op("eth0", IFB)] for pod in self.pods.values()})
-
-    def _each(self, fn: Callable[[str], Any]) -> None:
-        """fn for every node, side by side (each call is an exec round trip)."""
-        with ThreadPoolExecutor(max_workers=16) as pool:
-            for future in [pool.submit(fn, node_id) for node_id in self.pods]:
-                future.result()
 
     def probe_netem(self) -> tuple[bool, str]:
         first = next(iter(self.pods.values()))
@@ -244,6 +237,6 @@ class KubernetesBackend(Backend):
                 print(f"  {node_id}: could not collect its log ({err})", file=sys.stderr)
 
         if self.ips:
-            self._each(stop_and_collect)
+            self.each(stop_and_collect, self.pods)
         self.cluster.uninstall(self.release)
         self.installed = False

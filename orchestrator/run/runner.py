@@ -250,7 +250,8 @@ class Runner(Readiness, RunRecord):
     async def _stop_all(self) -> None:
         """Stop every node; where their logs are on this machine, each is stored as soon as its node
         has exited (and those of nodes already down at once), while the others are still stopping."""
-        alive = [n.id for n in self.plan.nodes if self.backend.alive(n.id)]
+        ids = [n.id for n in self.plan.nodes]
+        alive = [n for n, up in zip(ids, await self._blocking(self.backend.each, self.backend.alive, ids)) if up]
         await asyncio.gather(*(self.clients[n].post("/stop", {"reason": "run finished"}) for n in alive),
                              return_exceptions=True)
         loop = asyncio.get_running_loop()
@@ -303,9 +304,7 @@ class Runner(Readiness, RunRecord):
             self.configs[node.id] = self._node_config(node.id, mode)
             self.clients[node.id] = (self.backend.control(node.id) if node.implementation == PEERLAB
                                      else ContractClient(node.id, self.backend, node.neighbours, self._t0_for(node.id)))
-            if not node.absent:
-                self.backend.start_node(node.id, self.configs[node.id])
-                await asyncio.sleep(0)  # a signal's cancellation lands between two starts
+        await self._blocking(self.backend.start_nodes, {n: self.configs[n] for n in self.present})
         if self.adapters:  # their T0 is fixed: wait for them until then, no longer
             await self._wait_healthy(self.present, (self.t0_ns - time.time_ns()) / 1e9)
             await self._wait_connected((self.t0_ns - time.time_ns()) / 1e9, fail=False)

@@ -16,7 +16,7 @@ def test_all_variant_features_deliver_every_message(tmp_path: Path):
                      "--set", f"output.store=file://{tmp_path}/runs", "--set", "gossipsub.variant=all-3",
                      "--set", "nodes.count=16", "--set", "workload.message_size=300KB",
                      "--set", "workload.publishers=3", "--set", "workload.drain=6s", "--set", "workload.warmup=4s",
-                     "--set", "topology.degree=6", timeout=300)
+                     "--set", "topology.degree=6", "--set", "calibration.enabled=false", timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     run_dir = Path(result.stdout.strip().splitlines()[-1])
     events = []
@@ -39,7 +39,7 @@ def test_variant_matrix_runs_each_variant_and_prints_one_table(tmp_path: Path):
                      "--set", f"output.store=file://{tmp_path}/runs", "--set", "nodes.count=12",
                      "--set", "workload.message_size=100KB", "--set", "workload.publishers=4",
                      "--set", "workload.drain=5s", "--set", "workload.warmup=4s", "--set", "topology.degree=5",
-                     timeout=900)
+                     "--set", "calibration.enabled=false", timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
     run_dirs = [Path(line) for line in result.stdout.split()]
     assert len(run_dirs) == 2
