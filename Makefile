@@ -6,6 +6,10 @@
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+# pytest keeps the test modules it rewrites (assertions) as bytecode beside them; where the
+# environment says not to write bytecode, every pytest process rewrites all of them again (2 of the
+# 5 s it takes to collect the suite, in each worker)
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: setup adapters tools spark-archive quickstart test test-fast test-netem docs bench-scale proto chart-schema mutation clean-runs
 

@@ -139,7 +139,7 @@ seed: 4
 nodes: {count: 6}
 protocol: floodsub
 topology: {algorithm: complete}
-network: {latency: {model: constant, one_way: 50ms}, shaping: netem}
+network: {latency: {model: constant, one_way: 50ms}, bandwidth_up: 20mbit, bandwidth_down: 20mbit, shaping: netem}
 topics: {count: 1}
 workload: {publishers: 6, rate: 3/s, message_size: 1KB, warmup: 2s, duration: 24s, drain: 4s}
 calibration: {pairs: 3, throughput_nodes: 1}
@@ -166,7 +166,10 @@ def test_a_scenario_runs_in_netem_mode_end_to_end(tmp_path: Path):
     # the kernel's part (netem) is held to 3% + 1 ms by the ping tests above; the nodes' own probes add
     # their processing, 15-20x slower in the guest's emulated CPU than on a host and slower still on a
     # loaded CI machine (+8 to +20 ms seen). What this run must show is that netem applied each pair's
-    # delay once per direction: not missing (about +15 ms) and not doubled (about +115 ms).
+    # delay once per direction: not missing (about +15 ms) and not doubled (about +115 ms). The rate is
+    # 20 Mbit/s, not the default 50: a node's probe in the guest's emulated CPU reached 49.8-50.0 Mbit/s
+    # of 50 in most runs but 41.3 in one, alone on the machine (the emulated CPU is that close to its limit),
+    # where 20 leaves it room.
     assert all(-1.0 <= r["measured_ms"] - r["configured_ms"] <= 0.5 * r["configured_ms"] for r in cal["rtt"]), cal
     assert all(abs(r["error_pct"]) <= 3.0 for r in cal["throughput"]), cal
     assert [f["action"] for f in manifest["faults_executed"]] == ["partition", "heal", "degrade", "restore"]
