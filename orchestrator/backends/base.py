@@ -25,6 +25,7 @@ from orchestrator.run.node_client import ControlClient
 
 T = TypeVar("T")
 R = TypeVar("R")
+SIDE_BY_SIDE = 16  # calls at once where each is a round trip to a container engine
 
 
 @dataclass
@@ -69,7 +70,7 @@ def file_tail(path: Path, lines: int) -> str:
         return "(no output)"
 
 
-def side_by_side(fn: Callable[[T], R], items: Iterable[T], workers: int = 16) -> list[R]:
+def side_by_side(fn: Callable[[T], R], items: Iterable[T], workers: int = SIDE_BY_SIDE) -> list[R]:
     """fn(item) for every item on a pool of threads, results in order; the first failure is raised
     once every call has ended."""
     with ThreadPoolExecutor(max_workers=workers) as pool:

@@ -30,7 +30,15 @@ from node.adapters import PEERLAB, get_adapter
 from node.config import NodeConfig
 from node.contract import ContractConfig
 from orchestrator import shaping
-from orchestrator.backends.base import Backend, LinkEnds, RunContext, far_end_counters, file_tail, side_by_side
+from orchestrator.backends.base import (
+    SIDE_BY_SIDE,
+    Backend,
+    LinkEnds,
+    RunContext,
+    far_end_counters,
+    file_tail,
+    side_by_side,
+)
 from orchestrator.run.node_client import ControlClient
 from orchestrator.tools import image
 
@@ -40,7 +48,6 @@ HOST = "host"  # link_ends' name for the Docker host's own namespace
 EVENTS_DIR = "/var/lib/peerlab/events"
 CONFIG_DIR = "/etc/peerlab"
 LABEL = "peerlab.run"
-SIDE_BY_SIDE = 16  # engine calls at once (the client's connection pool holds as many)
 
 
 def docker_client():
@@ -50,7 +57,7 @@ def docker_client():
     except ImportError as err:  # pragma: no cover - a dependency of peerlab
         raise RuntimeError("the docker Python package is missing; run `make setup`") from err
     try:
-        client = docker.from_env(timeout=120, max_pool_size=SIDE_BY_SIDE)
+        client = docker.from_env(timeout=120, max_pool_size=SIDE_BY_SIDE)  # a connection for each call at once
         client.ping()
     except Exception as err:
         raise RuntimeError(f"no Docker engine answers ({err.__class__.__name__}: {err}); install and start "
@@ -65,8 +72,7 @@ def remove_docker_objects(short: str, client=None) -> dict[str, int]:
     containers = client.containers.list(all=True, filters=selector)
     # nodes first: a sandbox cannot go while a container still uses its namespace
     for sandboxes in (False, True):
-        side_by_side(lambda c: c.remove(force=True), [c for c in containers if c.name.endswith("-net") == sandboxes],
-                     SIDE_BY_SIDE)
+        side_by_side(lambda c: c.remove(force=True), [c for c in containers if c.name.endswith("-net") == sandboxes])
     networks = client.networks.list(filters=selector)
     for n in networks:
         n.remove()
