@@ -126,9 +126,9 @@ class KubeAPI:
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", self._handle)
         self.loop = asyncio.new_event_loop()
-        runner = web.AppRunner(app)
-        self.loop.run_until_complete(runner.setup())
-        self.loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", port).start())
+        self.runner = web.AppRunner(app)
+        self.loop.run_until_complete(self.runner.setup())
+        self.loop.run_until_complete(web.TCPSite(self.runner, "127.0.0.1", port).start())
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
         kubeconfig = directory / "kubeconfig"
@@ -142,5 +142,9 @@ current-context: ctx
         return kubeconfig
 
     def stop(self) -> None:
+        # close the server and the clients' kept-alive connections in the loop that holds them; left
+        # pending, their handlers are collected during a later test, which then warns about them
+        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(5)
+        self.loop.close()
