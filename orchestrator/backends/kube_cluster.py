@@ -25,8 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-import yaml
-
 from orchestrator.backends import kube_lease
 from orchestrator.paths import ROOT
 from orchestrator.run.node_client import ControlClient
@@ -57,6 +55,12 @@ class ExecResult:
         except (ValueError, IndexError):
             pass
         return {"error": (self.stderr.strip() or self.stdout.strip())[-2000:] or f"exit code {self.code}"}
+
+
+def write_values(values: dict[str, Any], path: Path) -> None:
+    """The release's values file, as JSON (which is YAML): every string quoted. PyYAML leaves a run's
+    short id such as 606e96 bare, which helm's YAML 1.2 reads as a number."""
+    path.write_text(json.dumps(values, indent=1))
 
 
 def helm_binary() -> str:
@@ -129,7 +133,7 @@ class KubeCluster:
 
     def install(self, release: str, values: dict[str, Any], values_file: Path) -> None:
         """The run's release, with the lease that says its orchestrator lives made first (kube_lease)."""
-        values_file.write_text(yaml.safe_dump(values, sort_keys=False))
+        write_values(values, values_file)
         self.ensure_namespace()
         self.lease = kube_lease.RunLease(self.api_client, self.namespace, release)
         self.lease.hold()

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from orchestrator.backends import kubernetes as k8s_backend
-from orchestrator.backends.kube_cluster import CHART, helm_binary
+from orchestrator.backends.kube_cluster import CHART, helm_binary, write_values
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.run.runner import Runner
 from orchestrator.tools import image
@@ -107,14 +107,15 @@ def test_values_name_the_image_and_counts_by_role(monkeypatch, tmp_path: Path):
         assert backend.pods[honest[3]].endswith("-nodes-3") and backend.pods[attackers[0]].endswith("-attackers-0")
         assert values["image"]["tag"] == image.image_tag().rpartition(":")[2]
         # the chart takes these values (its schema, real helm) and makes exactly these pods
-        (tmp_path / "values.yaml").write_text(yaml.safe_dump(values))
+        values["run"]["short"] = "606e96"  # a short id that helm would read as a number if left bare
+        write_values(values, tmp_path / "values.yaml")
         render = subprocess.run([helm_binary(), "template", "r", str(CHART), "-f", str(tmp_path / "values.yaml")],
                                 capture_output=True, text=True, timeout=120)
         assert render.returncode == 0, render.stderr
         sets = {d["metadata"]["name"]: d["spec"]["replicas"] for d in yaml.safe_load_all(render.stdout)
                 if d and d["kind"] == "StatefulSet"}
         pods = {f"{name}-{i}" for name, replicas in sets.items() for i in range(replicas)}
-        assert pods == set(backend.pods.values())
+        assert pods == {p.replace(backend.release, "pl606e96") for p in backend.pods.values()}
     finally:
         shutil.rmtree(runner.scratch, ignore_errors=True)
 

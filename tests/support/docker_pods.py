@@ -18,7 +18,7 @@ from typing import Any, Callable
 import yaml
 
 from orchestrator.backends.docker import LABEL, docker_client, remove_docker_objects
-from orchestrator.backends.kube_cluster import CHART, ExecResult, helm_binary
+from orchestrator.backends.kube_cluster import CHART, ExecResult, helm_binary, write_values
 from orchestrator.run.node_client import ControlClient
 
 
@@ -37,7 +37,7 @@ class DockerPods:
     def install(self, release: str, values: dict[str, Any], values_file: Path) -> None:
         from tests.support.pod_spec import run_pod
 
-        values_file.write_text(yaml.safe_dump(values, sort_keys=False))
+        write_values(values, values_file)
         render = subprocess.run([helm_binary(), "template", release, str(CHART), "--namespace", self.namespace,
                                  "-f", str(values_file)], capture_output=True, text=True, timeout=120)
         if render.returncode != 0:
