@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import ROOT, peerlab, run_netns
+from tests.support.cli import ROOT, peerlab, run_netns, short_id
 from tests.support.scenarios import SMALL
 
 pytestmark = [pytest.mark.emulation, pytest.mark.slow, pytest.mark.exclusive]
@@ -77,7 +77,7 @@ def test_small_run_end_to_end(tmp_path: Path):
 
     # nothing left behind
     assert run_netns() == before
-    short = manifest["run_id"].rsplit("-", 1)[1]
+    short = short_id(run_dir)
     assert _node_processes(short) == []
     assert not Path("/tmp/peerlab", short).exists()
 
@@ -144,5 +144,5 @@ def test_signals_tear_the_run_down(tmp_path: Path, sig):
     assert json.loads((run_dir / "status").read_text())["status"] == "interrupted"
     assert len(list((run_dir / "events").glob("*.jsonl.gz"))) == 5  # logs collected all the same
     assert run_netns() == before
-    short = run_dir.name.rsplit("-", 1)[1]
+    short = short_id(run_dir)
     assert _node_processes(short) == []

@@ -23,9 +23,14 @@ def run_netns(*run_dirs: Path | str) -> set[str]:
     out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     names = {line.split()[0] for line in out.splitlines() if line.startswith("pl")}
     if run_dirs:
-        prefixes = tuple(f"pl{Path(d).name.rsplit('-', 1)[-1]}-" for d in run_dirs)
+        prefixes = tuple(f"pl{short_id(d)}-" for d in run_dirs)
         names = {n for n in names if n.startswith(prefixes)}
     return names
+
+
+def short_id(run_dir: Path | str) -> str:
+    """A run's short id: its directory's last part, which names its namespaces and processes' paths."""
+    return Path(run_dir).name.rsplit("-", 1)[-1]
 
 
 def docker_objects(client) -> list[str]:
