@@ -63,7 +63,9 @@ def test_supervisor_starts_kills_and_restarts_a_node(tmp_path: Path):
 def test_supervisor_runs_the_groups_command_and_stops_it_with_sigterm(tmp_path: Path):
     """An adapter's pod: the supervisor runs PEERLAB_NODE_COMMAND with the config's path in it, and
     `stop` is a SIGTERM; a command that is not a JSON list is refused by name."""
-    script = "import sys, time; open(sys.argv[1] + '.seen', 'w').write(open(sys.argv[1]).read()); time.sleep(60)"
+    # written aside and renamed: the test reads the file as soon as it exists
+    script = ("import os, sys, time; open(sys.argv[1] + '.tmp', 'w').write(open(sys.argv[1]).read()); "
+              "os.replace(sys.argv[1] + '.tmp', sys.argv[1] + '.seen'); time.sleep(60)")
     env = {**os.environ, "PEERLAB_NODE_COMMAND": json.dumps([sys.executable, "-c", script, "{config}"])}
     serve = subprocess.Popen([sys.executable, "-m", "node.supervisor", "serve", "--dir", str(tmp_path)],
                              cwd=ROOT, stdout=subprocess.PIPE, text=True, env=env)
