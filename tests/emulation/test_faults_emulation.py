@@ -118,6 +118,7 @@ def _leftovers() -> dict[str, object]:
 
 @pytest.mark.slow
 @pytest.mark.exclusive
+@pytest.mark.whole_machine
 def test_back_to_back_runs_with_kill_restart_and_stop_leave_nothing(tmp_path: Path):
     scenario = tmp_path / "tiny.yaml"
     scenario.write_text("name: tiny\nnodes: {count: 4}\nprotocol: gossipsub\n"
