@@ -1,7 +1,8 @@
 """Shared fixtures and the tests' order. Markers: `emulation` (root, namespaces, tc, real processes),
 `netem` (sch_netem), `spark` (Java), `docker`, `slow`, `waiting` (started first), `exclusive` (one at
 a time after the emulation tests, with the tests that need only the CPU beside them at the lowest
-priority), `whole_machine` (exclusive, with nothing beside it). `make test-fast` is the fast loop; `make test` everything."""
+priority), `whole_machine` (exclusive, with nothing beside it). `make test-fast` is the fast loop;
+`make test` everything."""
 from __future__ import annotations
 
 import os
