@@ -64,10 +64,11 @@ test-netem: setup
 	$(VENV)/bin/peerlab vm build
 	$(VENV)/bin/peerlab vm run -- $(PY) -m pytest -p no:cacheprovider -m netem -v -s tests/emulation/test_netem.py
 
-# the fast loop: no namespaces, no Spark, nothing marked slow (`make test` runs those)
+# the fast loop: no namespaces, no Spark, nothing marked slow (`make test` runs those); the few that
+# time the host one at a time, with the rest beside them at the lowest priority, as in `make test`
 test-fast: setup
-	$(PY) -m pytest -n 2 -m "not emulation and not spark and not exclusive and not slow"
-	$(PY) -m pytest -n 2 -m "exclusive and not emulation and not spark and not slow"
+	./.ci/beside '$(PY) -m pytest -p no:cacheprovider -n 2 -m "not emulation and not spark and not exclusive and not slow"' \
+		$(PY) -m pytest -m "exclusive and not emulation and not spark and not slow"
 
 # the documentation site (docs/, mkdocs) into .site/, with the generated scenario reference
 docs: setup
