@@ -4,12 +4,16 @@ from __future__ import annotations
 import argparse
 import os
 
-from orchestrator.cli.common import UsageError, err
+from orchestrator.cli.common import UsageError, add_command, err
 
 
 def add(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench", help="benchmarks that print figures (local scale, GossipSub scale and CPU, "
-                                     "simulation speed and memory)")
+    p = add_command(sub, "bench", help="benchmarks that print figures (local scale, GossipSub scale and CPU, "
+                                       "simulation speed and memory)",
+                    examples=["peerlab bench router --sizes 1KiB,1MiB",
+                              "peerlab bench gossipsub --nodes 50,100 --duration 30s",
+                              "peerlab bench sim", "peerlab bench analysis --events 1000000",
+                              "peerlab bench soak --duration 10m --every 30s"])
     p.add_argument("target", choices=["local", "gossipsub", "router", "topiary-sweep", "sim", "analysis", "soak"],
                    help="local: how many nodes the local backend runs (floodsub); gossipsub: "
                         "a GossipSub scenario (--scenario, default scenarios/gossipsub-large.yaml) at each "

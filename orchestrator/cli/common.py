@@ -1,5 +1,5 @@
-"""What the commands share: the error console, scenario and Spark options, KEY=VALUE parsing, the
-analysis of one run and its one-line summary."""
+"""What the commands share: the parser of one command with its examples, the error console, scenario
+and Spark options, KEY=VALUE parsing, the analysis of one run and its one-line summary."""
 from __future__ import annotations
 
 import argparse
@@ -7,7 +7,9 @@ import json
 import logging
 import signal
 import sys
+import textwrap
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,22 @@ err = Console(stderr=True, soft_wrap=True)
 
 class UsageError(Exception):
     pass
+
+
+HELP_WIDTH = 100
+
+
+def add_command(sub: argparse._SubParsersAction, name: str, *, help: str, description: str = "",
+                examples: Sequence[str] = (), note: str = "") -> argparse.ArgumentParser:
+    """One command's parser. Its --help shows the description (the help line if none), each paragraph
+    (blank-line separated) filled to the width, then `examples:` one per line as written (aligned
+    comments stay aligned), then the note."""
+    text = "\n\n".join(textwrap.fill(" ".join(paragraph.split()), HELP_WIDTH)
+                        for paragraph in (description or help).strip().split("\n\n"))
+    epilog = "\n".join([*(["examples:", *(f"  {e}" for e in examples)] if examples else []),
+                        *([textwrap.fill(note, HELP_WIDTH)] if note else [])])
+    return sub.add_parser(name, help=help, description=text, epilog=epilog or None,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
 def scenario_args(p: argparse.ArgumentParser) -> None:

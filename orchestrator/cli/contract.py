@@ -6,18 +6,17 @@ import gzip
 import json
 from pathlib import Path
 
-from orchestrator.cli.common import UsageError, write_json
+from orchestrator.cli.common import UsageError, add_command, write_json
 
 
 def add(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("contract", help="the node contract: its JSON Schemas, check a node's log, the implementations",
-                       formatter_class=argparse.RawDescriptionHelpFormatter,
-                       description="Any node peerlab runs follows the node contract (docs/node-contract.md): the "
-                                   "config it is given, the events it writes, how it starts and stops.",
-                       epilog="examples:\n"
-                              "  peerlab contract schema config -o config.schema.json\n"
-                              "  peerlab contract check runs/<run>/events/n3.jsonl.gz --config n3.json\n"
-                              "  peerlab contract implementations")
+    p = add_command(sub, "contract",
+                    help="the node contract: its JSON Schemas, check a node's log, the implementations",
+                    description="Any node peerlab runs follows the node contract (docs/node-contract.md): the "
+                                "config it is given, the events it writes, how it starts and stops.",
+                    examples=["peerlab contract schema config -o config.schema.json",
+                              "peerlab contract check runs/<run>/events/n3.jsonl.gz --config n3.json",
+                              "peerlab contract implementations"])
     csub = p.add_subparsers(dest="contract_command", metavar="WHAT", required=True)
     s = csub.add_parser("schema", help="print the JSON Schema of the node config or of one event")
     s.add_argument("which", choices=["config", "events"])

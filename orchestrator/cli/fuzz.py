@@ -5,16 +5,22 @@ import argparse
 import subprocess
 import sys
 
-from orchestrator.cli.common import UsageError, err
+from orchestrator.cli.common import UsageError, add_command, err
+
+DESCRIPTION = """
+Feed each decoder malformed frames (random bytes; valid frames truncated, bit-flipped, spliced, with
+lying lengths) and count crashes: exceptions other than the decoder's own refusal.
+
+One line per decoder: decoder=<name> frames=<n> crashes=<k>. Exit 1 if any crashed (its first failing
+input and traceback go to stderr).
+"""
 
 
 def add(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "fuzz", help="fuzz every wire decoder (framing, pubsub RPC, each protocol core) with malformed frames",
-        description="Feed each decoder malformed frames (random bytes; valid frames truncated, bit-flipped, "
-                    "spliced, with lying lengths) and count crashes: exceptions other than the decoder's "
-                    "own refusal. One line per decoder: decoder=<name> frames=<n> crashes=<k>. Exit 1 if "
-                    "any crashed (its first failing input and traceback go to stderr).")
+    p = add_command(
+        sub, "fuzz", help="fuzz every wire decoder (framing, pubsub RPC, each protocol core) with malformed frames",
+        description=DESCRIPTION,
+        examples=["peerlab fuzz --frames 10000", "peerlab fuzz --decoder rpc --decoder core:scoutsubs"])
     p.add_argument("--frames", type=int, default=100_000, help="inputs per decoder (default 100000)")
     p.add_argument("--decoder", dest="decoders", action="append", metavar="NAME",
                    help="only this one (repeat); names: frame, rpc, core:<protocol>")

@@ -5,16 +5,19 @@ import argparse
 import os
 from pathlib import Path
 
-from orchestrator.cli.common import UsageError, err, key_values
+from orchestrator.cli.common import UsageError, add_command, err, key_values
 
 
 def add(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("image", help="build the node images (node/Dockerfile, node/adapters/*/Dockerfile) for the "
-                                     "docker and kubernetes backends",
-                       description="Build a node image with the local Docker engine, tagged by its content "
-                                   "(peerlab-node:<hash of node/ and the shaper>, peerlab-<adapter>:<hash of its "
-                                   "folder>); prints the tag. The docker backend does this by itself when a tag "
-                                   "is missing.")
+    p = add_command(sub, "image", help="build the node images (node/Dockerfile, node/adapters/*/Dockerfile) for "
+                                       "the docker and kubernetes backends",
+                    description="Build a node image with the local Docker engine, tagged by its content "
+                                "(peerlab-node:<hash of node/ and the shaper>, peerlab-<adapter>:<hash of its "
+                                "folder>); prints the tag. The docker backend does this by itself when a tag "
+                                "is missing.",
+                    examples=["peerlab image build                          # peerlab's node image",
+                              "peerlab image build --implementation all     # and every adapter's",
+                              "peerlab image build --tag-only               # the tag it would have"])
     p.add_argument("action", choices=["build"])
     p.add_argument("--implementation", default="peerlab", metavar="NAME",
                    help="whose image: peerlab (default), an adapter (js-libp2p, py-libp2p: `peerlab contract "
@@ -26,26 +29,28 @@ def add(sub: argparse._SubParsersAction) -> None:
 
     from orchestrator.tools.prepare import PLAYBOOKS
 
-    p = sub.add_parser("prepare", help="prepare this machine with an Ansible playbook (host, kind, storage)",
-                       description="Run one of playbooks/*.yml against localhost through ansible-runner: "
-                                   "host (tc modules where the kernel has them, sysctls and limits for many "
-                                   "nodes, Docker), kind (a multi-node kind cluster with the node image), "
-                                   "storage (an S3 bucket for run logs). Other hosts: ansible-playbook -i "
-                                   "INVENTORY playbooks/NAME.yml.")
+    p = add_command(sub, "prepare", help="prepare this machine with an Ansible playbook (host, kind, storage)",
+                    examples=["peerlab prepare host --check   # what it would change", "peerlab prepare kind"],
+                    description="Run one of playbooks/*.yml against localhost through ansible-runner: "
+                                "host (tc modules where the kernel has them, sysctls and limits for many "
+                                "nodes, Docker), kind (a multi-node kind cluster with the node image), "
+                                "storage (an S3 bucket for run logs). Other hosts: ansible-playbook -i "
+                                "INVENTORY playbooks/NAME.yml.")
     p.add_argument("playbook", choices=sorted(PLAYBOOKS))
     p.add_argument("--check", action="store_true", help="Ansible check mode: show what would change, change nothing")
     p.add_argument("-e", dest="extra", action="append", default=[], metavar="KEY=VALUE",
                    help="a playbook variable (repeatable), e.g. -e peerlab_image=peerlab-node:<tag>")
     p.set_defaults(func=cmd_prepare)
 
-    p = sub.add_parser("clean", help="remove what crashed runs left: namespaces, processes, containers; "
-                                     "with --kubernetes, Helm releases",
-                       description="Remove what runs whose orchestrator died left behind. On this machine (root): "
-                                   "node processes, network namespaces, scratch folders, Docker containers, "
-                                   "networks and volumes labelled peerlab.run; each run's event logs are stored "
-                                   "into its run directory first. With --kubernetes: the Helm releases pl<short> "
-                                   "in the namespace whose lease (renewed by a live orchestrator every 15 s) "
-                                   "lapsed, or that have none. A live run is never touched without --force.")
+    p = add_command(sub, "clean", help="remove what crashed runs left: namespaces, processes, containers; "
+                                       "with --kubernetes, Helm releases",
+                    examples=["peerlab clean", "peerlab clean --kubernetes --namespace peerlab"],
+                    description="Remove what runs whose orchestrator died left behind. On this machine (root): "
+                                "node processes, network namespaces, scratch folders, Docker containers, "
+                                "networks and volumes labelled peerlab.run; each run's event logs are stored "
+                                "into its run directory first. With --kubernetes: the Helm releases pl<short> "
+                                "in the namespace whose lease (renewed by a live orchestrator every 15 s) "
+                                "lapsed, or that have none. A live run is never touched without --force.")
     p.add_argument("--force", action="store_true", help="also clean runs whose orchestrator is alive")
     p.add_argument("--kubernetes", action="store_true",
                    help="clean Helm releases in the cluster of your kubeconfig instead (needs no root)")
@@ -53,7 +58,8 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--kube-context", help="with --kubernetes: kubeconfig context (default: the current one)")
     p.set_defaults(func=cmd_clean)
 
-    p = sub.add_parser("doctor", help="what this machine offers: netns, htb, netem, java, docker, helm, a Kubernetes cluster")
+    p = add_command(sub, "doctor",
+                    help="what this machine offers: netns, htb, netem, java, docker, helm, a Kubernetes cluster")
     p.set_defaults(func=cmd_doctor)
 
 

@@ -4,18 +4,17 @@ from __future__ import annotations
 import argparse
 import json
 
-from orchestrator.cli.common import UsageError, err
+from orchestrator.cli.common import UsageError, add_command, err
 
 
 def add(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "overlay", help="build topic-connected overlays (GM, CD-ODA..., CD-MAX-Ref) and report degrees",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Build overlays on R random workloads and report mean and 95%% confidence interval "
+    p = add_command(
+        sub, "overlay", help="build topic-connected overlays (GM, CD-ODA..., CD-MAX-Ref) and report degrees",
+        description="Build overlays on R random workloads and report mean and 95% confidence interval "
                     "of average and maximum degree, edges, connected topics and construction time, as "
                     "the CD-MAX seed's tables do.",
-        epilog="examples:\n  peerlab overlay --algorithm cd-max-ref --nodes 1000 --topics 100 "
-               "--subscriptions 10 --runs 10\n  peerlab overlay --compare --nodes 200 --json")
+        examples=["peerlab overlay --algorithm cd-max-ref --nodes 1000 --topics 100 --subscriptions 10 --runs 10",
+                  "peerlab overlay --compare --nodes 200 --json"])
     p.add_argument("--algorithm", "-a", default="cd-max-ref", choices=sorted(__import__(
         "orchestrator.model.overlays", fromlist=["ALGORITHMS"]).ALGORITHMS))
     p.add_argument("--compare", action="store_true", help="run every algorithm on the same workloads")

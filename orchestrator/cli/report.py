@@ -5,19 +5,24 @@ import argparse
 import json
 from pathlib import Path
 
-from orchestrator.cli.common import UsageError, err, report, spark_options, summary, upload
+from orchestrator.cli.common import UsageError, add_command, err, report, spark_options, summary, upload
 
 
 def add(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("report", help="(re)run the analysis of a run directory",
-                       description="Analyse a run: a local run directory, or a run in an s3:// store, which "
-                                   "is fetched into the cache ($PEERLAB_CACHE or ~/.cache/peerlab), analysed "
-                                   "there, and its analysis/ uploaded back.")
+    p = add_command(sub, "report", help="(re)run the analysis of a run directory",
+                    description="Analyse a run: a local run directory, or a run in an s3:// store, which "
+                                "is fetched into the cache ($PEERLAB_CACHE or ~/.cache/peerlab), analysed "
+                                "there, and its analysis/ uploaded back.",
+                    examples=["peerlab report runs/20261121-120000-quickstart-1a2b3c",
+                              "peerlab report s3://bucket/peerlab/20261121-120000-quickstart-1a2b3c",
+                              "peerlab report runs/20261121-120000-quickstart-1a2b3c --master local[2]"])
     p.add_argument("run_dir", metavar="RUN", help="a run directory, or s3://BUCKET/PREFIX/RUN_ID")
     spark_options(p)
     p.set_defaults(func=cmd_report)
 
-    p = sub.add_parser("compare", help="metrics of several runs side by side")
+    p = add_command(sub, "compare", help="metrics of several runs side by side",
+                    examples=["peerlab compare runs/A runs/B", "peerlab compare runs/A runs/B --format csv",
+                              "peerlab compare runs/A runs/B --html compare.html   # with the runs' curves"])
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
     p.add_argument("--format", choices=["table", "csv", "json"], default="table")
     p.add_argument("--html", metavar="FILE", help="also write a self-contained page with the table and the runs' "

@@ -5,13 +5,28 @@ import argparse
 import os
 from pathlib import Path
 
-from orchestrator.cli.common import UsageError, err, load, report, scenario_args, spark_options, summary, upload
+from orchestrator.cli.common import (
+    UsageError,
+    add_command,
+    err,
+    load,
+    report,
+    scenario_args,
+    spark_options,
+    summary,
+    upload,
+)
 
 
 def add(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run", help="validate, plan, deploy, run, collect, tear down, analyse",
-                       description="Run a scenario end to end. Progress goes to stderr; the last line "
-                                   "on stdout is the run directory.")
+    p = add_command(sub, "run", help="validate, plan, deploy, run, collect, tear down, analyse",
+                    description="Run a scenario end to end. Progress goes to stderr; the last line "
+                                "on stdout is the run directory.",
+                    examples=["peerlab run scenarios/quickstart.yaml",
+                              "peerlab run scenarios/quickstart.yaml --set nodes.count=10 --seed 7",
+                              "peerlab run scenarios/quickstart.yaml --backend docker",
+                              "peerlab run scenarios/sim-gossipsub-1000.yaml --backend sim",
+                              "peerlab run scenarios/gossipsub-large.yaml --matrix gossipsub.variant=v1.1,v1.2"])
     scenario_args(p)
     p.add_argument("--backend", default="local",
                    help="where nodes run: local (default; processes in network namespaces, real tc), docker "

@@ -4,21 +4,26 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from orchestrator.cli.common import UsageError, load, scenario_args, write_json
+from orchestrator.cli.common import UsageError, add_command, load, scenario_args, write_json
 
 
 def add(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("validate", help="check a scenario and exit (2 if invalid)")
+    p = add_command(sub, "validate", help="check a scenario and exit (2 if invalid)",
+                    examples=["peerlab validate scenarios/quickstart.yaml",
+                              "peerlab validate my.yaml --set nodes.count=500 --matrix protocol.name=floodsub,gossipsub"])
     scenario_args(p)
     p.set_defaults(func=cmd_validate)
 
-    p = sub.add_parser("plan", help="show the plan a scenario and seed give, without running it")
+    p = add_command(sub, "plan", help="show the plan a scenario and seed give, without running it",
+                    examples=["peerlab plan scenarios/quickstart.yaml --seed 7",
+                              "peerlab plan scenarios/quickstart.yaml --json   # the whole plan the nodes get"])
     scenario_args(p)
     p.add_argument("--seed", type=int)
     p.add_argument("--json", action="store_true", help="print the whole RunPlan as JSON")
     p.set_defaults(func=cmd_plan)
 
-    p = sub.add_parser("schema", help="print the scenario JSON Schema (for editors)")
+    p = add_command(sub, "schema", help="print the scenario JSON Schema (for editors)",
+                    examples=["peerlab schema -o scenario.schema.json"])
     p.add_argument("--output", "-o", help="write to this file instead of stdout")
     p.set_defaults(func=cmd_schema)
 

@@ -6,25 +6,27 @@ import os
 import sys
 from pathlib import Path
 
-from orchestrator.cli.common import UsageError, err
+from orchestrator.cli.common import UsageError, add_command, err
 from orchestrator.paths import ROOT
 
 GUEST_ENV = {"PYTHONDONTWRITEBYTECODE": "1", "PY_COLORS": "0", "TERM": "dumb"}
+DESCRIPTION = """
+Kernels without sch_netem (many CI machines, WSL2) cannot run peerlab's netem mode. The guest boots
+Debian's stock kernel under QEMU's software emulation (no KVM needed; the guest CPU is 15-20x slower),
+with this checkout and its Python shared in read-only at the same paths, and runs one command in it
+as root.
+"""
 
 
 def add(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "vm", help="a Debian guest under QEMU, for the netem path on a kernel without sch_netem",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Kernels without sch_netem (many CI machines, WSL2) cannot run peerlab's netem mode. The guest "
-                    "boots Debian's stock kernel under QEMU's software emulation (no KVM needed; the guest CPU is "
-                    "15-20x slower), with this checkout and its Python shared in read-only at the same paths, and "
-                    "runs one command in it as root.",
-        epilog="examples:\n"
-               "  peerlab vm build                      # about a minute, 1 GB under ~/.cache/peerlab/vm\n"
-               "  peerlab vm run -- .venv/bin/python -m pytest -m netem tests/emulation/test_netem.py   # what make test-netem runs\n"
-               "  peerlab vm run -- tc qdisc add dev lo root netem delay 10ms\n"
-               "Needs root and Debian's qemu-system-x86, debootstrap and busybox-static (.ci/system-packages vm).")
+    p = add_command(
+        sub, "vm", help="a Debian guest under QEMU, for the netem path on a kernel without sch_netem",
+        description=DESCRIPTION,
+        examples=["peerlab vm build                      # about a minute, 1 GB under ~/.cache/peerlab/vm",
+                  "peerlab vm run -- .venv/bin/python -m pytest -m netem tests/emulation/test_netem.py"
+                  "   # what make test-netem runs",
+                  "peerlab vm run -- tc qdisc add dev lo root netem delay 10ms"],
+        note="Needs root and Debian's qemu-system-x86, debootstrap and busybox-static (.ci/system-packages vm).")
     vsub = p.add_subparsers(dest="vm_command", required=True, metavar="{build,run}")
     b = vsub.add_parser("build", help="build the guest from Debian packages (kernel, root filesystem, initramfs)")
     b.add_argument("--force", action="store_true", help="build again even if an image of this recipe exists")
