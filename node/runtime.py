@@ -21,7 +21,7 @@ from node.ids import node_id
 from node.lifecycle import NodeLifecycle
 from node.linkmodel import Degradations
 from node.protocols import get_protocol
-from node.transport import Transport
+from node.transport import Transport, TransportEvents
 
 log = logging.getLogger("node")
 BULK_CHUNK = 64 * 1024
@@ -43,7 +43,7 @@ class NodeRuntime:
         self.transport = Transport(
             cfg.node_id, cfg.run_id, cfg.protocol, delays_ms=cfg.delays_ms, jitter_ms=cfg.jitter_ms,
             max_frame=cfg.max_frame, queue_limit=cfg.send_queue_limit, rng=random.Random(self.rng.getrandbits(64)),
-            on_peer_up=self._peer_up, on_peer_down=self._peer_down, on_frame=self._frame)
+            events=TransportEvents(peer_up=self._peer_up, peer_down=self._peer_down, frame=self._frame))
         self.life = NodeLifecycle(cfg.node_id, cfg, self, self.rng)
         self.t0_ns: int | None = None
         self.delivered = 0

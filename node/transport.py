@@ -11,13 +11,20 @@ import asyncio
 import logging
 import random
 from collections import deque
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from node.framing import DecodeError, Frame, FrameDecoder, FrameTooLarge, Hello, encode_frame
 from node.linkmodel import DIAL_BACKOFF_FIRST, DIAL_TIMEOUT, REDIAL_AFTER_CLOSE, next_backoff, release_time
 
 log = logging.getLogger("node.transport")
 READ_CHUNK = 256 * 1024
+
+
+class TransportEvents(NamedTuple):
+    """What the transport reports to the node that owns it."""
+    peer_up: Callable[[str, bool], None]  # the peer, and whether this node dialled it
+    peer_down: Callable[[str, str], None]  # the peer, and why
+    frame: Callable[[str, Frame], None]
 
 
 class PeerConnection:
@@ -78,13 +85,13 @@ class PeerConnection:
 
     async def read_loop(self, decoder: FrameDecoder, pending: list[Frame]) -> None:
         for frame in pending:
-            self.transport.on_frame(self.peer, frame)
+            self.transport.events.frame(self.peer, frame)
         while True:
             data = await self.reader.read(READ_CHUNK)
             if not data:
                 return
             for frame in decoder.feed(data):
-                self.transport.on_frame(self.peer, frame)
+                self.transport.events.frame(self.peer, frame)
 
     def close(self) -> None:
         self.closed = True
@@ -96,9 +103,7 @@ class Transport:
     """Owns every data connection of one node and reports peers up/down and frames to the runtime."""
 
     def __init__(self, node_id: str, run_id: str, protocol: str, *, delays_ms: dict[str, float],
-                 jitter_ms: float, max_frame: int, queue_limit: int, rng: random.Random,
-                 on_peer_up: Callable[[str, bool], None], on_peer_down: Callable[[str, str], None],
-                 on_frame: Callable[[str, Frame], None]):
+                 jitter_ms: float, max_frame: int, queue_limit: int, rng: random.Random, events: TransportEvents):
         self.node_id = node_id
         self.hello = Frame(hello=Hello(node_id=node_id, protocol=protocol, run_id=run_id))
         self.run_id = run_id
@@ -108,9 +113,7 @@ class Transport:
         self.max_frame = max_frame
         self.queue_limit = queue_limit
         self.rng = rng
-        self.on_peer_up = on_peer_up
-        self.on_peer_down = on_peer_down
-        self.on_frame = on_frame
+        self.events = events
         self.connections: dict[str, PeerConnection] = {}
         self._dialers: dict[str, asyncio.Task] = {}  # peers we keep a connection to (redialled if lost)
         self._tasks: set[asyncio.Task] = set()
@@ -185,7 +188,7 @@ class Transport:
             return
         conn = PeerConnection(self, peer, reader, writer, outbound)
         self.connections[peer] = conn
-        self.on_peer_up(peer, outbound)
+        self.events.peer_up(peer, outbound)
         writer_task = self._spawn(conn.write_loop())
         reason = "closed by peer"
         try:
@@ -204,7 +207,7 @@ class Transport:
             conn.close()
             if self.connections.get(peer) is conn:
                 del self.connections[peer]
-                self.on_peer_down(peer, reason)
+                self.events.peer_down(peer, reason)
 
     def delay_to(self, peer: str) -> float:
         """Seconds a frame to `peer` is held: the planned latency plus any degradation."""

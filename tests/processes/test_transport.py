@@ -6,15 +6,16 @@ import random
 import pytest
 
 from node.linkmodel import DIAL_BACKOFF_FIRST, REDIAL_AFTER_CLOSE
-from node.transport import Transport
+from node.transport import Transport, TransportEvents
 
 pytestmark = pytest.mark.exclusive
 
 
 def transport(name, ups, downs):
     return Transport(name, "run", "p", delays_ms={}, jitter_ms=0, max_frame=1 << 20, queue_limit=1 << 20,
-                     rng=random.Random(1), on_peer_up=lambda p, o: ups.append((name, p, o)),
-                     on_peer_down=lambda p, r: downs.append((name, p, r)), on_frame=lambda p, f: None)
+                     rng=random.Random(1), events=TransportEvents(peer_up=lambda p, o: ups.append((name, p, o)),
+                                                                 peer_down=lambda p, r: downs.append((name, p, r)),
+                                                                 frame=lambda p, f: None))
 
 
 async def pair():
@@ -100,7 +101,7 @@ def test_degrading_a_peer_delays_its_frames():
     async def main():
         a, b, port, ups, downs = await pair()
         got = []
-        b.on_frame = lambda p, f: got.append(asyncio.get_running_loop().time())
+        b.events = b.events._replace(frame=lambda p, f: got.append(asyncio.get_running_loop().time()))
         a.dial("b", "127.0.0.1", port["b"])
         assert await settle(lambda: "b" in a.connections)
         from node.framing import Frame, Probe
