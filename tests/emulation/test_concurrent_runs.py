@@ -11,28 +11,22 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import ROOT, run_netns
+from tests.support.scenarios import FLOODSUB_SIX, scenario_text
 
 pytestmark = [pytest.mark.emulation, pytest.mark.slow]
 
-SCENARIO = """name: twin-{i}
-seed: {i}
-nodes: {{count: 6}}
-protocol: floodsub
-topology: {{algorithm: complete}}
-network: {{latency: {{model: constant, one_way: 10ms}}}}
-topics: {{count: 1, subscriptions: {{model: interest, rate: 1.0}}}}
-workload: {{publishers: 2, rate: 4/s, warmup: 1s, duration: 4s, drain: 2s, message_size: 512B}}
-calibration: {{pairs: 2, throughput_nodes: 2, throughput_rounds: 1}}
-output: {{store: 'file://{store}'}}
+RUN = """\
+workload: {publishers: 2, rate: 4/s, warmup: 1s, duration: 4s, drain: 2s, message_size: 512B}
+calibration: {pairs: 2, throughput_nodes: 2, throughput_rounds: 1}
 """
 
 
 def test_two_runs_at_once_both_deliver_everything_and_leave_nothing(tmp_path: Path):
     procs = []
     for i in (1, 2):
-        scenario = tmp_path / f"twin{i}.yaml"
-        scenario.write_text(SCENARIO.format(i=i, store=tmp_path / f"runs{i}"))
-        procs.append(subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(scenario), "--no-report"],
+        path = tmp_path / f"twin{i}.yaml"
+        path.write_text(scenario_text(f"twin-{i}", i, FLOODSUB_SIX, RUN, f"output: {{store: 'file://{tmp_path}/runs{i}'}}"))
+        procs.append(subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(path), "--no-report"],
                                       cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     results = [p.communicate(timeout=300) for p in procs]
     for p, (out, err) in zip(procs, results):

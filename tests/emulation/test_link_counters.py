@@ -8,20 +8,14 @@ import pytest
 from analysis.kernel_traffic import HEADER_BYTES, kernel_summary, per_node_totals
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.run.runner import Runner
+from tests.support.scenarios import FLOODSUB_SIX, scenario_text
 
 pytestmark = [pytest.mark.emulation, pytest.mark.slow]
 
-SCENARIO = """
-name: counters
-seed: 2
-nodes: {count: 6}
-protocol: floodsub
-topology: {algorithm: complete}
-network: {latency: {model: constant, one_way: 10ms}}
-topics: {count: 1, subscriptions: {model: interest, rate: 1.0}}
+SCENARIO = scenario_text("counters", 2, FLOODSUB_SIX, """\
 workload: {publishers: 3, rate: 6/s, warmup: 1s, duration: 4s, drain: 1s, message_size: 16KiB}
 calibration: {enabled: false}
-"""
+""")
 
 
 def test_link_counters_match_what_the_nodes_logged(tmp_path):

@@ -8,12 +8,11 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import peerlab
+from tests.support.scenarios import scenario_text
 
 pytestmark = [pytest.mark.emulation, pytest.mark.spark, pytest.mark.slow, pytest.mark.exclusive]
 
-SCENARIO = """
-name: twin
-seed: 3
+SCENARIO = scenario_text("twin", 3, """\
 nodes: {count: 16}
 protocol: {name: gossipsub, params: {variant: v1.2}}
 topology: {algorithm: random, degree: 6}
@@ -21,7 +20,7 @@ network: {latency: {model: constant, one_way: 40ms}, bandwidth_up: 50mbit, bandw
 topics: {count: 2, subscriptions: {model: interest, rate: 0.8}}
 workload: {publishers: 6, rate: 6/s, message_size: 4KB, warmup: 3s, duration: 10s, drain: 3s}
 calibration: {pairs: 4, throughput_nodes: 1}
-"""
+""")
 # Emulated nodes spend real CPU per hop (decode, validate, relay, log) that the simulation does not
 # model: latency may exceed the simulated one by this much, and never fall below it by more than
 # the timer granularity. The mean, not the median: deliveries here take one mesh hop (about 41 ms)

@@ -9,22 +9,16 @@ from orchestrator.model.scenario import parse_scenario
 from orchestrator.run import cleanup
 from orchestrator.run.runner import Runner
 from tests.support.loopback_backend import LoopbackBackend
+from tests.support.scenarios import FLOODSUB_SIX, scenario_text
 
-SCENARIO = """
-name: loopback
-seed: 3
-nodes: {count: 6}
-protocol: floodsub
-topology: {algorithm: complete}
-network: {latency: {model: constant, one_way: 10ms}}
-topics: {count: 1, subscriptions: {model: interest, rate: 1.0}}
+SCENARIO = scenario_text("loopback", 3, FLOODSUB_SIX, """\
 workload: {publishers: 2, rate: 8/s, warmup: 0.5s, duration: 4s, drain: 1.5s, message_size: 256B}
 faults:
   - {at: 1.5s, action: kill, nodes: [n5], restart_after: 1s}
   - {at: 2s, action: partition, groups: [[n0, n1, n2], [n3, n4, n5]], duration: 0.5s}
   - {at: 3s, action: degrade, nodes: [n2], delay: 30ms, bandwidth: 5mbit, duration: 1s}
 calibration: {pairs: 3, throughput_nodes: 2, throughput_rounds: 1}
-"""
+""")
 
 
 def _events(run_dir, node):

@@ -5,14 +5,10 @@ from __future__ import annotations
 from orchestrator.model.plan import make_plan
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.sim.engine import Simulation
+from tests.support.scenarios import GOSSIPSUB_SIXTEEN, scenario_text
 
-BASE = """name: f
-seed: 4
-nodes: {count: 16}
-protocol: gossipsub
-network: {latency: {model: constant, one_way: 20ms}}
-workload: {publishers: 4, rate: 5/s, warmup: 3s, duration: 24s, drain: 4s, message_size: 1KB}
-"""
+BASE = scenario_text("f", 4, GOSSIPSUB_SIXTEEN,
+                     "workload: {publishers: 4, rate: 5/s, warmup: 3s, duration: 24s, drain: 4s, message_size: 1KB}")
 
 
 def simulate(extra: str) -> tuple[Simulation, dict[str, dict[str, float]]]:

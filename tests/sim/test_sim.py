@@ -14,10 +14,9 @@ from orchestrator.model.plan import make_plan
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.sim.engine import Simulation
 from tests.support.cli import peerlab
+from tests.support.scenarios import scenario_text
 
-SCENARIO = """
-name: simsmall
-seed: 11
+SCENARIO = scenario_text("simsmall", 11, """\
 nodes: {count: 24}
 protocol: {name: gossipsub, params: {variant: v1.2}}
 topology: {algorithm: random, degree: 6}
@@ -27,7 +26,7 @@ topics: {count: 2, subscriptions: {model: interest, rate: 1.0}}
 workload: {publishers: 6, rate: 5/s, message_size: 20KB, warmup: 3s, duration: 8s, drain: 3s}
 faults: [{at: 5s, action: kill, nodes: [n3], restart_after: 2s}, {at: 6s, action: stop, nodes: [n4]}]
 calibration: {enabled: false}
-"""
+""")
 
 
 def _events(run_dir: Path) -> dict[str, list[dict]]:

@@ -12,14 +12,10 @@ from node.protocols import pubsub_wire as wire
 from orchestrator.model.plan import make_plan
 from orchestrator.model.scenario import ScenarioError, parse_scenario
 from orchestrator.sim.engine import Simulation
+from tests.support.scenarios import GOSSIPSUB_SIXTEEN, scenario_text
 
-BASE = """name: a
-seed: 2
-nodes: {count: 16}
-protocol: gossipsub
-network: {latency: {model: constant, one_way: 10ms}}
-workload: {publishers: 3, rate: 4/s, warmup: 2s, duration: 8s, drain: 3s, message_size: 1KB}
-"""
+BASE = scenario_text("a", 2, GOSSIPSUB_SIXTEEN,
+                     "workload: {publishers: 3, rate: 4/s, warmup: 2s, duration: 8s, drain: 3s, message_size: 1KB}")
 
 
 def attacked(behaviour: str, extra: str = "") -> tuple[Simulation, Counter, set[str]]:
