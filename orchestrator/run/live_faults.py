@@ -8,6 +8,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from orchestrator import shaping
+from orchestrator.run.contract_client import ContractClient
 
 if TYPE_CHECKING:
     from orchestrator.backends import Backend
@@ -22,6 +23,9 @@ def far_ends(plan: RunPlan, backend: Backend) -> dict[str, list[tuple[str, str]]
         ends = backend.link_ends(node.id)
         by_far.setdefault(ends.far_netns, []).append((node.id, ends.far_ifname))
     return by_far
+
+
+RESTORED = {"delay_ms": 0.0, "loss": 0.0}  # a link's degradation once restored
 
 
 class LiveFaults:
@@ -40,6 +44,7 @@ class LiveFaults:
 
     async def start(self, node: str) -> None:
         await self.runner._restart(node)
+        await self._tell_degradations(node)
 
     async def partition(self, groups: list[list[str]]) -> None:
         await self.runner._blocking(self._cut, groups)
@@ -59,6 +64,22 @@ class LiveFaults:
         self.runner.degraded.pop(node, None)
         await self.runner._blocking(self._set_rate, node, planned.bandwidth_up, planned.bandwidth_down)
         await self._links(node, 0.0, 0.0)
+
+    async def _tell_degradations(self, node_id: str) -> None:
+        """Degradations outlive processes: a node (re)started in transport mode is told its own and
+        its peers' (in the other modes they live in the delay line or the kernel). The timeline goes
+        on meanwhile: a degrade or restore of one of them while the node is being told is told
+        again, so that the last thing the node hears is the current state, whichever post lands last."""
+        if (self.runner.delayline or self.runner.shaping_mode == shaping.NETEM
+                or isinstance(self.runner.clients[node_id], ContractClient)):
+            return
+        node = self.plan.node(node_id)
+        known = {node_id, *(node.contacts or node.neighbours)}
+        for degraded in [d for d in self.runner.degraded if d in known]:
+            told = None
+            while (now := self.runner.degraded.get(degraded, RESTORED)) != told:
+                await self.runner.clients[node_id].post("/links", {"node": degraded, **now})
+                told = now
 
     def _cut(self, groups: list[list[str]]) -> None:
         side = {x: i for i, g in enumerate(groups) for x in g}

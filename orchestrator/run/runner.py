@@ -197,14 +197,6 @@ class Runner(Readiness, RunRecord):
         if node_id not in self.manifest["clock"].get("rtt_ns", {}):  # a join: not measured yet
             await self._measure_clocks([node_id])
         await self.clients[node_id].post("/start", {"t0": self._t0_for(node_id)})
-        if self.delayline or self.shaping_mode == shaping.NETEM or isinstance(self.clients[node_id], ContractClient):
-            return  # degradations live in the delay line or the kernel, not in the node
-        # degradations outlive processes: tell the new one about its own and its peers'
-        node = self.plan.node(node_id)
-        known = {node_id, *(node.contacts or node.neighbours)}
-        for degraded, spec in self.degraded.items():
-            if degraded in known:
-                await self.clients[node_id].post("/links", {"node": degraded, **spec})
 
     async def _timeline(self) -> None:
         """Faults in time order. A restart or join (a process start, ~0.5 s) runs in the background so
