@@ -6,27 +6,32 @@ import os
 
 from orchestrator.cli.common import UsageError, add_command, err
 
+TARGETS = {
+    "local": "how many nodes the local backend runs (floodsub).",
+    "gossipsub": "a GossipSub scenario (--scenario, default scenarios/gossipsub-large.yaml) at each --nodes "
+                 "count, and the largest with delivery 1.0; with scenarios/gossipsub-implementations.yaml and "
+                 "--set implementation=js-libp2p (or py-libp2p), that implementation's.",
+    "router": "GossipSub CPU per relayed message, at each of --sizes.",
+    "topiary-sweep": "Topiary parameters (--matrix) on the in-memory network against random-overlay.",
+    "sim": "the simulation's memory per node and per frame in flight, and its speed on each --sim-scenario "
+           "(default scenarios/sim-gossipsub-1000.yaml).",
+    "analysis": "the core metrics of --events synthetic events with Spark and with DuckDB (last line "
+                "spark_s=... duckdb_s=... ratio=...).",
+    "soak": "one long local GossipSub run (--duration, default 30m; --nodes, default 20) with churn and a "
+            "partition every 5 minutes, printing the orchestrator's RSS and descriptors, the run's namespaces "
+            "and processes every --every, and the run's accounting at the end.",
+}
+
 
 def add(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "bench", help="benchmarks that print figures (local scale, GossipSub scale and CPU, "
                                        "simulation speed and memory)",
+                    description="\n\n".join(f"{name}: {what}" for name, what in TARGETS.items()),
                     examples=["peerlab bench router --sizes 1KiB,1MiB",
                               "peerlab bench gossipsub --nodes 50,100 --duration 30s",
                               "peerlab bench sim", "peerlab bench analysis --events 1000000",
                               "peerlab bench soak --duration 10m --every 30s"])
-    p.add_argument("target", choices=["local", "gossipsub", "router", "topiary-sweep", "sim", "analysis", "soak"],
-                   help="local: how many nodes the local backend runs (floodsub); gossipsub: "
-                        "a GossipSub scenario (--scenario, default scenarios/gossipsub-large.yaml) at each "
-                        "--nodes count, and the largest with delivery 1.0 (with --set implementation=js-libp2p or py-libp2p "
-                        "and scenarios/gossipsub-implementations.yaml: that implementation's); router: GossipSub CPU per relayed message; topiary-sweep: "
-                        "Topiary parameters (--matrix) on the in-memory network against random-overlay; sim: "
-                        "the simulation's memory per node and per frame in flight, and its speed on each "
-                        "--sim-scenario (default scenarios/sim-gossipsub-1000.yaml); analysis: the core "
-                        "metrics of --events synthetic events with Spark and with DuckDB (last line "
-                        "spark_s=... duckdb_s=... ratio=...); soak: one long local GossipSub run (--duration, "
-                        "default 30m; --nodes, default 20) with churn and a partition every 5 minutes, printing "
-                        "the orchestrator's RSS and descriptors, the run's namespaces and processes every --every, "
-                        "and the run's accounting at the end")
+    p.add_argument("target", choices=list(TARGETS), help="what to measure (above)")
     p.add_argument("--sim-scenario", dest="scenarios", action="append", default=[], metavar="FILE",
                    help="sim: a scenario to simulate (repeat for several)")
     p.add_argument("--scenario", help="gossipsub: the scenario (default scenarios/gossipsub-large.yaml); "
