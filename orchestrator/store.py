@@ -12,6 +12,7 @@ or ~/.aws; on Kubernetes, from the chart's Secret.
 """
 from __future__ import annotations
 
+import errno
 import gzip
 import json
 import os
@@ -19,6 +20,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
+
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)  # what a write into a full store fails with
 
 
 class Store:

@@ -142,8 +142,7 @@ def salvage_logs(run_dir: str, sources: list[Path]) -> int:
     """A crashed run's event logs, gzipped from where its nodes wrote them (`sources`: folders of
     <node>.jsonl) into its run directory, before `peerlab clean` removes those folders; logs the run
     already stored are left as they are. Returns how many were salvaged. A full disk stops it."""
-    from orchestrator.run.record import DISK_FULL
-    from orchestrator.store import FileStore
+    from orchestrator.store import DISK_FULL, FileStore
 
     root = Path(run_dir)
     if not root.is_dir():

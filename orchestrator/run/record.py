@@ -7,7 +7,6 @@ A disk that fills while the logs are stored stops the storing, not the ending: w
 run needs to say how it ended (manifest and status) is held back from the start (`.reserve`)."""
 from __future__ import annotations
 
-import errno
 import platform
 import secrets
 import shutil
@@ -23,7 +22,7 @@ from rich.console import Console
 from orchestrator.model.plan import RunPlan, make_plan
 from orchestrator.model.scenario import Scenario
 from orchestrator.run.cleanup import mark_status
-from orchestrator.store import Store, open_store
+from orchestrator.store import DISK_FULL, Store, open_store
 
 
 class RunError(RuntimeError):
@@ -31,7 +30,6 @@ class RunError(RuntimeError):
 
 
 RESERVE = ".reserve"
-DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
 def new_run_id(name: str) -> tuple[str, str]:
