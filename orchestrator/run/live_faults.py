@@ -63,7 +63,7 @@ class LiveFaults:
         planned = self.plan.node(node)
         self.runner.degraded.pop(node, None)
         await self.runner._blocking(self._set_rate, node, planned.bandwidth_up, planned.bandwidth_down)
-        await self._links(node, 0.0, 0.0)
+        await self._links(node, **RESTORED)
 
     async def _tell_degradations(self, node_id: str) -> None:
         """Degradations outlive processes: a node (re)started in transport mode is told its own and
