@@ -61,6 +61,18 @@ class PeerConnection:
     def queued_bytes(self) -> int:
         return self._queued_bytes
 
+    def _next_due(self, now: float) -> tuple[deque[tuple[float, bytes]], float]:
+        """The lane to write from next, and how long until its head is due. A due priority frame goes
+        first; a normal frame that is due goes before a priority frame that is not: the priority lane
+        overtakes frames waiting to be written, it never holds back the other lane (it did: each new
+        IDONTWANT, due 100 ms later, kept every due message waiting behind it)."""
+        lanes = [lane for lane in (self._priority, self._queue) if lane]
+        for lane in lanes:
+            if lane[0][0] <= now:
+                return lane, 0.0
+        first = min(lanes, key=lambda lane: lane[0][0])
+        return first, first[0][0] - now
+
     async def write_loop(self) -> None:
         loop = asyncio.get_running_loop()
         while not self.closed:
@@ -68,9 +80,7 @@ class PeerConnection:
                 self._wakeup.clear()
                 await self._wakeup.wait()
                 continue
-            queue = self._priority if self._priority else self._queue
-            release, data = queue[0]
-            wait = release - loop.time()
+            queue, wait = self._next_due(loop.time())
             if wait > 0:
                 self._wakeup.clear()
                 try:  # a priority frame arriving meanwhile is written first
@@ -78,7 +88,7 @@ class PeerConnection:
                 except asyncio.TimeoutError:
                     pass
                 continue
-            queue.popleft()
+            _, data = queue.popleft()
             self._queued_bytes -= len(data)
             self.writer.write(data)
             await self.writer.drain()

@@ -318,9 +318,10 @@ class GossipSub(Heartbeat, MeshMembership, LargeMessages, ControlHandling, Topic
     def _send_idontwant(self, topic: str, msg_id: str, exclude: set[str]) -> None:
         rpc = RPC(control=ControlMessage(idontwant=[ControlIDontWant(messageIDs=[self.ids.to_wire(msg_id)])]))
         payload = rpc.SerializeToString()
+        sizes = self._sizes(rpc, payload)
         for peer in sorted(self.mesh.get(topic, set()) - exclude):
             self.io.send(peer, payload, priority=True)
-            self.io.trace("send_rpc", peer=peer, **self._sizes(rpc, payload))
+            self.io.trace("send_rpc", peer=peer, **sizes)
 
     def _pending(self, peer: str) -> ControlMessage:
         return self.pending.setdefault(peer, ControlMessage())

@@ -120,3 +120,29 @@ def test_degrading_a_peer_delays_its_frames():
         await a.close()
         await b.close()
     asyncio.run(main())
+
+
+def test_a_priority_frame_not_yet_due_does_not_hold_back_due_frames():
+    """The priority lane (IDONTWANT) overtakes frames waiting to be written; it must not make due
+    frames wait for its own release time. With a 300 ms latency, a frame queued at 0 is due at 300 ms;
+    a priority frame queued at 150 ms is due at 450 ms: the first must leave at about 300 ms, not 450."""
+    async def main():
+        a, b, port, ups, downs = await pair()
+        got = {}
+        b.events = b.events._replace(frame=lambda p, f: got.setdefault(f.probe.nonce, asyncio.get_running_loop().time()))
+        a.dial("b", "127.0.0.1", port["b"])
+        assert await settle(lambda: "b" in a.connections)
+        from node.framing import Frame, Probe
+
+        loop = asyncio.get_running_loop()
+        a.delays["b"] = 0.3
+        sent = loop.time()
+        a.send("b", Frame(probe=Probe(kind=Probe.PING, nonce=1)))
+        await asyncio.sleep(0.15)
+        a.send("b", Frame(probe=Probe(kind=Probe.PING, nonce=2)), priority=True)
+        assert await settle(lambda: len(got) == 2)
+        assert 0.3 <= got[1] - sent < 0.4, f"the due frame left after {got[1] - sent:.3f} s"
+        assert got[2] - sent >= 0.45
+        await a.close()
+        await b.close()
+    asyncio.run(main())
