@@ -19,9 +19,9 @@ from typing import Any, Callable, Iterable, Iterator, TypeVar
 from pyroute2 import NetNS
 
 from node.contract import ContractConfig
-from orchestrator import shaping
 from orchestrator.model.plan import RunPlan
 from orchestrator.run.node_client import ControlClient
+from orchestrator.shaping import ops, tc
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -157,15 +157,15 @@ class Backend(abc.ABC):
         with NetNS(name, flags=0) as ns:
             yield ns
 
-    def shape(self, where: str, ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Apply shaping operations (`orchestrator.shaping`) in network namespace `where`, as named by
-        `link_ends`. Here, through a pyroute2 handle opened in it; container backends override."""
+    def shape(self, where: str, todo: list[ops.Op]) -> list[dict[str, Any]]:
+        """Run shaping operations (orchestrator/shaping/ops.py) in network namespace `where`, as named
+        by `link_ends`. Here, through a pyroute2 handle opened in it; container backends override."""
         with self.netns(where) as ns:
-            return shaping.apply(ns, ops)
+            return ops.apply(ns, todo)
 
     def probe_netem(self) -> tuple[bool, str]:
         """Can the kernel the nodes run on attach netem? Here: this machine's."""
-        return shaping.probe_netem()
+        return tc.probe_netem()
 
     def each(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
         """fn(item) for every item, results in order: in turn, or side by side where each call is a
@@ -175,9 +175,9 @@ class Backend(abc.ABC):
             return [fn(item) for item in items]
         return side_by_side(fn, items)
 
-    def shape_all(self, work: dict[str, list[dict[str, Any]]]) -> None:
+    def shape_all(self, work: dict[str, list[ops.Op]]) -> None:
         """`shape` in several namespaces, stopping between two if the run is being stopped."""
-        def shape(item: tuple[str, list[dict[str, Any]]]) -> None:
+        def shape(item: tuple[str, list[ops.Op]]) -> None:
             self.check_stop()
             self.shape(*item)
         self.each(shape, work.items())

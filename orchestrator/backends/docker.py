@@ -29,7 +29,6 @@ from node import ids
 from node.adapters import PEERLAB, get_adapter
 from node.config import NodeConfig
 from node.contract import ContractConfig
-from orchestrator import shaping
 from orchestrator.backends.base import (
     SIDE_BY_SIDE,
     Backend,
@@ -40,6 +39,7 @@ from orchestrator.backends.base import (
     side_by_side,
 )
 from orchestrator.run.node_client import ControlClient
+from orchestrator.shaping import ops
 from orchestrator.tools import image
 
 DATA_PORT = 4001
@@ -182,9 +182,9 @@ class DockerBackend(Backend):
         peer = self._exec_shaper(self.sandbox(node_id), [{"op": "peer_index", "ifname": "eth0"}])
         return node_id, peer[0]["index"]
 
-    def _exec_shaper(self, container: str, ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _exec_shaper(self, container: str, todo: list[ops.Op]) -> list[dict[str, Any]]:
         result = self.client.containers.get(container).exec_run(
-            ["python", "-m", "orchestrator.shaping", "--ops", json.dumps(ops)], user="0")
+            ["python", "-m", "orchestrator.shaping", "--ops", json.dumps(ops.to_wire(todo))], user="0")
         out = result.output.decode(errors="replace").strip()
         try:
             done = json.loads(out.splitlines()[-1])
@@ -194,11 +194,11 @@ class DockerBackend(Backend):
             raise RuntimeError(f"shaper in {container} failed: {done.get('error') if isinstance(done, dict) else out}")
         return done
 
-    def shape(self, where: str, ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def shape(self, where: str, todo: list[ops.Op]) -> list[dict[str, Any]]:
         if where == HOST:
             with IPRoute() as ipr:
-                return shaping.apply(ipr, ops)
-        return self._exec_shaper(where, ops)
+                return ops.apply(ipr, todo)
+        return self._exec_shaper(where, todo)
 
     # nodes -------------------------------------------------------------------------------------
     def _paths(self, node_id: str) -> dict[str, Path]:

@@ -12,7 +12,7 @@ A pod lives for the whole run: nodes start, crash (SIGKILL) and restart inside i
 supervisor, so the pod's address and tc tree stay, as a namespace does on the local backend. (Deleting
 the pod instead would give it a new address and an empty tc tree in the middle of the run.) The far
 end of a pod's link belongs to the cluster, so the download cap and partitions sit on an ifb that
-receives the pod's ingress (`shaping.redirect_ingress`). The control API is reached through the API
+receives the pod's ingress (`ops.RedirectIngress`). The control API is reached through the API
 server's pod proxy; the pods' clocks are the cluster nodes' own, so the runner measures their offsets.
 An adapter's node has no control API: the runner follows its event log inside the pod, stops it with
 SIGTERM through the supervisor, and probes and delays its links from the shaper sidecar, where the
@@ -30,10 +30,10 @@ from typing import Any
 
 from node.adapters import PEERLAB, get_adapter
 from node.contract import ContractConfig
-from orchestrator import shaping
 from orchestrator.backends import kube_cluster
 from orchestrator.backends.base import Backend, LinkEnds, RunContext
 from orchestrator.run.node_client import ControlClient
+from orchestrator.shaping import ops
 from orchestrator.tools import image
 
 DATA_PORT = 4001
@@ -130,11 +130,11 @@ class KubernetesBackend(Backend):
             self.ips[node_id] = ips_by_pod[pod]
             self.uids[node_id] = self.cluster.pod_uid(pod)
         self.each(lambda node_id: self._supervisor(node_id, "status", retries=20), self.pods)  # sockets are up
-        self.shape_all({pod: [shaping.ingress_op("eth0", IFB)] for pod in self.pods.values()})
+        self.shape_all({pod: [ops.RedirectIngress("eth0", IFB)] for pod in self.pods.values()})
 
     def probe_netem(self) -> tuple[bool, str]:
         first = next(iter(self.pods.values()))
-        result = self.shape(first, [shaping.probe_op("netem")])[0]
+        result = self.shape(first, [ops.Probe(kind="netem")])[0]
         return result["ok"], f"{result['why']} on the cluster node of pod {first}"
 
     def probe_delayline(self) -> tuple[bool, str]:
@@ -145,8 +145,9 @@ class KubernetesBackend(Backend):
     def python_in_netns(self, node_id: str) -> list[str]:
         return self.cluster.python_in(self.pods[node_id], "shaper")
 
-    def shape(self, where: str, ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        result = self.cluster.exec(where, "shaper", ["python3", "-m", "orchestrator.shaping", "--ops", json.dumps(ops)])
+    def shape(self, where: str, todo: list[ops.Op]) -> list[dict[str, Any]]:
+        result = self.cluster.exec(where, "shaper", ["python3", "-m", "orchestrator.shaping", "--ops",
+                                                     json.dumps(ops.to_wire(todo))])
         done = result.answer()
         if result.code != 0 or isinstance(done, dict):
             why = done.get("error") if isinstance(done, dict) else result.stderr.strip() or f"exit code {result.code}"

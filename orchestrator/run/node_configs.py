@@ -3,7 +3,7 @@ the node contract's config (node/contract.py) with its identity and T0; and whet
 nodes can run here at all."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from node import contract
 from node.adapters import PEERLAB, get_adapter
@@ -12,7 +12,6 @@ from node.contract import Address
 from node.identity import identity_seed
 from node.ids import node_index
 from node.protocols import get_protocol
-from orchestrator import shaping
 
 if TYPE_CHECKING:
     from orchestrator.backends import Backend
@@ -45,7 +44,7 @@ def peer_ids(plan: RunPlan) -> dict[str, str]:
     return {n.id: contract.peer_id(identity_seed(plan.seed, n.id)) for n in plan.nodes}
 
 
-def node_config(plan: RunPlan, node_id: str, backend: Backend, *, run_id: str, token: str, mode: str,
+def node_config(plan: RunPlan, node_id: str, backend: Backend, *, run_id: str, token: str, links: dict[str, Any],
                 t0_ns: int | None, ids: dict[str, str], resources_interval: float) -> contract.ContractConfig:
     node = plan.node(node_id)
     b = backend
@@ -60,7 +59,6 @@ def node_config(plan: RunPlan, node_id: str, backend: Backend, *, run_id: str, t
             dial=node.dial, neighbours=node.neighbours, subscriptions=node.subscriptions,
             late_subscriptions=node.late_subscriptions, schedule=node.schedule, t0_ns=t0_ns,
             event_log=b.event_log_path(node.id), resources_interval=resources_interval)
-    transport = mode == shaping.TRANSPORT
     return NodeConfig(
         run_id=run_id, node_id=node.id, protocol=node.protocol, params=node.params, role=node.role,
         seed=plan.seed, listen=listen, peers={p: Address(host=b.address(p), port=b.data_port(p)) for p in peers},
@@ -70,6 +68,5 @@ def node_config(plan: RunPlan, node_id: str, backend: Backend, *, run_id: str, t
         authors=node.authors, nodes=1 + max(node_index(n.id) for n in plan.nodes),
         late_subscriptions=node.late_subscriptions, schedule=node.schedule,
         control=ControlConfig(token=token, **b.control_endpoint(node.id)), event_log=b.event_log_path(node.id),
-        delays_ms=shaping.transport_delays(plan, node.id) if transport else {},
-        jitter_ms=plan.jitter_ms if transport else 0.0, loss=plan.loss if transport else 0.0,
+        **links,  # the run's shaper: delays, jitter and loss for the node's own transport, or none
         resources_interval=resources_interval)

@@ -25,7 +25,7 @@ from orchestrator import faults, shaping
 from orchestrator.backends import Backend, RunContext, get_backend
 from orchestrator.model.plan import FaultEvent
 from orchestrator.model.scenario import Scenario
-from orchestrator.run import admission, clock, deploy_shaping, interrupts, link_sampler, node_configs
+from orchestrator.run import admission, clock, interrupts, link_sampler, node_configs
 from orchestrator.run.calibrate import calibrate
 from orchestrator.run.cleanup import RunState, forget_run, record_run, scratch_root
 from orchestrator.run.contract_client import ContractClient
@@ -35,12 +35,6 @@ from orchestrator.run.netprobe import NamespaceProbes
 from orchestrator.run.node_client import ControlClient, NodeError
 from orchestrator.run.readiness import Readiness
 from orchestrator.run.record import RunError, RunRecord
-from orchestrator.shaping import delayline
-from orchestrator.shaping.delayline import DelayLines
-
-LATENCY_BY_MODE = {shaping.NETEM: "netem in the kernel",
-                   shaping.TRANSPORT: "per-destination delay in the node transport",
-                   shaping.DELAYLINE: "delay line: NFQUEUE at each node's ingress, held in user space by source"}
 
 
 class RunInterrupted(RuntimeError):
@@ -71,8 +65,7 @@ class Runner(Readiness, RunRecord):
         self.clients: dict[str, ControlClient | ContractClient] = {}
         self.configs: dict[str, contract.ContractConfig] = {}
         self.adapters = sorted({n.implementation for n in self.plan.nodes} - {PEERLAB})
-        self.delayline: DelayLines | None = None
-        self.shaping_mode = ""  # the mode the run's links were shaped for (orchestrator.shaping)
+        self.shaper: shaping.LinkShaper | None = None  # the run's links, once shaped
         self.probes = NamespaceProbes(self.backend)  # calibration of adapter nodes, from beside them
         self.sampler = LinkSampler(self.backend, self.scratch / link_sampler.FILE)
         self.t0_ns: int | None = None
@@ -103,9 +96,10 @@ class Runner(Readiness, RunRecord):
     def peer_ids(self) -> dict[str, str]:
         return node_configs.peer_ids(self.plan) if self.adapters else {}
 
-    def _node_config(self, node_id: str, mode: str) -> contract.ContractConfig:
+    def _node_config(self, node_id: str) -> contract.ContractConfig:
+        assert self.shaper is not None
         return node_configs.node_config(self.plan, node_id, self.backend, run_id=self.run_id, token=self.ctx.token,
-                                        mode=mode, t0_ns=None if self.t0_ns is None else self._t0_for(node_id),
+                                        links=self.shaper.node_delays(node_id), t0_ns=None if self.t0_ns is None else self._t0_for(node_id),
                                         ids=self.peer_ids,
                                         resources_interval=self.scenario.output.resources_interval)
 
@@ -118,8 +112,9 @@ class Runner(Readiness, RunRecord):
             raise RunError(str(err)) from None
 
     def _shape(self, mode: str) -> None:
-        self.shaping_mode = mode
-        self.delayline = deploy_shaping.shape_run(self.plan, self.backend, mode)
+        self.shaper = shaping.shaper_for(mode, self.plan, self.backend, self._blocking,
+                                         tell=lambda node, body: self.clients[node].post("/links", body), warn=self.warn)
+        self.shaper.deploy()
 
     async def _measure_clocks(self, node_ids: list[str], probes: NamespaceProbes | None = None) -> None:
         """Nodes on other machines (backend.shared_clock False): their clock offsets, into the manifest;
@@ -143,14 +138,13 @@ class Runner(Readiness, RunRecord):
         assert self.t0_ns is not None
         return self.t0_ns + self.manifest["clock"]["offsets_ns"].get(node_id, 0)
 
-    def _delay_line_report(self) -> None:
-        """The delay line's accounting into the manifest, and its warnings (it fell behind, a queue broke)."""
-        try:
-            stats, warnings = delayline.summary(self.delayline.request(op="stats"))
-        except RuntimeError as err:
-            self.warn(str(err))
-            return
-        self.manifest["shaping"]["delay_line"] = stats
+    def _shaper_report(self) -> None:
+        """The shaping mechanism's accounting into the manifest (the delay line's), and its warnings
+        (it fell behind, a queue broke)."""
+        assert self.shaper is not None
+        stats, warnings = self.shaper.report()
+        if stats is not None:
+            self.manifest["shaping"]["delay_line"] = stats
         for warning in warnings:
             self.warn(warning)
 
@@ -173,9 +167,8 @@ class Runner(Readiness, RunRecord):
     async def _link_sent(self, node_id: str) -> int | None:
         """Bytes the node's link class has sent (headers included, as the rate counts them); None
         from a backend that does not shape (the tests' loopback backend records operations)."""
-        ends = self.backend.link_ends(node_id)
-        done = await self._blocking(self.backend.shape, ends.node_netns, [shaping.sent_op(ends.node_ifname)])
-        return done[0].get("bytes") if done else None
+        assert self.shaper is not None
+        return await self.shaper.sent(node_id)
 
     def _contract_lead(self) -> float:
         return node_configs.start_allowance(len(self.plan.nodes))
@@ -277,7 +270,7 @@ class Runner(Readiness, RunRecord):
         # probed where the nodes run (on Kubernetes: in a pod, on the cluster's kernel)
         mode, why = await self._blocking(self._shaping_mode)
         self.manifest["shaping"] = {"mode": mode, "probe": why,
-                                    "latency": LATENCY_BY_MODE[mode],
+                                    "latency": shaping.MECHANISMS[mode].latency,
                                     "bandwidth": "HTB in the kernel (upload on the node, download on "
                                                  f"{self.backend.download_side})"}
         self.step(f"shape: {mode} mode ({why}); HTB on {2 * n} interfaces")
@@ -293,7 +286,7 @@ class Runner(Readiness, RunRecord):
             self.t0_ns = time.time_ns() + int(self._contract_lead() * 1e9)
             self.step(f"nodes: {', '.join(self.adapters)}, T0 in their configs {self._contract_lead():.0f}s from now")
         for node in plan.nodes:
-            self.configs[node.id] = self._node_config(node.id, mode)
+            self.configs[node.id] = self._node_config(node.id)
             self.clients[node.id] = (self.backend.control(node.id) if node.implementation == PEERLAB
                                      else ContractClient(node.id, self.backend, node.neighbours, self._t0_for(node.id)))
         await self._blocking(self.backend.start_nodes, {n: self.configs[n] for n in self.present})
@@ -340,11 +333,11 @@ class Runner(Readiness, RunRecord):
             await self.probes.close()
             await self.sampler.stop()  # (after an error: what was sampled is kept)
             self.step("teardown: stopping processes, removing namespaces")
-            if self.delayline:
-                self._delay_line_report()
+            if self.shaper:
+                self._shaper_report()
             await self._blocking(self.backend.teardown)
-            if self.delayline:
-                self.delayline.close()
+            if self.shaper:
+                self.shaper.close()
             if self.sampler.path.exists():
                 self.store_safely("the link counters", self.store.put_gzip, self.run_id, link_sampler.FILE + ".gz",
                                   self.sampler.path)

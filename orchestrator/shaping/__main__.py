@@ -1,7 +1,7 @@
 """The shaper entry point, run inside a node's container or pod (root with NET_ADMIN, nothing more).
 
-    python -m orchestrator.shaping < ops.json    apply shaping operations (a JSON list, see
-                                                `orchestrator.shaping.apply`) in this network
+    python -m orchestrator.shaping < ops.json    run shaping operations (a JSON list, see
+                                                orchestrator/shaping/ops.py `to_wire`) in this network
                                                 namespace; print what was done as one JSON line
     python -m orchestrator.shaping --ops JSON    the same, the list given as an argument
     python -m orchestrator.shaping --hold        keep the namespace alive until SIGTERM (the node's
@@ -19,7 +19,7 @@ import sys
 
 from pyroute2 import IPRoute
 
-from orchestrator import shaping
+from orchestrator.shaping import ops
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,10 +31,10 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         while True:
             signal.pause()
-    ops = json.loads(args.ops) if args.ops else json.load(sys.stdin)
     try:
+        todo = ops.from_wire(json.loads(args.ops) if args.ops else json.load(sys.stdin))
         with IPRoute() as ipr:
-            done = shaping.apply(ipr, ops)
+            done = ops.apply(ipr, todo)
     except Exception as err:  # the caller shows this line; the traceback helps nobody there
         print(json.dumps({"error": f"{err.__class__.__name__}: {err}"}))
         return 1

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import shaping
 from orchestrator.backends.docker import remove_docker_objects
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.run.runner import Runner
+from orchestrator.shaping import TRANSPORT
+from orchestrator.shaping import ops as shaping_ops
 from tests.support.cli import docker_objects, peerlab, run_netns
 from tests.support.scenarios import SMALL
 
@@ -81,8 +82,8 @@ def test_containers_are_unprivileged_and_the_sandbox_keeps_shaping(tmp_path: Pat
     backend = runner.backend
     try:
         backend.create_network()
-        runner._shape(shaping.TRANSPORT)
-        config = runner._node_config("n0", shaping.TRANSPORT)
+        runner._shape(TRANSPORT)
+        config = runner._node_config("n0")
         backend.start_node("n0", config)
         node = docker_engine.containers.get(f"pl{runner.short}-n0").attrs
         sandbox = docker_engine.containers.get(f"pl{runner.short}-n0-net").attrs
@@ -92,7 +93,7 @@ def test_containers_are_unprivileged_and_the_sandbox_keeps_shaping(tmp_path: Pat
         assert not node["HostConfig"]["Privileged"] and not sandbox["HostConfig"]["Privileged"]
 
         def tree() -> list[str]:
-            return backend.shape(backend.sandbox("n0"), [{"op": "describe", "ifname": "eth0"}])[0]["lines"]
+            return backend.shape(backend.sandbox("n0"), [shaping_ops.Describe("eth0")])[0]["lines"]
 
         shaped = tree()
         assert "class htb 1:1 parent root rate 50000000bit" in shaped
@@ -102,7 +103,7 @@ def test_containers_are_unprivileged_and_the_sandbox_keeps_shaping(tmp_path: Pat
         assert backend.alive("n0")
         assert tree() == shaped  # the namespace and its tc tree outlive the node's container
         far = backend.link_ends("n0")
-        down = backend.shape(far.far_netns, [{"op": "describe", "ifname": far.far_ifname}])[0]["lines"]
+        down = backend.shape(far.far_netns, [shaping_ops.Describe(far.far_ifname)])[0]["lines"]
         assert any("rate 50000000bit" in line for line in down)
     finally:
         backend.teardown()
@@ -148,8 +149,8 @@ def test_image_runs_the_charts_pod_layout(docker_engine, tmp_path):
                 break
             time.sleep(0.2)
         assert status == {"running": False, "pid": None, "starts": 0, "exit_code": None}
-        ops = json.dumps([shaping.ingress_op("eth0", "ifb0"), shaping.download_op("ifb0", 50_000_000),
-                          {"op": "describe", "ifname": "ifb0"}])
+        ops = json.dumps(shaping_ops.to_wire([shaping_ops.RedirectIngress("eth0", "ifb0"),
+                                              shaping_ops.Download("ifb0", 50_000_000), shaping_ops.Describe("ifb0")]))
         out = shaper.exec_run(["python3", "-m", "orchestrator.shaping", "--ops", ops])
         assert out.exit_code == 0, out.output
         assert "class htb 1:1 parent root rate 50000000bit" in json.loads(out.output.decode())[-1]["lines"]

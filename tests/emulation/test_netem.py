@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from pyroute2 import NetNS
 
-from orchestrator import shaping
-from orchestrator.shaping import Bucket, NodeShape
+from orchestrator.shaping import Bucket, NodeShape, ops
+from orchestrator.shaping import tc as shaping
 from tests.support import links
 from tests.support.cli import ROOT
 
@@ -98,7 +98,7 @@ def test_pod_layout_ifb_cap_and_degrade_in_netem(pair):
     shape(a, Bucket(25.0, 0.0, 0.0, (links.B_ADDR,)))
     node_b = shape(b, Bucket(25.0, 0.0, 0.0, (links.A_ADDR,)))
     with NetNS(b, flags=0) as ns:
-        shaping.apply(ns, [shaping.ingress_op("eth0", "ifb0"), shaping.download_op("ifb0", 20_000_000)])
+        ops.apply(ns, [ops.RedirectIngress("eth0", "ifb0"), ops.Download("ifb0", 20_000_000)])
     goodput, frames = max((wire_mbit(a, b, "ifb0", sent_in=b) for _ in range(3)), key=lambda r: r[1])
     print(f"download cap 20 Mbit/s: {frames:.2f} in frames, {goodput:.2f} of payload (best of 3)")
     assert abs(frames - 20.0) <= 0.03 * 20.0, (goodput, frames)
@@ -107,22 +107,22 @@ def test_pod_layout_ifb_cap_and_degrade_in_netem(pair):
     assert rtt_ok(capped, 50.0, base), (capped, base)
 
     with NetNS(b, flags=0) as ns:
-        shaping.apply(ns, [shaping.degrade_egress_op("eth0", node_b, 40.0, 0.0),
-                           shaping.degrade_ingress_op("ifb0", 20_000_000, 40.0, 0.0)])
+        ops.apply(ns, [ops.DegradeEgress("eth0", node_b, 40.0, 0.0),
+                           ops.DegradeIngress("ifb0", 20_000_000, 40.0, 0.0)])
     degraded = links.median_rtt_ms(a, links.B_ADDR, count=11)
     print(f"degraded by 40 ms each way: RTT {degraded:.2f} ms (configured 130)")
     assert rtt_ok(degraded, 130.0, base), (degraded, base)
 
     with NetNS(b, flags=0) as ns:
-        shaping.apply(ns, [shaping.degrade_egress_op("eth0", node_b, 0.0, 0.5)])
+        ops.apply(ns, [ops.DegradeEgress("eth0", node_b, 0.0, 0.5)])
     rtts, lost = links.pings(a, links.B_ADDR, count=40, interval=0.05)
     print(f"loss 0.5 on b's sends: {lost}/40 lost")
     assert 8 <= lost <= 32, lost  # binomial(40, 0.5): outside this in less than 1 run in 10^4
 
     with NetNS(b, flags=0) as ns:
-        shaping.apply(ns, [shaping.degrade_egress_op("eth0", node_b, 0.0, 0.0),
-                           shaping.degrade_ingress_op("ifb0", 20_000_000, 0.0, 0.0)])
-        shaping.apply(ns, [shaping.degrade_ingress_op("ifb0", 20_000_000, 0.0, 0.0)])  # restoring twice is harmless
+        ops.apply(ns, [ops.DegradeEgress("eth0", node_b, 0.0, 0.0),
+                           ops.DegradeIngress("ifb0", 20_000_000, 0.0, 0.0)])
+        ops.apply(ns, [ops.DegradeIngress("ifb0", 20_000_000, 0.0, 0.0)])  # restoring twice is harmless
         tree = shaping.describe(ns, "ifb0")
     assert not any("netem" in line for line in tree), tree
     rtts, lost = links.pings(a, links.B_ADDR, count=10, interval=0.05)

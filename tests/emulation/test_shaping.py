@@ -2,8 +2,8 @@
 import pytest
 from pyroute2 import NetNS, netns
 
-from orchestrator import shaping
-from orchestrator.shaping import Bucket, NodeShape
+from orchestrator.shaping import Bucket, NodeShape, ops
+from orchestrator.shaping import tc as shaping
 from tests.support import links
 
 pytestmark = pytest.mark.exclusive
@@ -93,14 +93,14 @@ def test_cut_drops_traffic_and_heal_and_rate_change_act_in_place(veth_pair):
         server.wait()
 
 
-def _shaper(ns_name: str, ops: list) -> list:
+def _shaper(ns_name: str, todo: list) -> list:
     """The shaper entry point run inside a namespace, as a pod's sidecar runs it."""
     import json
     import subprocess
     import sys
 
     out = subprocess.run(["ip", "netns", "exec", ns_name, sys.executable, "-m", "orchestrator.shaping",
-                          "--ops", json.dumps(ops)], capture_output=True, text=True, check=True)
+                          "--ops", json.dumps(ops.to_wire(todo))], capture_output=True, text=True, check=True)
     return json.loads(out.stdout.splitlines()[-1])
 
 
@@ -110,18 +110,18 @@ def test_pod_layout_caps_download_on_an_ifb_and_cuts_there(veth_pair):
     to an ifb that carries the switch-side tree: the download cap is measured, a cut drops there."""
     a, b = veth_pair
     links.address(a, b)
-    assert _shaper(b, [shaping.probe_op("htb")])[0]["ok"]
-    _shaper(b, [shaping.ingress_op("eth0", "ifb0"), shaping.download_op("ifb0", 10_000_000)])
-    _shaper(b, [shaping.ingress_op("eth0", "ifb0")])  # doing it again replaces, not stacks
+    assert _shaper(b, [ops.Probe(kind="htb")])[0]["ok"]
+    _shaper(b, [ops.RedirectIngress("eth0", "ifb0"), ops.Download("ifb0", 10_000_000)])
+    _shaper(b, [ops.RedirectIngress("eth0", "ifb0")])  # doing it again replaces, not stacks
     mbit = links.received_mbit(a, b, "10.9.0.2")
     assert 8.0 < mbit < 10.5, mbit
     # a partition elsewhere leaves the cap in place (the cut's class must not make the node's
     # default class an inner one: HTB passes such traffic unshaped)
-    _shaper(b, [shaping.cut_op("ifb0", ["10.9.0.99"])])
+    _shaper(b, [ops.Cut("ifb0", ("10.9.0.99",))])
     mbit = links.received_mbit(a, b, "10.9.0.2")
     assert 8.0 < mbit < 10.5, mbit
-    _shaper(b, [shaping.heal_op("ifb0"), shaping.cut_op("ifb0", ["10.9.0.1"])])
+    _shaper(b, [ops.Heal("ifb0"), ops.Cut("ifb0", ("10.9.0.1",))])
     assert not links.connects(a, "10.9.0.2", 5002)
-    _shaper(b, [shaping.heal_op("ifb0"), shaping.rate_op("ifb0", 30_000_000)])
+    _shaper(b, [ops.Heal("ifb0"), ops.Rate("ifb0", 30_000_000)])
     mbit = links.received_mbit(a, b, "10.9.0.2")
     assert 25.0 < mbit < 31.0, mbit

@@ -53,7 +53,7 @@ def test_a_run_with_faults_on_real_processes_needs_no_root(tmp_path, monkeypatch
     assert manifest["faults_executed"][0]["action"] == "kill"
 
     # what the shaping layer was asked: a tree per node at deploy, the cut and the heal, n2's rates
-    kinds = [op["op"] for _, op in runner.backend.ops]
+    kinds = [op.op for _, op in runner.backend.ops]
     assert kinds.count("egress") == 6 and kinds.count("download") == 6
     assert "cut" in kinds and "heal" in kinds and kinds.count("rate") == 4  # degrade and restore, both ends
 

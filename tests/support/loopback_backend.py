@@ -63,9 +63,9 @@ class LoopbackBackend(Backend):
     def link_ends(self, node_id: str) -> LinkEnds:
         return LinkEnds(f"host-{node_id}", "lo", f"switch-{node_id}", "lo")
 
-    def shape(self, where: str, ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        self.ops.extend((where, op) for op in ops)
-        return [{"op": op.get("op"), "recorded": True} for op in ops]
+    def shape(self, where: str, todo: list[Any]) -> list[dict[str, Any]]:
+        self.ops.extend((where, op) for op in todo)
+        return [{"op": op.op, "recorded": True} for op in todo]
 
     def probe_netem(self) -> tuple[bool, str]:
         return False, "loopback test backend: nothing is shaped"

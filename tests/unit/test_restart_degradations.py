@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
-from orchestrator.run.live_faults import RESTORED, LiveFaults
+from orchestrator.shaping.mechanisms import RESTORED, TransportShaper
 
 
 class Node:
@@ -26,12 +26,21 @@ class Node:
         return {}
 
 
-def live(degraded: dict, node: Node, neighbours=("n1", "n2")) -> LiveFaults:
-    plan = SimpleNamespace(node=lambda node_id: SimpleNamespace(contacts=None, neighbours=list(neighbours)))
-    runner = SimpleNamespace(plan=plan, backend=None, degraded=degraded, clients={"n0": node},
-                             delayline=None, shaping_mode="transport")
-    runner._restart = lambda node_id: asyncio.sleep(0)
-    return LiveFaults(runner)
+class Restart:
+    """What the fault timeline's `start` does in transport mode: the node is told the live degradations."""
+
+    def __init__(self, degraded: dict, node: Node, neighbours=("n1", "n2")):
+        plan = SimpleNamespace(node=lambda node_id: SimpleNamespace(contacts=None, neighbours=list(neighbours)))
+        self.degraded = degraded
+        self.shaper = TransportShaper(plan, backend=None, blocking=asyncio.to_thread,
+                                      tell=lambda _node_id, body: node.post("/links", body), warn=print)
+
+    async def start(self, node_id: str) -> None:
+        await self.shaper.restarted(node_id, self.degraded)
+
+
+def live(degraded: dict, node: Node, neighbours=("n1", "n2")) -> Restart:
+    return Restart(degraded, node, neighbours)
 
 
 def last_told(node: Node) -> dict[str, dict]:

@@ -1,0 +1,181 @@
+"""Shaping operations: one typed request for each thing done to a link's tc tree (orchestrator/shaping/
+tc.py), run by `apply` on a pyroute2 handle opened in the namespace it belongs to. A backend with the
+handle at hand (local namespaces) applies them itself; a container backend sends them to the shaper
+entry point in the node's namespace (`python -m orchestrator.shaping`), and that crossing is the only
+place they are plain data (`to_wire`, `from_wire`).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any, ClassVar
+
+from orchestrator.shaping import tc
+from orchestrator.shaping.links import Bucket, NodeShape
+
+
+@dataclass(frozen=True)
+class Op:
+    op: ClassVar[str]
+    ifname: str
+
+    def run(self, ipr: Any) -> dict[str, Any] | None:
+        """Do it on `ipr`; what it found, for operations that read."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Egress(Op):
+    """The node's uplink tree: HTB at its rate, with a netem bucket per latency where netem runs."""
+    op = "egress"
+    shape: NodeShape
+    netem: bool
+
+    def run(self, ipr: Any) -> None:
+        tc.shape_egress(ipr, self.ifname, self.shape, self.netem)
+
+
+@dataclass(frozen=True)
+class Download(Op):
+    """The download cap, on the far end of the node's link."""
+    op = "download"
+    bps: int
+
+    def run(self, ipr: Any) -> None:
+        tc.shape_download(ipr, self.ifname, self.bps)
+
+
+@dataclass(frozen=True)
+class Cut(Op):
+    """Partition: drop what reaches the node from `sources` (far end)."""
+    op = "cut"
+    sources: tuple[str, ...]
+
+    def run(self, ipr: Any) -> None:
+        tc.cut_off(ipr, self.ifname, list(self.sources))
+
+
+@dataclass(frozen=True)
+class Heal(Op):
+    op = "heal"
+
+    def run(self, ipr: Any) -> None:
+        tc.reconnect(ipr, self.ifname)
+
+
+@dataclass(frozen=True)
+class Rate(Op):
+    """A link's rate changed in place (a bandwidth degrade or its restore)."""
+    op = "rate"
+    bps: int
+
+    def run(self, ipr: Any) -> None:
+        tc.set_rate(ipr, self.ifname, self.bps)
+
+
+@dataclass(frozen=True)
+class DegradeEgress(Op):
+    """Netem mechanism: added latency and loss on every bucket of the node's uplink (zeros restore)."""
+    op = "degrade_egress"
+    shape: NodeShape
+    delay_ms: float
+    loss: float
+
+    def run(self, ipr: Any) -> None:
+        tc.degrade_egress(ipr, self.ifname, self.shape, self.delay_ms, self.loss)
+
+
+@dataclass(frozen=True)
+class DegradeIngress(Op):
+    """Netem mechanism: a netem leaf on the far end's download class (zeros put the FIFO back)."""
+    op = "degrade_ingress"
+    bps: int
+    delay_ms: float
+    loss: float
+
+    def run(self, ipr: Any) -> None:
+        tc.degrade_ingress(ipr, self.ifname, self.bps, self.delay_ms, self.loss)
+
+
+@dataclass(frozen=True)
+class RedirectIngress(Op):
+    """The pod layout: what arrives on `ifname` leaves through `ifb` first (its "far end")."""
+    op = "ingress"
+    ifb: str
+
+    def run(self, ipr: Any) -> None:
+        tc.redirect_ingress(ipr, self.ifname, self.ifb)
+
+
+@dataclass(frozen=True)
+class Sent(Op):
+    """What the node's link class has sent (bytes, packets), as the rate counts it."""
+    op = "sent"
+
+    def run(self, ipr: Any) -> dict[str, Any]:
+        return tc.link_sent(ipr, self.ifname)
+
+
+@dataclass(frozen=True)
+class Describe(Op):
+    """The qdiscs and classes on the interface, one line each."""
+    op = "describe"
+
+    def run(self, ipr: Any) -> dict[str, Any]:
+        return {"lines": tc.describe(ipr, self.ifname)}
+
+
+@dataclass(frozen=True)
+class PeerIndex(Op):
+    """The interface index of the far end of a veth (its IFLA_LINK)."""
+    op = "peer_index"
+
+    def run(self, ipr: Any) -> dict[str, Any]:
+        link = ipr.get_links(ipr.link_lookup(ifname=self.ifname)[0])[0]
+        return {"index": link.get_attr("IFLA_LINK")}
+
+
+@dataclass(frozen=True)
+class Probe(Op):
+    """Can a `kind` qdisc attach here? Tried on the namespace's loopback, removed at once."""
+    op = "probe"
+    ifname: str = "lo"
+    kind: str = "netem"
+
+    def run(self, ipr: Any) -> dict[str, Any]:
+        ok, why = tc.try_qdisc(ipr, self.kind)
+        return {"ok": ok, "why": why}
+
+
+KINDS: dict[str, type[Op]] = {cls.op: cls for cls in (Egress, Download, Cut, Heal, Rate, DegradeEgress,
+                                                       DegradeIngress, RedirectIngress, Sent, Describe,
+                                                       PeerIndex, Probe)}
+
+
+def apply(ipr: Any, ops: list[Op]) -> list[dict[str, Any]]:
+    """Run the operations in order on `ipr` (a NetNS or IPRoute); a result for each."""
+    return [{"op": op.op, "ifname": op.ifname, **(op.run(ipr) or {})} for op in ops]
+
+
+def to_wire(ops: list[Op]) -> list[dict[str, Any]]:
+    return [{"op": op.op, **asdict(op)} for op in ops]
+
+
+def from_wire(items: list[dict[str, Any]]) -> list[Op]:
+    """The operations a shaper entry point was sent; an unknown one is an error, not a no-op."""
+    ops = []
+    for item in items:
+        cls = KINDS.get(item.get("op", ""))
+        if cls is None:
+            raise ValueError(f"unknown shaping operation {item.get('op')!r}")
+        values = {f.name: item[f.name] for f in fields(cls) if f.name in item}
+        if "shape" in values:
+            values["shape"] = _shape(values["shape"])
+        if "sources" in values:
+            values["sources"] = tuple(values["sources"])
+        ops.append(cls(**values))
+    return ops
+
+
+def _shape(d: dict[str, Any]) -> NodeShape:
+    return NodeShape(d["node_id"], d["up_bps"], d["down_bps"],
+                     [Bucket(b["delay_ms"], b["jitter_ms"], b["loss"], tuple(b["destinations"])) for b in d["buckets"]])
