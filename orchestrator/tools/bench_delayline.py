@@ -62,6 +62,20 @@ def _start(node: str, *args: str) -> subprocess.Popen:
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
 
 
+def _cpu_s(pid: int) -> float:
+    """CPU seconds the process has used (all its threads)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _machine_busy() -> tuple[int, int]:
+    """(busy, total) jiffies of the whole machine so far (/proc/stat; idle and iowait are not busy)."""
+    with open("/proc/stat") as f:
+        ticks = [int(x) for x in f.readline().split()[1:]]
+    return sum(ticks) - ticks[3] - ticks[4], sum(ticks)
+
+
 def _delta(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
     return {"ok": "stats", "held": after["held"], "errors": after["errors"],
             "packets": {k: v - before["packets"].get(k, 0) for k, v in after["packets"].items()},
@@ -96,7 +110,9 @@ def bench_delayline(senders: int, receivers: int, rate_bps: int, delay_ms: float
                 for s in senders_]
         procs = recv + send
         time.sleep(max(0.0, start - time.monotonic()))
-        before = line.request(op="stats")
+        before, cpu, busy = line.request(op="stats"), _cpu_s(line.proc.pid), _machine_busy()
+        time.sleep(duration)
+        cpu, busy = _cpu_s(line.proc.pid) - cpu, [b - a for a, b in zip(busy, _machine_busy())]
         outs = [json.loads(p.communicate(timeout=duration + 60)[0].strip().splitlines()[-1]) for p in procs]
         stats = _delta(line.request(op="stats"), before)
     finally:
@@ -122,7 +138,8 @@ def bench_delayline(senders: int, receivers: int, rate_bps: int, delay_ms: float
               "late_ms": stats["late_ms"], "dropped": sum(stats["dropped"].values()), "errors": stats["errors"],
               "rtt_ms_median": statistics.median(rtts) if rtts else None,
               "rtt_ms_p99": rtts[int(0.99 * (len(rtts) - 1))] if rtts else None, "rtt_ms_configured": 2 * delay_ms,
-              "goodput_mbit_per_sender": statistics.mean(goodput), "goodput_mbit_min": min(goodput)}
+              "goodput_mbit_per_sender": statistics.mean(goodput), "goodput_mbit_min": min(goodput),
+              "line_cpu_share": cpu / duration, "machine_busy_share": busy[0] / busy[1] if busy[1] else 0.0}
     say(f"packets through the line: {packets} ({result['packets_per_s']:.0f}/s), dropped {result['dropped']}")
     say(f"released 10 ms or more late: {result['late_10ms_share']:.2%}  (by lateness: {stats['late_ms']})")
     if rtts:
@@ -130,6 +147,8 @@ def bench_delayline(senders: int, receivers: int, rate_bps: int, delay_ms: float
             f"p99 {result['rtt_ms_p99']:.1f} ms, configured {2 * delay_ms:g} ms")
     say(f"goodput per sender: mean {result['goodput_mbit_per_sender']:.1f} Mbit/s, min {min(goodput):.1f} "
         f"(rate {rate_bps / 1e6:g} Mbit/s in frames, about {rate_bps / 1e6 * 1448 / 1514:.1f} of payload)")
+    say(f"CPU: the delay line {cpu:.1f} s in {duration:g} s ({result['line_cpu_share']:.0%} of one core); the "
+        f"machine was {result['machine_busy_share']:.0%} busy (all {os.cpu_count()} cores, everything on it)")
     for error in stats["errors"]:
         say(f"delay line error: {error}")
     return result
