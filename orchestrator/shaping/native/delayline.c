@@ -69,7 +69,7 @@ static int add_rule(const char *ifname, char *err)
 {
     char *argv[] = {"iptables", "-w", "-t", "mangle", "-A", "PREROUTING", "-i", (char *)ifname, "-j", "NFQUEUE",
                     "--queue-num", "0", NULL};
-    char out[ERR_LEN / 2];
+    char out[ERR_LEN / 2], chunk[512];
     size_t len = 0;
     ssize_t got;
     int pipefd[2], status = 0, e;
@@ -98,11 +98,15 @@ static int add_rule(const char *ifname, char *err)
         snprintf(err, ERR_LEN, "iptables: %s", strerror(e));
         return -1;
     }
-    while ((got = read(pipefd[0], out + len, len < sizeof out - 1 ? sizeof out - 1 - len : 0)) != 0)
-        if (got > 0)
-            len += got;
-        else if (errno != EINTR)
+    while ((got = read(pipefd[0], chunk, sizeof chunk)) != 0) { /* all of it: a full pipe would block the child */
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0)
             break;
+        size_t keep = (size_t)got < sizeof out - 1 - len ? (size_t)got : sizeof out - 1 - len;
+        memcpy(out + len, chunk, keep);
+        len += keep;
+    }
     out[len] = 0;
     close(pipefd[0]);
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)

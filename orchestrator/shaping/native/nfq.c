@@ -46,6 +46,14 @@ static void say(char *err, const char *fmt, ...)
     va_end(ap);
 }
 
+static int failed(char *err, const char *what) /* errno stays the kernel's answer */
+{
+    int e = errno;
+    say(err, "%s: %s", what, strerror(e));
+    errno = e;
+    return -1;
+}
+
 /* Send one configuration message and wait for the kernel's acknowledgement. */
 static int configure(int fd, uint32_t portid, struct nlmsghdr *nlh, const char *what, char *err)
 {
@@ -53,19 +61,15 @@ static int configure(int fd, uint32_t portid, struct nlmsghdr *nlh, const char *
     char buf[8192];
     nlh->nlmsg_flags |= NLM_F_ACK;
     nlh->nlmsg_seq = ++seq;
-    if (nfq_send(fd, (char *)nlh, nlh->nlmsg_len) < 0) {
-        say(err, "%s: %s", what, strerror(errno));
-        return -1;
-    }
+    if (nfq_send(fd, (char *)nlh, nlh->nlmsg_len) < 0)
+        return failed(err, what);
     for (;;) {
         ssize_t n = recv(fd, buf, sizeof buf, 0);
         if (n < 0 && errno == EINTR)
             continue;
         int done = n < 0 ? -1 : mnl_cb_run(buf, n, nlh->nlmsg_seq, portid, NULL, NULL);
-        if (done < 0) {
-            say(err, "%s: %s", what, strerror(errno));
-            return -1;
-        }
+        if (done < 0)
+            return failed(err, what);
         if (done == MNL_CB_STOP)
             return 0;
     }
@@ -76,7 +80,12 @@ static int bind_cmd(int fd, uint32_t portid, uint16_t queue_num, uint8_t cmd, ch
     char buf[MNL_SOCKET_BUFFER_SIZE];
     struct nlmsghdr *nlh = nfq_nlmsg_put(buf, NFQNL_MSG_CONFIG, queue_num);
     nfq_nlmsg_cfg_put_cmd(nlh, AF_INET, cmd);
-    return configure(fd, portid, nlh, cmd == NFQNL_CFG_CMD_BIND ? "binding the queue" : "unbinding the queue", err);
+    if (configure(fd, portid, nlh, cmd == NFQNL_CFG_CMD_BIND ? "binding the queue" : "unbinding the queue", err) == 0)
+        return 0;
+    if (errno == EPERM) /* the kernel says so for a queue another socket has bound, too */
+        snprintf(err + strlen(err), ERR_LEN - strlen(err), " (no CAP_NET_ADMIN, or another process has bound "
+                 "queue %u in that namespace)", queue_num);
+    return -1;
 }
 
 static int open_socket(uint32_t *portid, char *err)
