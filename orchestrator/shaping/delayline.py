@@ -47,7 +47,6 @@ from typing import Any, Callable
 
 from orchestrator.shaping import native_build
 
-LATE_EDGES_MS = (0.1, 0.5, 1, 2, 5, 10, 20)  # the native line's buckets of lateness (release minus due time)
 LATE_WARN = 0.01          # share of packets released 10 ms or more late above which a run warns
 OWN_NETNS = "/proc/self/ns/net"  # attach: the namespace the delay line itself runs in
 MODULE = ["-m", "orchestrator.shaping.delayline"]

@@ -46,7 +46,7 @@ static void say(char *err, const char *fmt, ...)
     va_end(ap);
 }
 
-static int failed(char *err, const char *what) /* errno stays the kernel's answer */
+static int config_failed(char *err, const char *what) /* errno stays the kernel's answer */
 {
     int e = errno;
     say(err, "%s: %s", what, strerror(e));
@@ -62,14 +62,14 @@ static int configure(int fd, uint32_t portid, struct nlmsghdr *nlh, const char *
     nlh->nlmsg_flags |= NLM_F_ACK;
     nlh->nlmsg_seq = ++seq;
     if (nfq_send(fd, (char *)nlh, nlh->nlmsg_len) < 0)
-        return failed(err, what);
+        return config_failed(err, what);
     for (;;) {
         ssize_t n = recv(fd, buf, sizeof buf, 0);
         if (n < 0 && errno == EINTR)
             continue;
         int done = n < 0 ? -1 : mnl_cb_run(buf, n, nlh->nlmsg_seq, portid, NULL, NULL);
         if (done < 0)
-            return failed(err, what);
+            return config_failed(err, what);
         if (done == MNL_CB_STOP)
             return 0;
     }
