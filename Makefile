@@ -18,7 +18,7 @@ setup: $(STAMP) delayline tools adapters spark-archive
 # the native delay line (orchestrator/shaping/native) into ~/.cache/peerlab/bin, once per version of
 # its sources (orchestrator/shaping/native_build.py): a second set-up or a fresh clone builds nothing
 delayline: $(STAMP)
-	@$(PY) -m orchestrator.shaping.native_build >/dev/null
+	@$(PY) -c "import sys; from orchestrator.shaping import native_build; sys.exit(native_build.main())" >/dev/null
 
 # helm and kubectl (the chart's checks, --backend kubernetes) into .tools/bin, actionlint into .tools/actionlint
 tools:

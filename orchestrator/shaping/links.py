@@ -55,10 +55,10 @@ class ModeError(ValueError):
 
 
 def choose_mode(asked: str, netem: tuple[bool, str], delay_line: Any, adapters: list[str]) -> tuple[str, str]:
-    """The mode a run shapes latency with, and why: netem where the kernel has it; without it, the
-    delay line for runs with adapter nodes (they cannot delay in their transport) and peerlab's
-    transport delays otherwise. A mode asked for is obeyed or refused (ModeError), never replaced.
-    `netem` is the probe's answer; `delay_line()` probes the delay line, only when it is needed."""
+    """The mode a run shapes latency with, and why: netem where the kernel has it, else the delay line,
+    for every node implementation alike (one mechanism outside the nodes); transport mode only when
+    asked for. A mode asked for is obeyed or refused (ModeError), never replaced. `netem` is the
+    probe's answer; `delay_line()` probes the delay line, only when it is needed."""
     has_netem, why = netem
     if asked == NETEM and not has_netem:
         raise ModeError(f"--shaping netem was asked for, but {why}; use --shaping auto, delayline or transport")
@@ -67,11 +67,12 @@ def choose_mode(asked: str, netem: tuple[bool, str], delay_line: Any, adapters: 
                         "have none: use --shaping auto, delayline or netem")
     if asked == NETEM or (asked == "auto" and has_netem):
         return NETEM, why
-    if asked == TRANSPORT or (asked == "auto" and not adapters):
-        return TRANSPORT, why
+    if asked == TRANSPORT:
+        return TRANSPORT, f"asked for; {why}"
     ok, detail = delay_line()
     if not ok:
-        raise ModeError(f"latency needs the delay line here ({why}), but {detail}")
+        way_out = "" if adapters else "; --shaping transport delays in peerlab's own nodes instead"
+        raise ModeError(f"latency needs the delay line here ({why}), but {detail}{way_out}")
     return DELAYLINE, f"{why}; {detail}"
 
 

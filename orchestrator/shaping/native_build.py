@@ -3,7 +3,7 @@ sources into the user's cache, outside the checkout: `~/.cache/peerlab/bin/peerl
 (or under $PEERLAB_CACHE). A fresh clone, another worktree or a second `make setup` builds nothing
 while the sources are unchanged; a changed source gets a binary of its own.
 
-`make setup` runs `python -m orchestrator.shaping.native_build` (it prints the binary's path). This
+`make setup` runs its `main` (it prints the binary's path). This
 module needs only the standard library, so that an image's build stage can run it as a plain script.
 """
 from __future__ import annotations

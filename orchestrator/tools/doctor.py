@@ -104,7 +104,8 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
     if ok.get("root (or CAP_NET_ADMIN)") and ok.get("network namespaces + HTB"):
         mode = ("netem (kernel)" if ok.get("netem") else
                 "delayline (HTB in the kernel, latency by NFQUEUE outside the nodes)" if ok.get("delay line (NFQUEUE)")
-                else "transport (HTB in the kernel, latency in peerlab's node; adapter nodes cannot run)")
+                else "none without --shaping transport (no netem, no delay line: latency only in peerlab's own "
+                     "node transport, on request; adapter nodes cannot run)")
         lines.append(f"backend local: can run; shaping mode {mode}")
     else:
         lines.append("backend local: cannot run here (needs root, network namespaces and HTB)")

@@ -39,7 +39,7 @@ class StoredBeforeTeardown(LoopbackBackend):
 def test_a_run_with_faults_on_real_processes_needs_no_root(tmp_path, monkeypatch):
     monkeypatch.setattr(cleanup, "STATE_DIR", tmp_path / "state")  # /run/peerlab is root's
     scenario = parse_scenario(SCENARIO + f"output: {{store: 'file://{tmp_path}/runs'}}\n")
-    runner = Runner(scenario, backend=StoredBeforeTeardown)
+    runner = Runner(scenario, backend=StoredBeforeTeardown, shaping_mode="transport")
     run_dir = runner.run()
     # each node's log was stored as it stopped, before teardown: a run killed then keeps them
     assert StoredBeforeTeardown.stored == sorted(f"n{i}.jsonl.gz" for i in range(6))
@@ -91,7 +91,7 @@ def test_admission_stops_a_run_that_does_not_fit_unless_forced(tmp_path, monkeyp
     # forced, it runs: the same nodes, a shorter run (what it does is the test above)
     short = parse_scenario(SCENARIO.split("faults:")[0].replace("duration: 4s", "duration: 1s") +
                            f"calibration: {{enabled: false}}\noutput: {{store: 'file://{tmp_path}/runs'}}\n")
-    run_dir = Runner(short, backend=LoopbackBackend, force=True).run()
+    run_dir = Runner(short, backend=LoopbackBackend, force=True, shaping_mode="transport").run()
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["status"] == "completed"
     assert manifest["admission"]["forced"] is True and manifest["admission"]["estimate"]["nodes"] == 6

@@ -2,7 +2,7 @@
 127.0.0.1 (its own data port, its control API on a Unix socket), no namespaces, nothing shaped. The
 shaping operations the runner asks for are recorded in `ops`, so a test sees what would have been
 applied (trees at deploy, cuts and heals, rate changes), and latency falls to the nodes' transports
-(transport mode), as on a kernel without sch_netem."""
+(transport mode, which its tests ask for), as on a kernel without sch_netem."""
 from __future__ import annotations
 
 import socket
