@@ -7,7 +7,9 @@ It is both the cores' test network and the engine of the `sim` backend (orchestr
   rate, with a priority lane that overtakes queued normal frames (the transport's), and a downlink
   FIFO at the download rate that can start as soon as the first bit arrives (cut-through), so an
   unloaded path costs one serialisation, as through the emulation's HTB and bridge. Frame sizes on
-  the wire include the framing and per-segment TCP/IP/Ethernet headers (`wire_bytes`);
+  the wire include the framing and per-segment TCP/IP/Ethernet headers (`wire_bytes`). With
+  bandwidth, each direction of a connection also has TCP's congestion window (`TcpWindow`): a frame
+  larger than the window waits extra round trips, as over a real round trip;
 - connections: a dial keeps the connection (redialled with the transport's backoff if it drops or
   the peer is not there, until the dialer disconnects), crashes, restarts with the same identity;
 - network faults: a partition holds the frames sent across it (TCP keeps them and retransmits: they
@@ -35,7 +37,7 @@ from node.linkmodel import (
     release_time,
 )
 from node.memio import MemIO, MemNode
-from node.memlink import AccessLink, wire_bytes
+from node.memlink import AccessLink, TcpWindow, wire_bytes
 from node.protocols.base import ProtocolCore
 
 RTO_MIN = 0.2                        # Linux TCP's minimum retransmission timeout
@@ -68,8 +70,10 @@ class MemNetwork:
 
     def __init__(self, seed: int = 0, latency: Callable[[str, str], float] | float = 0.01, *,
                  jitter: float = 0.0, loss: float = 0.0, sink: EventSink | None = None,
-                 keep_deliveries: bool = True):
+                 keep_deliveries: bool = True, tcp_windows: bool = True):
+        """`tcp_windows`: with bandwidth, model each connection's congestion window (TcpWindow)."""
         self.now = 0.0
+        self.tcp_windows = tcp_windows
         self.rng = random.Random(seed)
         self.identities = Identities(seed, lambda: self.nodes)
         self._latency = latency if callable(latency) else (lambda a, b, d=latency: d)
@@ -86,6 +90,7 @@ class MemNetwork:
         self.dials: dict[str, set[str]] = {}          # node -> peers it keeps a connection to
         self.access: dict[str, AccessLink] = {}            # node -> its access link, when bandwidth is modelled
         self._last_arrival: dict[tuple[str, str], float] = {}  # per direction: jitter never reorders
+        self._windows: dict[tuple[str, str], tuple[int, TcpWindow]] = {}  # per direction: its congestion window
         self.ips: dict[str, str] = {}  # node -> IP, for cores that group peers by address
         self.before_boot: Callable[[str], None] | None = None  # called as a node's process starts
         self.side: dict[str, int] = {}                # partition: node -> its side (empty: no partition)
@@ -310,11 +315,27 @@ class MemNetwork:
             self.schedule(access.free_at - self.now, self._wake, src, access)
 
     def _transmit(self, src: str, access: AccessLink, dst: str, payload: bytes, size: int, conn: int) -> None:
-        """Put the frame on the wire now: its last bit leaves after `tx`, then it propagates."""
+        """Put the frame on the wire now: its last bit leaves after `tx` and the round trips its
+        connection's window makes it wait (the wire serves others meanwhile), then it propagates."""
         tx = size / access.up_rate
         access.free_at = self.now + tx
         access.wire = (dst, len(payload))
-        self._propagate(src, dst, conn, payload, tx, size, depart=access.free_at)
+        if not self.tcp_windows:
+            self._propagate(src, dst, conn, payload, tx, size, depart=access.free_at)
+            return
+        rtt = self._delay(src, dst) + self._delay(dst, src)
+        rate = size / tx  # the link's bytes per second, in payload terms below: same ratio
+        sending = self._window(src, dst, conn).send_time(len(payload), self.now, rtt, RTO_MIN + rtt,
+                                                         rate * len(payload) / size)
+        self._propagate(src, dst, conn, payload, tx, size, depart=max(access.free_at, self.now + sending),
+                        ordered=True)
+
+    def _window(self, src: str, dst: str, conn: int) -> TcpWindow:
+        """The congestion window of this direction of connection `conn` (a new connection starts cold)."""
+        held = self._windows.get((src, dst))
+        if held is None or held[0] != conn:
+            held = self._windows[(src, dst)] = (conn, TcpWindow())
+        return held[1]
 
     def _wake(self, src: str, access: AccessLink) -> None:
         """The wire is free: the next frame goes (priority lane first)."""
@@ -337,12 +358,12 @@ class MemNetwork:
             return
 
     def _propagate(self, src: str, dst: str, conn: int, payload: bytes, tx: float, size: int,
-                   depart: float | None = None) -> None:
+                   depart: float | None = None, ordered: bool = False) -> None:
         """The last bit leaves `src` at `depart` (its first `tx` before); deliver after latency and the
-        downlink."""
+        downlink. `ordered`: it may have waited for its window, so keep the connection's order."""
         delay = self._delay(src, dst)
         departed = self.now if depart is None else depart
-        if self.jitter:  # without jitter nothing overtakes: no per-direction state on the hot path
+        if self.jitter or ordered:  # else nothing overtakes: no per-direction state on the hot path
             key = (src, dst)
             arrival = self._last_arrival[key] = release_time(departed, delay, self.jitter, self.rng,
                                                              self._last_arrival.get(key, 0.0))

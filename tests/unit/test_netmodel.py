@@ -52,7 +52,7 @@ def test_wire_size_counts_framing_and_segment_headers():
 
 
 def test_frames_leave_one_after_another_at_the_upload_rate():
-    net = pair()
+    net = pair(tcp_windows=False)  # the queue alone (the window's own test is below)
     size = 100_000
     tx = wire_bytes(size) * 8 / (8 * MBIT)   # 0.1 s a frame
     for k in range(3):
@@ -61,6 +61,28 @@ def test_frames_leave_one_after_another_at_the_upload_rate():
     # FIFO: the k-th frame's last bit leaves after (k+1) serialisations, then 50 ms of latency
     assert arrivals(net) == pytest.approx([1.0 + (k + 1) * tx + 0.05 for k in range(3)])
     assert [p[0] for _, _, p in net.nodes["b"].core.got] == [0, 1, 2]
+
+
+def test_a_frame_larger_than_the_window_waits_round_trips_and_the_window_grows():
+    """TCP's congestion window: a fresh connection sends 10 segments (14,480 bytes) in its first
+    round trip and doubles the window each round trip after; at 100 ms per round trip a 50 KB frame
+    (flights of 14,480, 28,960, then the rest) arrives two round trips later than serialisation
+    alone would bring it; the next one, the window grown, goes at once; after an idle second the
+    window is back to 10 segments."""
+    net = pair(up=1000 * MBIT, down=1000 * MBIT)  # serialisation ~0.4 ms: the round trips dominate
+    io = net.nodes["a"].core.io
+    io.send("b", bytes(50_000))
+    net.run(until=2.0)
+    first = arrivals(net)[0] - 1.0
+    assert first == pytest.approx(2 * 0.1 + 0.05, abs=0.002)
+    io.send("b", bytes(50_000))  # at 2.0 s: idle for 1.8 s, the window restarts cold
+    net.run(until=3.0)
+    assert arrivals(net)[1] - 2.0 == pytest.approx(first, abs=0.002)
+    io.send("b", bytes(50_000))
+    io.send("b", bytes(50_000))  # the window grown by the first: no more waiting than serialisation
+    net.run(until=4.0)
+    assert arrivals(net)[3] - arrivals(net)[2] < 0.002
+    assert [len(p) for _, _, p in net.nodes["b"].core.got] == [50_000] * 4  # in order, all there
 
 
 def test_priority_frames_overtake_queued_frames_not_the_one_on_the_wire():
@@ -87,7 +109,7 @@ def test_backlog_counts_bytes_waiting_and_empties():
 
 
 def test_two_senders_share_the_receivers_download():
-    net = pair(up=8 * MBIT, down=8 * MBIT)
+    net = pair(up=8 * MBIT, down=8 * MBIT, tcp_windows=False)  # the links alone
     size = 100_000
     tx = wire_bytes(size) * 8 / (8 * MBIT)
     net.nodes["a"].core.io.send("b", bytes(size))
@@ -98,8 +120,8 @@ def test_two_senders_share_the_receivers_download():
 
 
 def test_a_fast_download_adds_nothing_and_a_slow_one_sets_the_pace():
-    fast = pair(up=8 * MBIT, down=80 * MBIT)
-    slow = pair(up=8 * MBIT, down=2 * MBIT)
+    fast = pair(up=8 * MBIT, down=80 * MBIT, tcp_windows=False)  # the links alone
+    slow = pair(up=8 * MBIT, down=2 * MBIT, tcp_windows=False)
     size = 100_000
     for net in (fast, slow):
         net.nodes["a"].core.io.send("b", bytes(size))
