@@ -29,10 +29,11 @@ RESTORED = {"delay_ms": 0.0, "loss": 0.0}  # a link's degradation once restored
 
 
 class LiveFaults:
-    def __init__(self, runner: Runner):
+    def __init__(self, runner: Runner, plan: RunPlan | None = None):
+        """`plan`: as shaping applies it (a dilated run's latencies and rates); the runner's by default."""
         self.runner = runner
         self.backend = runner.backend
-        self.plan = runner.plan
+        self.plan = plan or runner.plan
 
     async def kill(self, node: str) -> None:  # waiting for the exit happens off the loop: restarts go on
         await self.runner._blocking(self.backend.kill_node, node)

@@ -9,6 +9,7 @@ from node import contract
 from node.adapters import PEERLAB, get_adapter
 from node.config import ControlConfig, NodeConfig
 from node.contract import Address
+from node.dilation import REAL_TIME, Dilation
 from node.identity import identity_seed
 from node.ids import node_index
 from node.protocols import get_protocol
@@ -46,7 +47,10 @@ def peer_ids(plan: RunPlan) -> dict[str, str]:
 
 
 def node_config(plan: RunPlan, node_id: str, backend: Backend, *, run_id: str, token: str, mode: str,
-                t0_ns: int | None, ids: dict[str, str], resources_interval: float) -> contract.ContractConfig:
+                t0_ns: int | None, ids: dict[str, str], resources_interval: float,
+                dilation: Dilation = REAL_TIME) -> contract.ContractConfig:
+    """`plan`: as shaping applies it (orchestrator/model/dilation.py: transport delays in real ms); its
+    times are experiment time, which a dilated node's clock (`dilation`) keeps."""
     node = plan.node(node_id)
     b = backend
     listen = Address(host=b.address(node.id), port=b.data_port(node.id))
@@ -72,4 +76,4 @@ def node_config(plan: RunPlan, node_id: str, backend: Backend, *, run_id: str, t
         control=ControlConfig(token=token, **b.control_endpoint(node.id)), event_log=b.event_log_path(node.id),
         delays_ms=shaping.transport_delays(plan, node.id) if transport else {},
         jitter_ms=plan.jitter_ms if transport else 0.0, loss=plan.loss if transport else 0.0,
-        resources_interval=resources_interval)
+        dilation=dilation.factor, dilation_epoch_ns=dilation.epoch_ns, resources_interval=resources_interval)
