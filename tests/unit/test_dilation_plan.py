@@ -111,3 +111,12 @@ def test_a_mixed_network_is_refused_at_its_first_adapter_group_and_undilated_run
 def test_a_factor_out_of_range_is_a_scenario_error(k):
     with pytest.raises(ScenarioError, match="dilation: Input should be"):
         parse_scenario("name: x\nnodes: {count: 2}\n", overrides=[f"dilation={k}"])
+
+
+def test_peerlab_run_dilate_sets_the_field_and_refuses_before_anything_runs():
+    from tests.support.cli import peerlab
+    refused = peerlab("run", "scenarios/gossipsub-mixed.yaml", "--dilate", "2", timeout=60)
+    assert refused.returncode == 2 and "dilation: 2 runs every timer of every node" in refused.stderr
+    assert "js-libp2p, which cannot scale all of its timers" in refused.stderr and not refused.stdout
+    low = peerlab("run", "scenarios/quickstart.yaml", "--dilate", "0.5", timeout=60)
+    assert low.returncode == 2 and "dilation: Input should be greater than or equal to 1 (got 0.5)" in low.stderr
