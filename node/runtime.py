@@ -254,7 +254,7 @@ class NodeRuntime:
             sent = self.dilation.monotonic()
             if self.transport.send(peer, Frame(probe=Probe(kind=Probe.PING, nonce=nonce))):
                 raise ConnectionError(f"{self.node_id} is not connected to {peer}")
-            rtts.append((await asyncio.wait_for(fut, timeout) - sent) * 1000)
+            rtts.append((await asyncio.wait_for(fut, self.dilation.real(timeout)) - sent) * 1000)
         return rtts
 
     async def throughput(self, peer: str, nbytes: int, timeout: float = 60.0) -> float:
@@ -269,5 +269,5 @@ class NodeRuntime:
             kind = Probe.BULK_END if sent >= nbytes else Probe.BULK
             if self.transport.send(peer, Frame(probe=Probe(kind=kind, nonce=nonce, bytes=nbytes, payload=chunk[:size]))):
                 raise ConnectionError(f"{self.node_id} is not connected to {peer}")
-        received, span_ns = await asyncio.wait_for(fut, timeout)
+        received, span_ns = await asyncio.wait_for(fut, self.dilation.real(timeout))
         return received * 8 / span_ns * 1000
