@@ -158,9 +158,10 @@ def render(metrics: dict[str, Any], manifest: dict[str, Any], plots: dict[str, s
                ("control bytes sent", metrics["bytes"]["control_sent"])]
     dilation = (manifest.get("dilation") or {}).get("factor", 1)
     if dilation != 1:
-        summary.insert(5, ("time dilation", f"x{_fmt(dilation)}: ran {_fmt(dilation)} times slower than real time, "
-                                            "latencies and timers x, bandwidths / (docs/dilation.md); every time "
-                                            "here is experiment time" + _applied(manifest)))
+        k = _fmt(dilation)
+        summary.insert(5, ("time dilation", f"x{k}: ran {k} times slower than real time (latencies and timers x{k}, "
+                                            f"bandwidths /{k}: docs/dilation.md); every time here is experiment "
+                                            "time" + _applied(manifest)))
     left = metrics.get("ingest") or {}
     if left.get("logs_missing"):
         summary.append(("partial: no log from", f"{len(left['logs_missing'])} of {metrics['nodes']} nodes ("

@@ -116,8 +116,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             return 130
         if not args.no_report:
             metrics = report(run_dir, args)
-            dilated = f" (experiment time; dilated x{runner.plan.dilation:g})" if runner.plan.dilation != 1 else ""
-            err.print(f"[bold green]summary:[/] {summary(metrics)}{dilated}")
+            err.print(f"[bold green]summary:[/] {summary(metrics, runner.plan.dilation)}")
             err.print(f"report: {run_dir / 'analysis' / 'report.html'}")
             upload(runner.store, runner.run_id)
         print(run_dir)
