@@ -143,7 +143,7 @@ class Transport:
         backoff = DIAL_BACKOFF_FIRST
         while not self._stopping:
             if peer in self.connections:  # it dialled us first: the link exists, both ways
-                await asyncio.sleep(0.5)
+                await asyncio.sleep(0.5 * self.time_scale)
                 continue
             try:
                 reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port),
