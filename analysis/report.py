@@ -135,6 +135,11 @@ def _faults_section(metrics: dict[str, Any], manifest: dict[str, Any]) -> str:
     return f"<h2>Faults</h2>{_table(rows)}{parts}"
 
 
+def _applied(manifest: dict[str, Any]) -> str:
+    note = (manifest.get("dilation") or {}).get("note")
+    return f" ({note})" if note else ""
+
+
 def render(metrics: dict[str, Any], manifest: dict[str, Any], plots: dict[str, str]) -> str:
     lat = metrics["latency_ms"]
     cov = metrics["coverage_latency_ms"]
@@ -151,6 +156,12 @@ def render(metrics: dict[str, Any], manifest: dict[str, Any], plots: dict[str, s
                ("duplicates per node", metrics["duplicates_per_node"]),
                ("data bytes sent", metrics["bytes"]["data_sent"]),
                ("control bytes sent", metrics["bytes"]["control_sent"])]
+    dilation = (manifest.get("dilation") or {}).get("factor", 1)
+    if dilation != 1:
+        k = _fmt(dilation)
+        summary.insert(5, ("time dilation", f"x{k}: ran {k} times slower than real time (latencies and timers x{k}, "
+                                            f"bandwidths /{k}: docs/dilation.md); every time here is experiment "
+                                            "time" + _applied(manifest)))
     left = metrics.get("ingest") or {}
     if left.get("logs_missing"):
         summary.append(("partial: no log from", f"{len(left['logs_missing'])} of {metrics['nodes']} nodes ("

@@ -31,10 +31,14 @@ class NodeConfig(ContractConfig):
     nodes: int = Field(0, ge=0, description="the run's node count (n0 .. n<nodes-1>): with `seed`, every "
                    "node's identity (node/identity.py), so a message's peer id names its origin")
     control: ControlConfig
-    # Transport-mode latency (kernels without sch_netem): one-way delay per destination, ms.
+    # Transport-mode latency (kernels without sch_netem): one-way delay per destination, real ms (with
+    # dilation, the plan's latency times the factor: shaping's values, orchestrator/model/dilation.py).
     delays_ms: dict[str, float] = Field(default_factory=dict)
     jitter_ms: float = 0.0
     loss: float = 0.0
+    dilation: float = Field(1.0, ge=1, description="time dilation (node/dilation.py): the node's clock, timers and "
+                            "event log run this many times slower than real time, from dilation_epoch_ns")
+    dilation_epoch_ns: int = Field(0, description="the run's common epoch for dilation (unix ns, real time)")
     max_frame: int = MAX_FRAME
     send_queue_limit: int = 256 * 1024 * 1024
 

@@ -3,14 +3,13 @@
 Locally it listens on a Unix socket, in containers on TCP. The token comes as `X-Peerlab-Token: T`
 (what the orchestrator sends: on Kubernetes it goes through the API server's pod proxy, which keeps
 the Authorization header for itself) or `Authorization: Bearer T`. Endpoints: GET /healthz, /status,
-/metrics, /clock (the node's wall clock, for offset estimation); POST /start, /publish, /subscribe, /unsubscribe, /stop, /links (degrade or restore links),
+/metrics, /clock (the node's clock, dilated in a dilated run, for offset estimation); POST /start, /publish, /subscribe, /unsubscribe, /stop, /links (degrade or restore links),
 /calibrate/ping, /calibrate/throughput.
 """
 from __future__ import annotations
 
 import asyncio
 import hmac
-import time
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -84,7 +83,7 @@ def build_app(rt: "NodeRuntime") -> web.Application:
 
     @routes.get("/clock")
     async def clock(_: web.Request):
-        return web.json_response({"ns": time.time_ns()})
+        return web.json_response({"ns": rt.dilation.time_ns()})
 
     @routes.get("/status")
     async def status(_: web.Request):

@@ -14,6 +14,7 @@ from typing import Any
 
 from node import behaviours
 from node.config import NodeConfig
+from node.dilation import Dilation
 from node.eventlog import EventLog
 from node.framing import Frame, Probe
 from node.identity import Identities
@@ -32,17 +33,20 @@ class NodeRuntime:
         self.cfg = cfg
         self.node_id = cfg.node_id
         self.rng = random.Random(f"{cfg.seed}:{cfg.node_id}")
-        self.events = EventLog.open(cfg.node_id, cfg.event_log)
+        # every time of this node (core clock, timers, schedule, event log, probes) is experiment time
+        self.dilation = Dilation(cfg.dilation, cfg.dilation_epoch_ns)
+        self.events = EventLog.open(cfg.node_id, cfg.event_log, clock_ns=self.dilation.time_ns)
         core_cls = get_protocol(cfg.protocol)
         self._directory = {p: frozenset(t) for p, t in cfg.directory.items()}
         self._identities = Identities(cfg.seed, lambda: [*map(node_id, range(cfg.nodes)), *cfg.peers])
         self.core = behaviours.build(
-            core_cls, cfg.node_id, core_cls.Params(**cfg.params), self, time.monotonic,
+            core_cls, cfg.node_id, core_cls.Params(**cfg.params), self, self.dilation.monotonic,
             random.Random(self.rng.getrandbits(64)), cfg.behaviour,
-            lambda delay, fn: asyncio.get_running_loop().call_later(delay, self.guard, fn))
+            lambda delay, fn: asyncio.get_running_loop().call_later(self.dilation.real(delay), self.guard, fn))
         self.transport = Transport(
             cfg.node_id, cfg.run_id, cfg.protocol, delays_ms=cfg.delays_ms, jitter_ms=cfg.jitter_ms,
             max_frame=cfg.max_frame, queue_limit=cfg.send_queue_limit, rng=random.Random(self.rng.getrandbits(64)),
+            time_scale=self.dilation.factor,
             events=TransportEvents(peer_up=self._peer_up, peer_down=self._peer_down, frame=self._frame))
         self.life = NodeLifecycle(cfg.node_id, cfg, self, self.rng)
         self.t0_ns: int | None = None
@@ -75,7 +79,8 @@ class NodeRuntime:
         self.transport.disconnect(peer)
 
     def set_timer(self, delay: float, name: str, data: Any = None) -> Any:
-        return asyncio.get_running_loop().call_later(delay, self.guard, self.core.on_timer, name, data)
+        return asyncio.get_running_loop().call_later(self.dilation.real(delay), self.guard, self.core.on_timer,
+                                                     name, data)
 
     def cancel_timer(self, handle: Any) -> None:
         handle.cancel()
@@ -108,13 +113,15 @@ class NodeRuntime:
             return None
 
     def call_at(self, when: float, fn, *args: Any) -> asyncio.TimerHandle:
-        """`when` on the wall clock (T0's), armed on the loop's monotonic clock."""
-        return asyncio.get_running_loop().call_later(max(0.0, when - time.time()), self.guard, fn, *args)
+        """`when` on the node's clock (T0's), armed on the loop's monotonic clock."""
+        wait = self.dilation.real(max(0.0, when - self.clock()))
+        return asyncio.get_running_loop().call_later(wait, self.guard, fn, *args)
 
     def cancel(self, handle: asyncio.TimerHandle) -> None:
         handle.cancel()
 
-    clock = staticmethod(time.time)
+    def clock(self) -> float:
+        return self.dilation.time()
 
     @property
     def published(self) -> int:
@@ -167,7 +174,7 @@ class NodeRuntime:
             with open("/proc/self/statm") as f:
                 rss = int(f.read().split()[1]) * page
             self.trace("resources", cpu_s=round(time.process_time(), 4), rss_bytes=rss)
-            await asyncio.sleep(self.cfg.resources_interval)
+            await asyncio.sleep(self.dilation.real(self.cfg.resources_interval))
 
     def stop(self, reason: str) -> None:
         if self.life.stop(reason):
@@ -198,7 +205,8 @@ class NodeRuntime:
                 self.link_loss[peer] = link_loss
             else:
                 self.link_loss.pop(peer, None)
-        self.trace("degrade", peer=node, delay_ms=float(delay_ms), loss=float(loss))
+        # told in real ms, as shaping applies latency (orchestrator/model/dilation.py); logged in experiment ms
+        self.trace("degrade", peer=node, delay_ms=self.dilation.experiment(float(delay_ms)), loss=float(loss))
 
     def status(self) -> dict[str, Any]:
         return {"node": self.node_id, "state": self.state, "protocol": self.cfg.protocol,
@@ -213,7 +221,7 @@ class NodeRuntime:
         elif probe.kind == Probe.PONG:
             fut = self._pings.pop(probe.nonce, None)
             if fut and not fut.done():
-                fut.set_result(time.monotonic())
+                fut.set_result(self.dilation.monotonic())
         elif probe.kind in (Probe.BULK, Probe.BULK_END):
             self._bulk_received(peer, probe)
         elif probe.kind == Probe.BULK_REPORT:
@@ -226,7 +234,7 @@ class NodeRuntime:
         key = (peer, probe.nonce)
         st = self._bulk_rx.setdefault(key, {"received": 0, "total": probe.bytes or 1, "t_mark": 0, "b_mark": 0})
         st["received"] += len(probe.payload)
-        now = time.monotonic_ns()
+        now = self.dilation.monotonic_ns()
         if not st["t_mark"] and st["received"] >= st["total"] // 4:
             st["t_mark"], st["b_mark"] = now, st["received"]
         st["t_last"] = now
@@ -243,10 +251,10 @@ class NodeRuntime:
         for _ in range(count):
             nonce = next(self._nonce)
             fut = self._pings[nonce] = loop.create_future()
-            sent = time.monotonic()
+            sent = self.dilation.monotonic()
             if self.transport.send(peer, Frame(probe=Probe(kind=Probe.PING, nonce=nonce))):
                 raise ConnectionError(f"{self.node_id} is not connected to {peer}")
-            rtts.append((await asyncio.wait_for(fut, timeout) - sent) * 1000)
+            rtts.append((await asyncio.wait_for(fut, self.dilation.real(timeout)) - sent) * 1000)
         return rtts
 
     async def throughput(self, peer: str, nbytes: int, timeout: float = 60.0) -> float:
@@ -261,5 +269,5 @@ class NodeRuntime:
             kind = Probe.BULK_END if sent >= nbytes else Probe.BULK
             if self.transport.send(peer, Frame(probe=Probe(kind=kind, nonce=nonce, bytes=nbytes, payload=chunk[:size]))):
                 raise ConnectionError(f"{self.node_id} is not connected to {peer}")
-        received, span_ns = await asyncio.wait_for(fut, timeout)
+        received, span_ns = await asyncio.wait_for(fut, self.dilation.real(timeout))
         return received * 8 / span_ns * 1000

@@ -113,7 +113,10 @@ class Transport:
     """Owns every data connection of one node and reports peers up/down and frames to the runtime."""
 
     def __init__(self, node_id: str, run_id: str, protocol: str, *, delays_ms: dict[str, float],
-                 jitter_ms: float, max_frame: int, queue_limit: int, rng: random.Random, events: TransportEvents):
+                 jitter_ms: float, max_frame: int, queue_limit: int, rng: random.Random, events: TransportEvents,
+                 time_scale: float = 1.0):
+        """`time_scale`: real seconds per second of the node's dial timers (a dilated run's factor;
+        delays and jitter are given in real ms already)."""
         self.node_id = node_id
         self.hello = Frame(hello=Hello(node_id=node_id, protocol=protocol, run_id=run_id))
         self.run_id = run_id
@@ -124,6 +127,7 @@ class Transport:
         self.queue_limit = queue_limit
         self.rng = rng
         self.events = events
+        self.time_scale = time_scale
         self.connections: dict[str, PeerConnection] = {}
         self._dialers: dict[str, asyncio.Task] = {}  # peers we keep a connection to (redialled if lost)
         self._tasks: set[asyncio.Task] = set()
@@ -149,18 +153,19 @@ class Transport:
         backoff = DIAL_BACKOFF_FIRST
         while not self._stopping:
             if peer in self.connections:  # it dialled us first: the link exists, both ways
-                await asyncio.sleep(0.5)
+                await asyncio.sleep(0.5 * self.time_scale)
                 continue
             try:
-                reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), DIAL_TIMEOUT)
+                reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port),
+                                                        DIAL_TIMEOUT * self.time_scale)
             except (OSError, asyncio.TimeoutError):
-                await asyncio.sleep(backoff)
+                await asyncio.sleep(backoff * self.time_scale)
                 backoff = next_backoff(backoff)
                 continue
             backoff = DIAL_BACKOFF_FIRST
             await self._run_connection(reader, writer, outbound=True, expected=peer)
             if not self._stopping:
-                await asyncio.sleep(REDIAL_AFTER_CLOSE)
+                await asyncio.sleep(REDIAL_AFTER_CLOSE * self.time_scale)
 
     async def _accepted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()

@@ -29,6 +29,7 @@ class Adapter:
     needs: tuple[str, ...]      # files that exist once it is installed
     install: str                # the command that installs it
     fixed: dict                 # parameters it cannot change, accepted when set to its one value
+    timers_fixed: dict          # {"in": where, "timers": [...]}: timers it cannot scale (so no time dilation)
 
     def _fill(self, text: str, config: str = "", tools: str | Path = TOOLS, directory: str | Path | None = None) -> str:
         return text.format(tools=tools, adapter=directory or self.directory, config=config)
@@ -47,7 +48,7 @@ def _load(folder: Path) -> Adapter:
     return Adapter(name=spec["name"], directory=folder, description=spec["description"],
                    protocols=tuple(spec["protocols"]), params=tuple(spec["params"]), wire=spec["wire"],
                    command=tuple(spec["command"]), needs=tuple(spec["needs"]), install=spec["install"],
-                   fixed=spec.get("fixed", {}))
+                   fixed=spec.get("fixed", {}), timers_fixed=spec.get("timers_fixed", {}))
 
 
 ADAPTERS: dict[str, Adapter] = {a.name: a for a in (_load(f) for f in sorted(HERE.iterdir())

@@ -130,7 +130,8 @@ def close_analysis() -> None:
         sys.modules["analysis.spark"].close_gateway()
 
 
-def summary(metrics: dict[str, Any]) -> str:
+def summary(metrics: dict[str, Any], dilation: float = 1.0) -> str:
+    """One line of a run's figures; a dilated run's say they are experiment time."""
     lat = metrics["latency_ms"]
     b = metrics["bytes"]
 
@@ -139,7 +140,8 @@ def summary(metrics: dict[str, Any]) -> str:
     ratio = metrics["delivery_ratio"]
     return (f"delivery {'n/a' if ratio is None else f'{ratio:.4f}'} over {metrics['messages']} messages; "
             f"latency p50 {ms(lat['p50'])}, p99 {ms(lat['p99'])}; "
-            f"sent {b['data_sent'] / 1e6:.2f} MB data, {b['control_sent'] / 1e6:.2f} MB control")
+            f"sent {b['data_sent'] / 1e6:.2f} MB data, {b['control_sent'] / 1e6:.2f} MB control"
+            + (f" (experiment time; dilated x{dilation:g})" if dilation != 1 else ""))
 
 
 def upload(store: Any, run_id: str) -> None:

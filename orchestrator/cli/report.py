@@ -50,7 +50,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     metrics = report(run_dir, args)
     if store is not None:
         upload(store, run_id)
-    err.print(f"[bold green]summary:[/] {summary(metrics)}")
+    dilation = (json.loads((run_dir / "manifest.json").read_text()).get("dilation") or {}).get("factor", 1)
+    err.print(f"[bold green]summary:[/] {summary(metrics, dilation)}")
     print(run_dir / "analysis" / "report.html")
     return 0
 

@@ -26,6 +26,7 @@ def add(sub: argparse._SubParsersAction) -> None:
                               "peerlab run scenarios/quickstart.yaml --set nodes.count=10 --seed 7",
                               "peerlab run scenarios/quickstart.yaml --backend docker",
                               "peerlab run scenarios/sim-gossipsub-1000.yaml --backend sim",
+                              "peerlab run scenarios/gossipsub-publishers.yaml --dilate 4",
                               "peerlab run scenarios/gossipsub-large.yaml --matrix gossipsub.variant=v1.1,v1.2"])
     scenario_args(p)
     p.add_argument("--backend", default="local",
@@ -48,6 +49,11 @@ def add(sub: argparse._SubParsersAction) -> None:
                         "node receives held outside the node, for any implementation) or transport (peerlab's "
                         "node delays its own sends); auto: the scenario's network.shaping, whose own auto is "
                         "netem if the kernel has it, else delayline for adapter nodes and transport for peerlab's")
+    p.add_argument("--dilate", type=float, metavar="K",
+                   help="time dilation (docs/dilation.md): run K times slower than real time with a network K times "
+                        "faster (latencies and timers x K, bandwidths / K), so each node has K times the CPU per "
+                        "second of the experiment; times are reported in experiment time. Sets the scenario's "
+                        "dilation; peerlab's own nodes only")
     p.add_argument("--no-report", action="store_true", help="skip the PySpark analysis (run `peerlab report` later)")
     p.add_argument("--force", action="store_true",
                    help="run even if admission finds the run does not fit this machine (memory, CPU, file "
@@ -57,6 +63,8 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if args.dilate is not None:
+        args.overrides.append(f"dilation={args.dilate:g}")
     combos = load(args)  # invalid input (in any combination) stops here, before anything is created
     from orchestrator.backends import BACKENDS
 
@@ -108,7 +116,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             return 130
         if not args.no_report:
             metrics = report(run_dir, args)
-            err.print(f"[bold green]summary:[/] {summary(metrics)}")
+            err.print(f"[bold green]summary:[/] {summary(metrics, runner.plan.dilation)}")
             err.print(f"report: {run_dir / 'analysis' / 'report.html'}")
             upload(runner.store, runner.run_id)
         print(run_dir)

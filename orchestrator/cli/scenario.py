@@ -71,7 +71,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     print(f"  neighbours per node: min {min(degrees)}, max {max(degrees)}")
     print(f"  topics: {len(plan.topics)}; subscriptions per node: min {min(subs)}, max {max(subs)}")
     print(f"  publishes: {plan.publishes()} by {sum(1 for n in plan.nodes if n.schedule)} publishers; "
-          f"run length {plan.end:g}s after T0")
+          f"run length {plan.end:g}s after T0"
+          + (f" (experiment time; dilated x{plan.dilation:g}: {plan.end * plan.dilation:g}s of real time)"
+             if plan.dilation != 1 else ""))
     print(f"  faults: {len(plan.faults)}" + "".join(f"\n    T0+{f.at:g}s {f.action} {_fault_target(f)}"
                                                  for f in plan.faults))
     absent = [n.id for n in plan.nodes if n.absent]

@@ -71,6 +71,8 @@ class RunPlan(BaseModel):
     warmup: float
     duration: float
     drain: float
+    dilation: float = Field(1.0, description="time dilation k: every time above is experiment time; the run "
+                                             "takes k times as long, its network k times faster (docs/dilation.md)")
 
     @property
     def end(self) -> float:
@@ -347,5 +349,5 @@ def make_plan(sc: Scenario, seed: int | None = None) -> RunPlan:
         latency_ms=[[round(x * 1000, 3) for x in row] for row in matrix],
         latency_bucket_ms=sc.network.latency_bucket * 1000, latency_notes=placed.notes, jitter_ms=sc.network.jitter * 1000,
         loss=sc.network.loss, faults=faults, warmup=sc.workload.warmup, duration=sc.workload.duration,
-        drain=sc.workload.drain,
+        drain=sc.workload.drain, dilation=sc.dilation,
     )

@@ -17,6 +17,7 @@ from node.adapters import PEERLAB, get_adapter
 from node.behaviours import CONTROL
 from node.protocols import PROTOCOLS
 
+from . import dilation
 from .data_files import DataAccess
 from .sections import (
     Analysis,
@@ -50,6 +51,7 @@ class Scenario(Strict):
     calibration: Calibration = Field(default_factory=Calibration)
     analysis: Analysis = Field(default_factory=Analysis)
     output: Output = Field(default_factory=Output)
+    dilation: float = dilation.field()
     matrix: dict[str, list[Any]] = Field(
         default_factory=dict, description="run once per combination: {dotted.path: [values]}, e.g. "
                                           "{gossipsub.variant: [v1.1, v1.2, all-3]}; `peerlab run` expands it")
@@ -119,6 +121,9 @@ class Scenario(Strict):
                 first = err.errors()[0]
                 raise ValueError(f"nodes.groups[{i}].params.{'.'.join(map(str, first['loc']))}: {first['msg']}")
         self._implementations_fit()
+        refused = dilation.refusal(self.dilation, self.implementations())
+        if refused:
+            raise ValueError(refused)
         return self
 
     def implementations(self) -> dict[str, str]:

@@ -80,7 +80,7 @@ def estimate(scenario: Scenario) -> Estimate:
     return Estimate(
         nodes=n,
         memory_mib=ORCHESTRATOR_MIB + sum(NODE_MEMORY_MIB[k] * c for k, c in mix.items()),
-        cpu_cores=sum(NODE_CPU_SHARE[k] * c for k, c in mix.items()),
+        cpu_cores=sum(NODE_CPU_SHARE[k] * c for k, c in mix.items()) / scenario.dilation,  # per real second
         fds=ORCHESTRATOR_FDS + ORCHESTRATOR_FDS_PER_NODE * n,
         disk_mib=n * messages * EVENTS_PER_NODE_PER_MESSAGE * EVENT_BYTES / MIB)
 
@@ -92,7 +92,8 @@ def problems(need: Estimate, machine: Machine) -> list[str]:
                    f"(a run may take {HEADROOM:.0%})")
     if need.cpu_cores > machine.cpus:
         out.append(f"CPU: {need.cpu_cores:.1f} cores' worth of node work, {machine.cpus} cores here (timings "
-                   "would measure the queue for the CPU, not the protocol)")
+                   "would measure the queue for the CPU, not the protocol; --dilate K gives each node K times "
+                   "the CPU per second of the experiment)")
     if need.fds > machine.fds * HEADROOM:
         out.append(f"file descriptors: {need.fds} needed, limit {machine.fds} (ulimit -n)")
     if need.disk_mib > machine.disk_mib * HEADROOM:

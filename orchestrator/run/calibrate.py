@@ -43,7 +43,7 @@ async def calibrate(plan: RunPlan, clients: dict[str, ControlClient | ProbeClien
     pairs = rng.sample(edges, min(cal.pairs, len(edges)))
 
     async def rtt(a: str, b: str) -> dict[str, Any]:
-        reply = await clients[a].post("/calibrate/ping", {"peer": b, "count": PINGS}, timeout=30)
+        reply = await clients[a].post("/calibrate/ping", {"peer": b, "count": PINGS}, timeout=30 * plan.dilation)
         measured = statistics.median(reply["rtt_ms"])
         configured = plan.one_way_ms(a, b) + plan.one_way_ms(b, a)
         ok = abs(measured - configured) <= cal.tolerance * configured + RTT_SLACK_MS
@@ -65,7 +65,8 @@ async def calibrate(plan: RunPlan, clients: dict[str, ControlClient | ProbeClien
         rounds, goodput, per_payload = [], [], []
         for _ in range(cal.throughput_rounds):
             before = await link_sent(a) if link_sent else None
-            reply = await clients[a].post("/calibrate/throughput", {"peer": b, "bytes": cal.probe_bytes}, timeout=120)
+            reply = await clients[a].post("/calibrate/throughput", {"peer": b, "bytes": cal.probe_bytes},
+                                          timeout=120 * plan.dilation)  # the probe runs at the real rate, / k
             after = await link_sent(a) if before is not None else None
             # frames per payload byte, over all the probe sent (the reply says how much: a probe
             # beside an adapter's node sends twice the bytes, its first half for TCP's slow start)

@@ -10,20 +10,22 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import Any, Callable
 
 from orchestrator.run.node_client import ControlClient
 
 METHOD = "NTP-style {how}: best of {n} round trips per node (error <= rtt/2)"
 
 
-async def node_offset(client: ControlClient, rounds: int = 5) -> tuple[int, int]:
-    """(offset_ns, rtt_ns) of one node: its clock minus ours, from the shortest round trip."""
+async def node_offset(client: ControlClient, rounds: int = 5,
+                      now_ns: Callable[[], int] = time.time_ns) -> tuple[int, int]:
+    """(offset_ns, rtt_ns) of one node: its clock minus ours (`now_ns`: a dilated run's experiment
+    clock, which the node answers on too), from the shortest round trip."""
     best: tuple[int, int] | None = None
     for _ in range(rounds):
-        t1 = time.time_ns()
+        t1 = now_ns()
         tn = int((await client.get("/clock"))["ns"])
-        t2 = time.time_ns()
+        t2 = now_ns()
         rtt = t2 - t1
         if best is None or rtt < best[1]:
             best = (tn - (t1 + t2) // 2, rtt)
@@ -31,10 +33,11 @@ async def node_offset(client: ControlClient, rounds: int = 5) -> tuple[int, int]
     return best
 
 
-async def estimate(clients: dict[str, ControlClient], rounds: int = 5, how: str = "over the control API") -> dict[str, Any]:
+async def estimate(clients: dict[str, ControlClient], rounds: int = 5, how: str = "over the control API",
+                   now_ns: Callable[[], int] = time.time_ns) -> dict[str, Any]:
     """The manifest's `clock` section for these nodes (`clients`: their control APIs, or probes in
     their namespaces: orchestrator/run/netprobe.py)."""
-    results = await asyncio.gather(*(node_offset(c, rounds) for c in clients.values()))
+    results = await asyncio.gather(*(node_offset(c, rounds, now_ns) for c in clients.values()))
     by_node = dict(zip(clients, results))
     return {"method": METHOD.format(how=how, n=rounds),
             "offsets_ns": {n: off for n, (off, _) in by_node.items()},

@@ -11,17 +11,20 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from node.dilation import REAL_TIME, Dilation
+
 if TYPE_CHECKING:
     from orchestrator.backends import Backend
 
 FILE = "kernel_traffic.jsonl"
-INTERVAL_S = 1.0
+INTERVAL_S = 1.0  # of experiment time: a dilated run's samples are stamped and spaced on its clock
 
 
 class LinkSampler:
-    def __init__(self, backend: Backend, path: Path):
+    def __init__(self, backend: Backend, path: Path, dilation: Dilation = REAL_TIME):
         self.backend = backend
         self.path = path
+        self.dilation = dilation
         self.samples = 0
         self._task: asyncio.Task | None = None
 
@@ -31,7 +34,7 @@ class LinkSampler:
         counters = self.backend.link_counters()
         if counters is None:
             return False
-        now = time.time_ns()
+        now = self.dilation.time_ns()
         with open(self.path, "a") as f:
             for node, c in sorted(counters.items()):
                 f.write(json.dumps({"ts": now, "node": node, **c}, separators=(",", ":")) + "\n")
@@ -41,8 +44,9 @@ class LinkSampler:
     async def _loop(self) -> None:
         loop = asyncio.get_running_loop()
         started = time.monotonic()
+        interval = self.dilation.real(INTERVAL_S)
         while True:
-            await asyncio.sleep(max(0.0, INTERVAL_S - (time.monotonic() - started)))
+            await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
             started = time.monotonic()
             await loop.run_in_executor(None, self.sample)
 

@@ -14,7 +14,6 @@ class LiveFaults:
         assert runner.shaper is not None
         self.runner = runner
         self.backend = runner.backend
-        self.plan = runner.plan
         self.shaper = runner.shaper
 
     async def kill(self, node: str) -> None:  # waiting for the exit happens off the loop: restarts go on
@@ -42,7 +41,7 @@ class LiveFaults:
         await self.shaper.degrade(node, delay_ms, loss)
 
     async def restore(self, node: str) -> None:
-        planned = self.plan.node(node)
+        planned = self.shaper.plan.node(node)  # as shaping applies it (a dilated run's rates)
         self.runner.degraded.pop(node, None)
         await self.shaper.set_rate(node, planned.bandwidth_up, planned.bandwidth_down)
         await self.shaper.restore(node)

@@ -9,6 +9,7 @@ from node import contract
 from node.adapters import PEERLAB, get_adapter
 from node.config import ControlConfig, NodeConfig
 from node.contract import Address
+from node.dilation import REAL_TIME, Dilation
 from node.identity import identity_seed
 from node.ids import node_index
 from node.protocols import get_protocol
@@ -45,7 +46,11 @@ def peer_ids(plan: RunPlan) -> dict[str, str]:
 
 
 def node_config(plan: RunPlan, node_id: str, backend: Backend, *, run_id: str, token: str, links: dict[str, Any],
-                t0_ns: int | None, ids: dict[str, str], resources_interval: float) -> contract.ContractConfig:
+                t0_ns: int | None, ids: dict[str, str], resources_interval: float,
+                dilation: Dilation = REAL_TIME) -> contract.ContractConfig:
+    """`plan`: as shaping applies it (orchestrator/model/dilation.py); its times are experiment time,
+    which a dilated node's clock (`dilation`) keeps. `links`: what the run's shaper gives the node's
+    own transport (delays, jitter and loss in transport mode; none otherwise)."""
     node = plan.node(node_id)
     b = backend
     listen = Address(host=b.address(node.id), port=b.data_port(node.id))
@@ -68,5 +73,5 @@ def node_config(plan: RunPlan, node_id: str, backend: Backend, *, run_id: str, t
         authors=node.authors, nodes=1 + max(node_index(n.id) for n in plan.nodes),
         late_subscriptions=node.late_subscriptions, schedule=node.schedule,
         control=ControlConfig(token=token, **b.control_endpoint(node.id)), event_log=b.event_log_path(node.id),
-        **links,  # the run's shaper: delays, jitter and loss for the node's own transport, or none
-        resources_interval=resources_interval)
+        **links,
+        dilation=dilation.factor, dilation_epoch_ns=dilation.epoch_ns, resources_interval=resources_interval)

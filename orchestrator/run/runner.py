@@ -21,8 +21,10 @@ from rich.console import Console
 
 from node import contract
 from node.adapters import PEERLAB
+from node.dilation import Dilation
 from orchestrator import faults, shaping
 from orchestrator.backends import Backend, RunContext, get_backend
+from orchestrator.model.dilation import shaping_plan
 from orchestrator.model.plan import FaultEvent
 from orchestrator.model.scenario import Scenario
 from orchestrator.run import admission, clock, interrupts, link_sampler, node_configs
@@ -67,7 +69,11 @@ class Runner(Readiness, RunRecord):
         self.adapters = sorted({n.implementation for n in self.plan.nodes} - {PEERLAB})
         self.shaper: shaping.LinkShaper | None = None  # the run's links, once shaped
         self.probes = NamespaceProbes(self.backend)  # calibration of adapter nodes, from beside them
-        self.sampler = LinkSampler(self.backend, self.scratch / link_sampler.FILE)
+        # experiment time (node/dilation.py): T0, the timeline and the samples, as on the nodes' clocks
+        self.dilation = Dilation(self.plan.dilation, time.time_ns())
+        self.shaped = shaping_plan(self.plan)  # latencies and rates as the kernel applies them
+        self.manifest["dilation"] = {**self.dilation.as_dict(), "applied": self.dilation.on}
+        self.sampler = LinkSampler(self.backend, self.scratch / link_sampler.FILE, self.dilation)
         self.t0_ns: int | None = None
         self.degraded: dict[str, dict[str, float]] = {}  # node -> its links' degradation, until restored
         self.manifest["clock"] = {"method": "shared host clock (all nodes on this machine)",
@@ -98,10 +104,12 @@ class Runner(Readiness, RunRecord):
 
     def _node_config(self, node_id: str) -> contract.ContractConfig:
         assert self.shaper is not None
-        return node_configs.node_config(self.plan, node_id, self.backend, run_id=self.run_id, token=self.ctx.token,
-                                        links=self.shaper.node_delays(node_id), t0_ns=None if self.t0_ns is None else self._t0_for(node_id),
+        return node_configs.node_config(self.shaped, node_id, self.backend, run_id=self.run_id, token=self.ctx.token,
+                                        links=self.shaper.node_delays(node_id),
+                                        t0_ns=None if self.t0_ns is None else self._t0_for(node_id),
                                         ids=self.peer_ids,
-                                        resources_interval=self.scenario.output.resources_interval)
+                                        resources_interval=self.scenario.output.resources_interval,
+                                        dilation=self.dilation)
 
     def _shaping_mode(self) -> tuple[str, str]:
         """orchestrator.shaping.choose_mode for what was asked: --shaping, else the scenario's network.shaping."""
@@ -112,7 +120,7 @@ class Runner(Readiness, RunRecord):
             raise RunError(str(err)) from None
 
     def _shape(self, mode: str) -> None:
-        self.shaper = shaping.shaper_for(mode, self.plan, self.backend, self._blocking,
+        self.shaper = shaping.shaper_for(mode, self.shaped, self.backend, self._blocking,
                                          tell=lambda node, body: self.clients[node].post("/links", body), warn=self.warn)
         self.shaper.deploy()
 
@@ -122,10 +130,11 @@ class Runner(Readiness, RunRecord):
         if self.backend.shared_clock:
             return
         if probes is None:
-            measured = await clock.estimate({n: self.clients[n] for n in node_ids})
+            measured = await clock.estimate({n: self.clients[n] for n in node_ids}, now_ns=self.dilation.time_ns)
         else:
             measured = await clock.estimate({n: probes.client(n) for n in node_ids},
-                                            how="from a probe in each node's network namespace")
+                                            how="from a probe in each node's network namespace",
+                                            now_ns=self.dilation.time_ns)
         section = self.manifest["clock"]
         if "rtt_ns" not in section:
             section.update(method=measured["method"], offsets_ns={}, rtt_ns={}, max_error_ns=0)
@@ -178,7 +187,7 @@ class Runner(Readiness, RunRecord):
             assert self.t0_ns is not None
         else:
             lead = 1.0 + 0.01 * len(self.plan.nodes)  # time for every node to hear /start before T0
-            self.t0_ns = time.time_ns() + int(lead * 1e9)
+            self.t0_ns = self.dilation.time_ns() + int(self.dilation.experiment(lead) * 1e9)
         await asyncio.gather(*(self.clients[n].post("/start", {"t0": self._t0_for(n)}) for n in self.present))
         self.manifest["t0_ns"] = self.t0_ns
 
@@ -199,38 +208,39 @@ class Runner(Readiness, RunRecord):
 
         live = LiveFaults(self)
 
-        async def execute(fault: FaultEvent) -> None:
-            issued = time.time_ns()
-            action = faults.step(fault, live, self.backend.alive, self.degraded)
+        async def execute(fault: FaultEvent, shaped: FaultEvent) -> None:
+            """`shaped`: the fault as shaping applies it (a dilated run's degradations)."""
+            issued = self.dilation.time_ns()
+            action = faults.step(shaped, live, self.backend.alive, self.degraded)
             if isinstance(action, str):
                 self.warn(action)
                 return
             fn, args = action
             await fn(*args)
             # a kill takes effect when the signal is sent; the others once they are done
-            took_effect = issued if fault.action == "kill" else time.time_ns()
+            took_effect = issued if fault.action == "kill" else self.dilation.time_ns()
             self.manifest["faults_executed"].append(
                 faults.record(fault, took_effect, self.t0_ns, digits=3, issued_ns=issued))
             what = fault.node or (f"into {len(fault.groups)} sides" if fault.groups else "the network")
             self.step(f"fault: {fault.action} {what} at T0+{(took_effect - self.t0_ns) / 1e9:.2f}s")
 
-        for fault in self.plan.faults:
-            delay = self.t0_ns / 1e9 + fault.at - time.time()
+        for fault, shaped in zip(self.plan.faults, self.shaped.faults):
+            delay = self.t0_ns / 1e9 + fault.at - self.dilation.time()
             if delay > 0:
-                await asyncio.sleep(delay)
+                await asyncio.sleep(self.dilation.real(delay))
             busy = [pending.pop(fault.node)] if fault.node in pending else (
                 [] if fault.node else [pending.pop(k) for k in list(pending)])
             if busy:
                 await asyncio.gather(*busy)
             if fault.action in ("restart", "join"):
-                pending[fault.node] = asyncio.create_task(execute(fault))
+                pending[fault.node] = asyncio.create_task(execute(fault, shaped))
             else:
-                await execute(fault)
+                await execute(fault, shaped)
         if pending:
             await asyncio.gather(*pending.values())
-        remaining = self.t0_ns / 1e9 + self.plan.end - time.time()
+        remaining = self.t0_ns / 1e9 + self.plan.end - self.dilation.time()
         if remaining > 0:
-            await asyncio.sleep(remaining)
+            await asyncio.sleep(self.dilation.real(remaining))
 
     async def _stop_all(self) -> None:
         """Stop every node; where their logs are on this machine, each is stored as soon as its node
@@ -283,7 +293,7 @@ class Runner(Readiness, RunRecord):
             self.manifest["kernel_traffic"] = {"file": link_sampler.FILE + ".gz", "interval_s": link_sampler.INTERVAL_S,
                                                "where": "each node's link, at its switch port"}
         if self.adapters:
-            self.t0_ns = time.time_ns() + int(self._contract_lead() * 1e9)
+            self.t0_ns = self.dilation.time_ns() + int(self._contract_lead() * 1e9)  # never dilated (adapters)
             self.step(f"nodes: {', '.join(self.adapters)}, T0 in their configs {self._contract_lead():.0f}s from now")
         for node in plan.nodes:
             self.configs[node.id] = self._node_config(node.id)
@@ -291,11 +301,11 @@ class Runner(Readiness, RunRecord):
                                      else ContractClient(node.id, self.backend, node.neighbours, self._t0_for(node.id)))
         await self._blocking(self.backend.start_nodes, {n: self.configs[n] for n in self.present})
         if self.adapters:  # their T0 is fixed: wait for them until then, no longer
-            await self._wait_healthy(self.present, (self.t0_ns - time.time_ns()) / 1e9)
-            await self._wait_connected((self.t0_ns - time.time_ns()) / 1e9, fail=False)
+            await self._wait_healthy(self.present, (self.t0_ns - self.dilation.time_ns()) / 1e9)
+            await self._wait_connected((self.t0_ns - self.dilation.time_ns()) / 1e9, fail=False)
         else:
             await self._wait_healthy(self.present, 30 + 0.3 * n)
-            await self._wait_connected(30 + 0.2 * n)
+            await self._wait_connected(self.dilation.real(30 + 0.2 * n))  # dials back off on the nodes' clocks
             await self._measure_clocks(self.present)
         self.manifest["startup_s"] = round(time.monotonic() - started, 2)
         self.step(f"nodes up and connected in {self.manifest['startup_s']:.1f}s")
@@ -303,7 +313,9 @@ class Runner(Readiness, RunRecord):
             await self._calibrate(self.clients)
         await self._start_all()
         self.step(f"T0: running {plan.end:g}s (warm-up {plan.warmup:g}s, publishing {plan.duration:g}s, "
-                  f"drain {plan.drain:g}s, {len(plan.faults)} faults)")
+                  f"drain {plan.drain:g}s, {len(plan.faults)} faults)"
+                  + (f"; dilated x{plan.dilation:g}: {self.dilation.real(plan.end):g}s of real time, latencies "
+                     f"x{plan.dilation:g}, rates /{plan.dilation:g}" if self.dilation.on else ""))
         await self._timeline()
         self.step("drain over: stopping nodes")
         await self._stop_all()

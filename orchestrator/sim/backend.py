@@ -14,6 +14,11 @@ from orchestrator.model.scenario import Scenario
 from orchestrator.run.record import RunError, RunRecord
 from orchestrator.sim.engine import EventFiles, Simulation
 
+# virtual time is experiment time already, with an infinitely fast CPU: dilating it would scale every
+# latency, rate and timer by k and every timestamp back by 1/k, for the same events (docs/dilation.md)
+NO_DILATION = ("recorded, not applied: the simulator's virtual time is experiment time and its CPU is "
+               "infinitely fast, so a dilated run gives the undilated run's events")
+
 
 class SimInterrupted(RuntimeError):
     """Ctrl-C stopped the simulation; the run directory says so."""
@@ -35,6 +40,7 @@ class SimRunner(RunRecord):
             "bandwidth": "per-node upload FIFO (priority lane) and download FIFO, with TCP/IP header overhead"}
         self.manifest["clock"] = {"method": "virtual time (one clock for every node)",
                                   "offsets_ns": {n.id: 0 for n in self.plan.nodes}}
+        self.manifest["dilation"] = {"factor": self.plan.dilation, "applied": False, "note": NO_DILATION}
 
     def run(self) -> Path:
         previous = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM ends it like Ctrl-C: status written
@@ -48,6 +54,8 @@ class SimRunner(RunRecord):
         self.begin()
         self.step(f"plan: {len(plan.nodes)} nodes, protocol {plan.protocol}, {len(plan.topics)} topics, "
                   f"{plan.publishes()} publishes over {plan.duration:g}s, seed {plan.seed}")
+        if plan.dilation != 1:
+            self.step(f"dilation x{plan.dilation:g} {NO_DILATION}")
         files = EventFiles(self.scratch, [n.id for n in plan.nodes])
         status, detail = "failed", ""
         try:

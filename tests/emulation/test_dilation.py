@@ -1,0 +1,80 @@
+"""Time dilation on real processes and a real kernel: a run dilated x2 takes twice its twin's time from
+T0 to the end, its node's HTB class runs at half the planned rate and its transport delays are twice
+the plan's, and the latencies it reports (experiment time) are its undilated twin's."""
+import gzip
+import json
+import statistics
+import time
+from pathlib import Path
+
+import pytest
+
+from orchestrator.model.scenario import parse_scenario
+from orchestrator.run.runner import Runner
+from tests.support.cli import run_netns
+from tests.support.scenarios import scenario_text
+
+pytestmark = [pytest.mark.emulation, pytest.mark.slow]
+
+SCENARIO = scenario_text("dilation", 9, """\
+nodes: {count: 10}
+protocol: gossipsub
+network: {latency: {model: constant, one_way: 60ms}, bandwidth_up: 16mbit, bandwidth_down: 16mbit, shaping: transport}
+topics: {count: 1, subscriptions: {model: interest, rate: 1.0}}
+workload: {publishers: 4, rate: 4/s, warmup: 2s, duration: 4s, drain: 2s, message_size: 4KB}
+calibration: {enabled: false}
+""")
+
+
+class Observed(Runner):
+    """Reads n0's egress tree back from the kernel once shaped, and times T0 to the end of the drain."""
+
+    def _shape(self, mode: str) -> None:
+        super()._shape(mode)
+        ends = self.backend.link_ends("n0")
+        self.tree = self.backend.shape(ends.node_netns, [{"op": "describe", "ifname": ends.node_ifname}])[0]["lines"]
+
+    async def _timeline(self) -> None:
+        await super()._timeline()
+        self.timeline_s = (time.time_ns() - self.dilation.real_ns(self.t0_ns)) / 1e9  # from T0's real instant
+
+
+def _run(tmp_path: Path, k: float) -> tuple[Observed, dict, list[float]]:
+    scenario = parse_scenario(SCENARIO + f"output: {{store: 'file://{tmp_path}/k{k:g}'}}\n", overrides=[f"dilation={k}"])
+    runner = Observed(scenario)
+    run_dir = runner.run()
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    events = [json.loads(line) for p in (run_dir / "events").glob("*.jsonl.gz") for line in gzip.open(p, "rt")]
+    published = {e["msg_id"]: e["ts"] for e in events if e["type"] == "publish_message"}
+    latencies = [(e["ts"] - published[e["msg_id"]]) / 1e6 for e in events if e["type"] == "deliver_message"]
+    assert len(published) == 16 and len(latencies) == 16 * 9  # every message reached the 9 others
+    # the schedule held in experiment time: publishes from warm-up (2 s) on, 1/4 s apart, network-wide
+    offsets = sorted((t - manifest["t0_ns"]) / 1e9 for t in published.values())
+    assert offsets == pytest.approx([2 + i / 4 for i in range(16)], abs=0.1)
+    assert run_netns(run_dir) == set()
+    return runner, manifest, latencies
+
+
+def test_a_run_dilated_x2_takes_twice_as_long_and_reports_its_twins_latencies(tmp_path: Path):
+    plain, plain_manifest, plain_ms = _run(tmp_path, 1)
+    dilated, manifest, dilated_ms = _run(tmp_path, 2)
+    assert manifest["dilation"]["factor"] == 2 and manifest["dilation"]["applied"]
+    assert plain_manifest["dilation"]["factor"] == 1
+
+    # T0 to the end: the plan's 8 s, in real time 8 s and 16 s
+    assert plain.timeline_s == pytest.approx(8, abs=0.8)
+    assert dilated.timeline_s / plain.timeline_s == pytest.approx(2, abs=0.2)
+
+    # the network is shaped k times slower: HTB at 8 Mbit/s, 120 ms held in the transport
+    assert "class htb 1:1 parent root rate 16000000bit" in plain.tree
+    assert "class htb 1:1 parent root rate 8000000bit" in dilated.tree
+    assert set(plain.configs["n0"].delays_ms.values()) == {60.0}
+    assert set(dilated.configs["n0"].delays_ms.values()) == {120.0}
+
+    # reported in experiment time: the twin's latencies, where unscaled stamps would read twice them (one
+    # hop is 60 ms, 120 ms unscaled). The lower quantiles: a machine shared with other runs adds its
+    # CPU queue to the upper ones, in both runs alike but not equally
+    for q in (1, 2):  # the 10% and 20% quantiles
+        plain_q, dilated_q = (statistics.quantiles(ms, n=10)[q - 1] for ms in (plain_ms, dilated_ms))
+        assert 60 < plain_q < 90 and 60 < dilated_q < 90
+        assert dilated_q == pytest.approx(plain_q, rel=0.2)
