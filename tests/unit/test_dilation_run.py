@@ -13,6 +13,7 @@ from orchestrator.model.plan import make_plan
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.run import admission, clock, link_sampler, node_configs
 from orchestrator.run.admission import Machine
+from orchestrator.shaping.mechanisms import TransportShaper
 from tests.support.scenarios import GOSSIPSUB_SIXTEEN, scenario_text
 
 SCENARIO = scenario_text("dilated", 2, GOSSIPSUB_SIXTEEN, "network: {latency: {model: constant, one_way: 20ms}, "
@@ -38,12 +39,15 @@ class Backend:
 
 def test_a_node_is_given_the_dilated_clock_and_real_transport_delays():
     plan = make_plan(parse_scenario(SCENARIO, overrides=["dilation=2"]))
-    cfg = node_configs.node_config(shaping_plan(plan), "n3", Backend(), run_id="r", token="t" * 16, mode="transport",
+    shaped = shaping_plan(plan)
+    links = TransportShaper(shaped, Backend(), asyncio.to_thread, tell=None, warn=print).node_delays("n3")
+    cfg = node_configs.node_config(shaped, "n3", Backend(), run_id="r", token="t" * 16, links=links,
                                    t0_ns=None, ids={}, resources_interval=1.0, dilation=Dilation(2, 123))
     assert cfg.dilation == 2 and cfg.dilation_epoch_ns == 123
     assert cfg.delays_ms and set(cfg.delays_ms.values()) == {40.0}
     assert cfg.jitter_ms == 6 and cfg.schedule == plan.node("n3").schedule
-    plain = node_configs.node_config(plan, "n3", Backend(), run_id="r", token="t" * 16, mode="transport",
+    links = TransportShaper(plan, Backend(), asyncio.to_thread, tell=None, warn=print).node_delays("n3")
+    plain = node_configs.node_config(plan, "n3", Backend(), run_id="r", token="t" * 16, links=links,
                                      t0_ns=None, ids={}, resources_interval=1.0)
     assert plain.dilation == 1 and set(plain.delays_ms.values()) == {20.0}
 
