@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 err = Console(stderr=True, soft_wrap=True)
 
@@ -140,6 +141,15 @@ def summary(metrics: dict[str, Any]) -> str:
     return (f"delivery {'n/a' if ratio is None else f'{ratio:.4f}'} over {metrics['messages']} messages; "
             f"latency p50 {ms(lat['p50'])}, p99 {ms(lat['p99'])}; "
             f"sent {b['data_sent'] / 1e6:.2f} MB data, {b['control_sent'] / 1e6:.2f} MB control")
+
+
+def fidelity(manifest: dict[str, Any]) -> str:
+    """The run's last console line: whether its timing can be trusted (orchestrator/fidelity)."""
+    section = manifest.get("fidelity")
+    if not section:
+        return "[bold yellow]fidelity: not measured[/] (PEERLAB_FIDELITY=0, or a run from before the fidelity watch)"
+    style = "bold red" if section["verdict"] == "unfaithful" else "bold green"
+    return f"[{style}]fidelity:[/] {escape(section['line'])}"
 
 
 def upload(store: Any, run_id: str) -> None:

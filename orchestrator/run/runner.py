@@ -23,6 +23,7 @@ from node import contract
 from node.adapters import PEERLAB
 from orchestrator import faults, shaping
 from orchestrator.backends import Backend, RunContext, get_backend
+from orchestrator.fidelity.sampler import FidelityWatch
 from orchestrator.model.plan import FaultEvent
 from orchestrator.model.scenario import Scenario
 from orchestrator.run import admission, clock, deploy_shaping, interrupts, link_sampler, node_configs
@@ -79,6 +80,7 @@ class Runner(Readiness, RunRecord):
         self.degraded: dict[str, dict[str, float]] = {}  # node -> its links' degradation, until restored
         self.manifest["clock"] = {"method": "shared host clock (all nodes on this machine)",
                                   "offsets_ns": {n.id: 0 for n in self.plan.nodes}}
+        self.fidelity = FidelityWatch(self)  # orchestrator/fidelity: can the run's timing be trusted
 
     @property
     def present(self) -> list[str]:
@@ -270,6 +272,7 @@ class Runner(Readiness, RunRecord):
         self.step(f"plan: {n} nodes, protocol {plan.protocol}, {len(plan.topics)} topics, "
                   f"{plan.publishes()} publishes over {plan.duration:g}s, seed {plan.seed}")
         started = time.monotonic()
+        self.fidelity.start()
         self._check_adapters()
         self.step(f"deploy: {self.backend.name} backend, {n} network namespaces")
         # pyroute2's sync API runs an event loop of its own: netlink work goes to a worker thread
@@ -312,6 +315,7 @@ class Runner(Readiness, RunRecord):
         self.step(f"T0: running {plan.end:g}s (warm-up {plan.warmup:g}s, publishing {plan.duration:g}s, "
                   f"drain {plan.drain:g}s, {len(plan.faults)} faults)")
         await self._timeline()
+        await self.fidelity.stop()
         self.step("drain over: stopping nodes")
         await self._stop_all()
         await self.sampler.stop()
@@ -335,6 +339,7 @@ class Runner(Readiness, RunRecord):
             stop_storing = threading.Event()
             for sig in previous:
                 signal.signal(sig, lambda *_: stop_storing.set())
+            await self.fidelity.finish()
             for client in self.clients.values():
                 await client.close()
             await self.probes.close()
