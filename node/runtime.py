@@ -153,11 +153,13 @@ class NodeRuntime:
         if self.cfg.t0_ns is not None:  # given in the config (the contract's way), not by POST /start
             self.start(self.cfg.t0_ns)
         sampler = asyncio.create_task(self._sample_resources()) if self.cfg.resources_interval else None
-        lag = asyncio.create_task(self.loop_lag.run())
+        # PEERLAB_FIDELITY=0 (the orchestrator's switch, inherited on the local backend): no ticking
+        lag = asyncio.create_task(self.loop_lag.run()) if os.environ.get("PEERLAB_FIDELITY") != "0" else None
         try:
             await self.stopped.wait()
         finally:
-            lag.cancel()
+            if lag:
+                lag.cancel()
             if sampler:
                 sampler.cancel()
             self.life.disarm()
