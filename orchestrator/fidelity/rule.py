@@ -97,7 +97,7 @@ def overall(phases: dict[str, dict[str, Any]]) -> tuple[str, list[str]]:
     """The run's verdict from its judged phases, and the reasons (each prefixed with its phase)."""
     judged = [p for p in JUDGED if p in phases and phases[p]["verdict"] != NOT_MEASURED]
     if not judged:
-        return NOT_MEASURED, ["the run did not reach T0" if not phases.get(LOAD) else "nothing was measured"]
+        return NOT_MEASURED, ["nothing was sampled after T0"]
     why = [f"{p}: {r}" for p in judged for r in phases[p]["reasons"]]
     return (UNFAITHFUL if why else FAITHFUL), why
 
