@@ -4,14 +4,15 @@ protocol's frames: between two of peerlab's nodes over their data connection (PO
 probe frames, which the nodes never log as protocol traffic); where either end is an adapter's node,
 from probe processes in the namespaces (orchestrator/run/netprobe.py), on a port of their own.
 Each probe is PINGS pings; its RTT is their median, held against the plan's. A probe that fails
-(a node down by the fault timeline, a partition) is not counted."""
+(a node down by the fault timeline, a partition) is not counted; a pair with an end the fault
+timeline degraded (added delay on purpose) is not probed until it is restored."""
 from __future__ import annotations
 
 import asyncio
 import random
 import statistics
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Container
 
 from node.adapters import PEERLAB
 from orchestrator.model.plan import RunPlan
@@ -26,12 +27,14 @@ PING_FRAME_BYTES = 80  # one probe frame on the wire, TCP/IP headers included (a
 
 class RttProbes:
     """`client(node)`: the node's control client (peerlab's nodes); `netns`: namespace probes for
-    pairs with an adapter's node."""
+    pairs with an adapter's node; `degraded()`: the nodes whose links are degraded now."""
 
-    def __init__(self, plan: RunPlan, client: Callable[[str], Any], netns: NamespaceProbes | None = None):
+    def __init__(self, plan: RunPlan, client: Callable[[str], Any], netns: NamespaceProbes | None = None,
+                 degraded: Callable[[], Container[str]] = frozenset):
         self.plan = plan
         self.client = client
         self.netns = netns
+        self.degraded = degraded
         self.rng = random.Random(f"peerlab:{plan.seed}:fidelity-probes")
         self.edges = [(n.id, p) for n in plan.nodes if not n.absent for p in n.dial if not plan.node(p).absent]
         self.pings = 0  # sent, for the traffic they add to the links' counters
@@ -57,7 +60,9 @@ class RttProbes:
                 "measured_ms": round(statistics.median(reply["rtt_ms"]), 3)}
 
     async def round(self) -> list[dict[str, Any]]:
-        pairs = self.rng.sample(self.edges, min(PAIRS, len(self.edges)))
+        skip = self.degraded()
+        edges = [(a, b) for a, b in self.edges if a not in skip and b not in skip]
+        pairs = self.rng.sample(edges, min(PAIRS, len(edges)))
         done = await asyncio.gather(*(self.probe(a, b) for a, b in pairs))
         return [p for p in done if p is not None]
 

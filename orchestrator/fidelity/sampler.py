@@ -36,7 +36,7 @@ def enabled() -> bool:
 
 class FidelityWatch:
     """`run`: the runner (orchestrator/run/runner.py); read are its plan, backend, clients, t0_ns,
-    delayline, manifest, step and warn."""
+    delayline, degraded, manifest, step and warn."""
 
     def __init__(self, run: Any):
         self.run = run
@@ -54,7 +54,8 @@ class FidelityWatch:
         self.tasks: list[asyncio.Task] = []
         self.cpu_s = 0.0  # the watch's own CPU time on the event loop's thread
         adapters = any(n.implementation != PEERLAB for n in run.plan.nodes)
-        self.probes = RttProbes(run.plan, lambda n: run.clients[n], NamespaceProbes(run.backend) if adapters else None)
+        self.probes = RttProbes(run.plan, lambda n: run.clients[n], NamespaceProbes(run.backend) if adapters else None,
+                                lambda: run.degraded)
         self.started = False
 
     def phase(self, wall_ns: int) -> str:
