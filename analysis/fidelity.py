@@ -65,10 +65,9 @@ def report_html(manifest: dict[str, Any]) -> str:
     if not phases:
         return banner
     head = "".join(f"<th>{html.escape(name)}</th>" for name in phases)
-    body = "".join(
-        f"<tr><th>{html.escape(row)}</th>"
-        + "".join(f"<td>{html.escape(_cell(get(p)))}</td>" for p in phases.values()) + "</tr>"
-        for row, get in ROWS)
+    cells = [(row, [_cell(get(p)) for p in phases.values()]) for row, get in ROWS]
+    body = "".join(f"<tr><th>{html.escape(row)}</th>" + "".join(f"<td>{html.escape(c)}</td>" for c in values)
+                   + "</tr>" for row, values in cells if any(values))  # rows with no figure left out
     rule = f"<p class='rule'>Rule: {html.escape(section.get('rule', ''))}.</p>"
     return f"{banner}<table><tr><th>phase</th>{head}</tr>{body}</table>{rule}"
 
