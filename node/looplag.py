@@ -4,21 +4,24 @@ Every timer of the node (the transport's held frames, the publish schedule, the 
 heartbeats) is late by as much, so this is the node's own share of the timing error.
 
 The lags are kept in order, numbered; `window(start)` gives the figures of those from number `start`
-on, and the number to ask from next time: the orchestrator reads it once per phase of the run
+on (and their histogram over EDGES_MS, which the orchestrator adds up over the nodes), and the
+number to ask from next time: the orchestrator reads it once per phase of the run
 (GET /loop_lag on the control API), with no state on the node but the samples themselves."""
 from __future__ import annotations
 
 import asyncio
 import time
 from array import array
+from bisect import bisect_left
 from typing import Any
 
 TICK_S = 0.05
-# a tick of an idle loop costs it 45 us of CPU here (a sleep and a wake-up; 2 cores, quiet), up to
-# 200 us on a busy machine: the machine's nodes together tick at most TICKS_PER_S times a second
-# (1-4% of a core), so 30 nodes tick every 0.15 s and 200 every second
-TICKS_PER_S = 200
-MAX_TICK_S = 1.0
+# a tick of an idle loop costs it 45 us of CPU here (a sleep and a wake-up; 2 cores, quiet), 185 us
+# on a busy machine: the machine's nodes together tick at most TICKS_PER_S times a second (0.5-2% of
+# a core), so 30 nodes tick every 0.3 s and 200 every 2 s
+TICKS_PER_S = 100
+MAX_TICK_S = 2.0
+EDGES_MS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)  # histogram: lag <= each edge, then above the last
 KEEP = 72_000  # one hour of samples (288 KB); older ones are dropped, their numbers kept
 
 
@@ -57,7 +60,10 @@ class LoopLag:
         if start > self.count:
             start = 0
         lags = sorted(self.lags_ms[max(0, start - self.dropped):])
-        out: dict[str, Any] = {"tick_ms": self.tick_s * 1000, "samples": len(lags), "next": self.count}
+        hist = [0] * (len(EDGES_MS) + 1)
+        for lag in lags:
+            hist[bisect_left(EDGES_MS, lag)] += 1
+        out: dict[str, Any] = {"tick_ms": self.tick_s * 1000, "samples": len(lags), "next": self.count, "hist": hist}
         if lags:
             out.update(p50_ms=round(lags[len(lags) // 2], 3), p99_ms=round(lags[min(len(lags) - 1, int(len(lags) * 0.99))], 3),
                        max_ms=round(lags[-1], 3))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Sequence
 
+from node.looplag import EDGES_MS
 from orchestrator.fidelity.host import Sample
 from orchestrator.fidelity.rule import THRESHOLDS, Thresholds, rtt_ok
 
@@ -37,19 +38,32 @@ def host_figures(samples: Sequence[Sample], th: Thresholds = THRESHOLDS) -> dict
     }
 
 
-def lag_figures(windows: dict[str, dict[str, Any]], not_measured: Sequence[str]) -> dict[str, Any]:
+def lag_figures(windows: dict[str, dict[str, Any]], not_measured: Sequence[str],
+                th: Thresholds = THRESHOLDS) -> dict[str, Any]:
     """`windows`: node -> its GET /loop_lag answer for the phase; `not_measured`: nodes that have no
-    such figure (an adapter's nodes)."""
+    such figure (an adapter's nodes). The nodes' histograms are added up: the pooled p99 (as the
+    histogram's edge it falls under) and the share of ticks later than the rule's threshold."""
     seen = {n: w for n, w in windows.items() if w.get("samples")}
     out: dict[str, Any] = {"nodes": len(seen)}
     if not_measured:
         out["not_measured"] = f"{len(not_measured)} nodes (no loop-lag figure from their implementation)"
     if seen:
         worst = max(seen, key=lambda n: seen[n]["p99_ms"])
-        out.update(p99_ms_worst=seen[worst]["p99_ms"], worst_node=worst,
+        pooled = [sum(counts) for counts in zip(*(w["hist"] for w in seen.values()))]
+        total = sum(pooled)
+        below, p99_le = 0, None
+        for edge, count in zip([*EDGES_MS, None], pooled):
+            below += count
+            if below >= 0.99 * total:
+                p99_le = edge
+                break
+        late = sum(pooled[EDGES_MS.index(th.lag_p99_ms) + 1:])
+        out.update(samples=total, tick_ms=next(iter(seen.values()))["tick_ms"],
+                   p99_ms_pooled_le=p99_le if p99_le is not None else f"> {EDGES_MS[-1]}",
+                   late_share=round(late / total, 4),
+                   p99_ms_worst=seen[worst]["p99_ms"], worst_node=worst,
                    p99_ms_median=round(statistics.median(w["p99_ms"] for w in seen.values()), 3),
-                   max_ms=max(w["max_ms"] for w in seen.values()),
-                   samples=sum(w["samples"] for w in seen.values()), tick_ms=next(iter(seen.values()))["tick_ms"])
+                   max_ms=max(w["max_ms"] for w in seen.values()))
     return out
 
 

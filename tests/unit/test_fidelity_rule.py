@@ -10,9 +10,20 @@ def _samples(n, busy=0.5, runnable=0.5, psi=5.0, steal=0.0):
                    psi_some_avg10=psi) for i in range(n)]
 
 
-def _lag(p99, nodes=3):
-    return {f"n{i}": {"tick_ms": 50.0, "samples": 100, "next": 100, "p50_ms": 0.3, "p99_ms": p99 if i == 1 else 1.0,
-                      "max_ms": 2 * p99} for i in range(nodes)}
+def _lag(p99, nodes=3, late=None):
+    """`nodes` windows of 100 ticks: n1's p99 is `p99`; `late` of all the ticks fall in 10-20 ms (by
+    default: n1's two slowest, when its p99 is over 10 ms)."""
+    if late is None:
+        late = 2 if p99 > 10 else 0
+    windows = {}
+    for i in range(nodes):
+        hist = [90, 10, 0, 0, 0, 0, 0, 0, 0, 0, 0]  # EDGES_MS (1, 2, 5, 10, 20, ...) and above
+        if i == 1:
+            hist[0] -= late
+            hist[4] += late
+        windows[f"n{i}"] = {"tick_ms": 50.0, "samples": 100, "next": 100, "p50_ms": 0.3,
+                            "p99_ms": p99 if i == 1 else 1.0, "max_ms": 2 * p99, "hist": hist}
+    return windows
 
 
 def _probes(measured, configured=100.0):
@@ -38,9 +49,13 @@ def test_a_quiet_phase_is_faithful():
 
 
 def test_each_reason_alone():
-    lag = _phase(**{**QUIET, "lag": _lag(25.0)})
+    # one node's p99 alone is no reason: 2 late ticks of 300 are under 1%
+    assert _phase(**{**QUIET, "lag": _lag(25.0)})["verdict"] == rule.FAITHFUL
+    lag = _phase(**{**QUIET, "lag": _lag(25.0, late=4)})
     assert lag["verdict"] == rule.UNFAITHFUL
-    assert lag["reasons"] == ["node event loops late: p99 25 ms at n1 (> 10 ms; median node 1.0 ms)"]
+    assert lag["loop_lag"]["p99_ms_pooled_le"] == 20 and lag["loop_lag"]["late_share"] == round(4 / 300, 4)
+    assert lag["reasons"] == ["node event loops late: 1.3% of 300 ticks over 10 ms (p99 of all nodes <= 20 ms; "
+                              "worst node's p99 25 ms at n1)"]
     probes = _phase(**{**QUIET, "probes": _probes([100.0, 115.0, 130.0])})  # 2 of 3 over 10% + 2 ms
     assert probes["reasons"] == ["2 of 3 RTT probes off the plan by more than 10% + 2 ms (median error +15.0 ms)"]
     assert _phase(**{**QUIET, "probes": _probes([100.0, 111.9, 130.0])})["verdict"] == rule.FAITHFUL  # 1 of 3
@@ -68,19 +83,19 @@ def test_nothing_measured():
 
 
 def test_the_run_is_judged_on_load_and_drain():
-    bad, good = _phase(**{**QUIET, "lag": _lag(40.0)}), _phase(**QUIET)
+    bad, good = _phase(**{**QUIET, "lag": _lag(40.0, late=30)}), _phase(**QUIET)
     verdict, why = rule.overall({rule.BEFORE_T0: bad, rule.LOAD: good, rule.DRAIN: good})
     assert (verdict, why) == (rule.FAITHFUL, []) and rule.line(verdict, why) == "faithful"
     verdict, why = rule.overall({rule.BEFORE_T0: good, rule.LOAD: good, rule.DRAIN: bad})
-    assert verdict == rule.UNFAITHFUL and why == ["drain: node event loops late: p99 40 ms at n1 (> 10 ms; "
-                                                   "median node 1.0 ms)"]
+    assert verdict == rule.UNFAITHFUL and why == ["drain: node event loops late: 10.0% of 300 ticks over 10 ms "
+                                                   "(p99 of all nodes <= 20 ms; worst node's p99 40 ms at n1)"]
     assert rule.line(verdict, why).startswith("UNFAITHFUL: drain: node event loops late")
     assert rule.overall({rule.BEFORE_T0: good})[0] == rule.NOT_MEASURED
 
 
 def test_thresholds_in_one_place():
     th = rule.Thresholds(lag_p99_ms=50.0)
-    phase = rule.judge_phase({"loop_lag": figures.lag_figures(_lag(25.0), [])}, th)
+    phase = rule.judge_phase({"loop_lag": figures.lag_figures(_lag(25.0, late=30), [], th)}, th)
     assert phase["verdict"] == rule.FAITHFUL
     assert "10 ms" in rule.describe() and "50 ms" in rule.describe(th)
     assert rule.THRESHOLDS.as_dict()["host_share"] == 0.3333
