@@ -39,8 +39,10 @@ ROWS = (  # (row, how to get it from a phase's figures)
     ("PSI some % (1 s) p50 / max", lambda p: p["host"].get("psi_some_pct")),
     ("PSI some avg10 max %", lambda p: p["host"].get("psi_some_avg10_max")),
     ("steal % p50 / max", lambda p: p["host"].get("steal_pct")),
-    ("loop lag p99 ms: all nodes' ticks (at most)", lambda p: p["loop_lag"].get("p99_ms_pooled_le")),
     ("loop lag: share of ticks over the threshold", lambda p: p["loop_lag"].get("late_share")),
+    ("loop lag p95 / p99 ms, all nodes' ticks (at most)",
+     lambda p: {k: p["loop_lag"][k] for k in ("p95_ms_pooled_le", "p99_ms_pooled_le")} if p["loop_lag"].get("samples")
+     else None),
     ("loop lag p99 ms: worst node", lambda p: p["loop_lag"].get("p99_ms_worst")),
     ("loop lag p99 ms: median node", lambda p: p["loop_lag"].get("p99_ms_median")),
     ("loop lag max ms", lambda p: p["loop_lag"].get("max_ms")),

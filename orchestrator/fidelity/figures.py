@@ -38,11 +38,21 @@ def host_figures(samples: Sequence[Sample], th: Thresholds = THRESHOLDS) -> dict
     }
 
 
+def _pooled_quantile(hist: list[int], q: float) -> float | str:
+    """The histogram edge (node.looplag.EDGES_MS) at or under which a share `q` of the ticks fall."""
+    below = 0
+    for edge, count in zip(EDGES_MS, hist):
+        below += count
+        if below >= q * sum(hist):
+            return edge
+    return f"> {EDGES_MS[-1]}"
+
+
 def lag_figures(windows: dict[str, dict[str, Any]], not_measured: Sequence[str],
                 th: Thresholds = THRESHOLDS) -> dict[str, Any]:
     """`windows`: node -> its GET /loop_lag answer for the phase; `not_measured`: nodes that have no
-    such figure (an adapter's nodes). The nodes' histograms are added up: the pooled p99 (as the
-    histogram's edge it falls under) and the share of ticks later than the rule's threshold."""
+    such figure (an adapter's nodes). The nodes' histograms are added up: the pooled p95 and p99 (as
+    the histogram's edge they fall under) and the share of ticks later than the rule's threshold."""
     seen = {n: w for n, w in windows.items() if w.get("samples")}
     out: dict[str, Any] = {"nodes": len(seen)}
     if not_measured:
@@ -51,15 +61,10 @@ def lag_figures(windows: dict[str, dict[str, Any]], not_measured: Sequence[str],
         worst = max(seen, key=lambda n: seen[n]["p99_ms"])
         pooled = [sum(counts) for counts in zip(*(w["hist"] for w in seen.values()))]
         total = sum(pooled)
-        below, p99_le = 0, None
-        for edge, count in zip([*EDGES_MS, None], pooled):
-            below += count
-            if below >= 0.99 * total:
-                p99_le = edge
-                break
-        late = sum(pooled[EDGES_MS.index(th.lag_p99_ms) + 1:])
+        late = sum(pooled[EDGES_MS.index(th.lag_ms) + 1:])
         out.update(samples=total, tick_ms=next(iter(seen.values()))["tick_ms"],
-                   p99_ms_pooled_le=p99_le if p99_le is not None else f"> {EDGES_MS[-1]}",
+                   hist={f"<={e}": c for e, c in zip(EDGES_MS, pooled)} | {f">{EDGES_MS[-1]}": pooled[-1]},
+                   p95_ms_pooled_le=_pooled_quantile(pooled, 0.95), p99_ms_pooled_le=_pooled_quantile(pooled, 0.99),
                    late_share=round(late / total, 4),
                    p99_ms_worst=seen[worst]["p99_ms"], worst_node=worst,
                    p99_ms_median=round(statistics.median(w["p99_ms"] for w in seen.values()), 3),

@@ -18,8 +18,8 @@ def _figures(phase: dict[str, Any]) -> list[str]:
                    + (f", steal max {h['steal_pct']['max']:.0f}%" if h["steal_pct"]["max"] else ""))
     lag = phase.get("loop_lag") or {}
     if lag.get("nodes"):
-        out.append(f"loop lag p99 <= {lag['p99_ms_pooled_le']} ms over {lag['nodes']} nodes (worst node's "
-                   f"{lag['p99_ms_worst']:.1f} ms), max {lag['max_ms']:.0f} ms")
+        out.append(f"loop lag {lag['late_share']:.1%} of ticks over {rule.THRESHOLDS.lag_ms:g} ms (p95 <= {lag['p95_ms_pooled_le']} ms, p99 <= "
+                   f"{lag['p99_ms_pooled_le']} ms over {lag['nodes']} nodes), max {lag['max_ms']:.0f} ms")
     if lag.get("not_measured"):
         out.append(f"loop lag not measured for {lag['not_measured'].split(' (')[0]}")
     p = phase.get("probes") or {}

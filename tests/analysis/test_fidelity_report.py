@@ -27,7 +27,7 @@ def test_an_unfaithful_verdict_heads_the_report(tmp_path, spark):
     assert json.loads((tmp_path / "analysis" / "metrics.json").read_text())["fidelity"]["verdict"] == "unfaithful"
     html = (tmp_path / "analysis" / "report.html").read_text()
     top = html[:html.index("<h2>Summary</h2>")]  # above the summary
-    assert "Fidelity: UNFAITHFUL" in top and "load: node event loops late: 10.0% of 300 ticks over 10 ms" in top
+    assert "Fidelity: UNFAITHFUL" in top and "load: node event loops late: 10.0% of 300 ticks over 20 ms" in top
     assert "loop lag p99 ms: worst node" in top and "Rule: a phase is unfaithful" in top
 
 

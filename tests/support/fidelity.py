@@ -4,7 +4,7 @@ from orchestrator.fidelity.host import Sample
 
 
 def section(lag_p99_ms: float) -> dict:
-    late = 30 if lag_p99_ms > 10 else 0  # 10% of the ticks in 20-50 ms
+    late = 30 if lag_p99_ms > 20 else 0  # 10% of the ticks in 20-50 ms
     lag = {"n0": {"tick_ms": 50.0, "samples": 300, "next": 300, "p50_ms": 0.4, "p99_ms": lag_p99_ms,
                   "max_ms": 2 * lag_p99_ms, "hist": [300 - late, 0, 0, 0, 0, late, 0, 0, 0, 0, 0]}}
     samples = [Sample(at=float(i), busy=0.6, steal=0.0, runnable_per_core=0.7, psi_some_pct=8.0, psi_some_avg10=6.0)
