@@ -16,7 +16,8 @@ STATES = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 class Snapshot:
     at: float                      # time.monotonic() of the reading
     jiffies: dict[str, int]        # STATES, summed over the CPUs
-    procs_running: int             # runnable tasks at the reading (the reader itself among them)
+    procs_running: float           # runnable tasks (the reader itself among them): at the reading, or
+                                   # the mean of readings at random instants since the last snapshot
     psi_some_avg10: float | None   # % of the last 10 s some task waited for a CPU; None: no PSI
     psi_some_total_us: int | None  # cumulative stall time, us
 
@@ -56,8 +57,17 @@ def parse_psi(text: str) -> tuple[float, int]:
     raise ValueError("/proc/pressure/cpu has no `some` line")
 
 
-def read(at: float, proc: Path = Path("/proc")) -> Snapshot:
+def running(proc: Path = Path("/proc")) -> int:
+    """procs_running now."""
+    return parse_stat((proc / "stat").read_text())[1]
+
+
+def read(at: float, proc: Path = Path("/proc"), mean_running: float | None = None) -> Snapshot:
+    """A snapshot; `mean_running`: procs_running as read at several instants since the last one (a
+    single reading can land on the moment periodic tasks wake together)."""
     jiffies, running = parse_stat((proc / "stat").read_text())
+    if mean_running is not None:
+        running = mean_running
     try:
         avg10, total = parse_psi((proc / "pressure" / "cpu").read_text())
     except (OSError, ValueError):  # kernel without CONFIG_PSI, or booted with psi=0

@@ -2,8 +2,9 @@
 and at the end the manifest's `fidelity` section (figures and verdict per phase, by the rule of
 orchestrator/fidelity/rule.py).
 
-- the host's CPU every INTERVAL_S (orchestrator/fidelity/host.py), where the nodes run on this
-  machine (local and Docker backends; not Kubernetes, whose nodes run elsewhere);
+- the host's CPU every INTERVAL_S or so (orchestrator/fidelity/host.py), the run queue at random
+  instants in between, where the nodes run on this machine (local and Docker backends; not
+  Kubernetes, whose nodes run elsewhere);
 - each of peerlab's nodes' loop lag (node/looplag.py), read at the end of each phase;
 - the delay line's lateness histogram, read at the end of each phase (when the run uses it);
 - RTT probes from T0 on (orchestrator/fidelity/probes.py); before T0, calibration's own.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import time
 from typing import Any
 
@@ -26,6 +28,7 @@ from orchestrator.run.netprobe import NamespaceProbes
 from orchestrator.run.node_client import ControlClient
 
 INTERVAL_S = 1.0
+RUNQ_READS = 4  # run-queue readings per host sample
 LAG_TIMEOUT_S = 3.0
 OFF_ENV = "PEERLAB_FIDELITY"
 
@@ -57,6 +60,7 @@ class FidelityWatch:
         self.probes = RttProbes(run.plan, lambda n: run.clients[n], NamespaceProbes(run.backend) if adapters else None,
                                 lambda: run.degraded)
         self.started = False
+        self.rng = random.Random()
 
     def phase(self, wall_ns: int) -> str:
         t0 = self.run.t0_ns
@@ -76,9 +80,15 @@ class FidelityWatch:
     async def _host_loop(self) -> None:
         before = host.read(time.monotonic())
         while True:
-            await asyncio.sleep(max(0.0, INTERVAL_S - (time.monotonic() - before.at)))
+            readings = []
+            for _ in range(RUNQ_READS):  # the run queue at random instants: periodic wake-ups (the
+                # nodes' resource samples, the link sampler) would bias readings made in step with them
+                await asyncio.sleep(self.rng.uniform(0.5, 1.5) * INTERVAL_S / RUNQ_READS)
+                spent = time.thread_time()
+                readings.append(host.running())
+                self.cpu_s += time.thread_time() - spent
             spent = time.thread_time()
-            after = host.read(time.monotonic())
+            after = host.read(time.monotonic(), mean_running=sum(readings) / len(readings))
             self.samples[self.phase(time.time_ns())].append(host.sample(before, after, self.cores))
             before = after
             self.cpu_s += time.thread_time() - spent
@@ -165,7 +175,7 @@ class FidelityWatch:
         verdict, why = rule.overall(phases)
         return {"verdict": verdict, "reasons": why, "line": rule.line(verdict, why),
                 "rule": rule.describe(), "thresholds": rule.THRESHOLDS.as_dict(), "phases": phases,
-                "sampling": {"host_interval_s": INTERVAL_S, "cores": self.cores, "psi": host.has_psi(),
+                "sampling": {"host_interval_s": INTERVAL_S, "run_queue_reads": RUNQ_READS, "cores": self.cores, "psi": host.has_psi(),
                              "probe_interval_s": PROBE_INTERVAL_S, "probe_pairs": PAIRS, "pings_per_probe": PINGS,
                              "probe_pings": self.probes.pings, "probe_bytes_on_links": self.probes.traffic_bytes()},
                 "cost": {"sampler_cpu_s": round(self.cpu_s, 4)}}

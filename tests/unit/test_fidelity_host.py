@@ -66,3 +66,10 @@ def test_this_machine_reads():
     snap = host.read(0.0)
     assert snap.procs_running >= 1 and sum(snap.jiffies.values()) > 0
     assert host.cores() >= 1
+
+
+def test_the_run_queue_as_a_mean_of_readings(tmp_path):
+    a = host.read(0.0, _proc(tmp_path, "a", user=0, system=0, idle=0, steal=0, running=9))
+    b = host.read(1.0, _proc(tmp_path, "b", user=100, system=0, idle=100, steal=0, running=9), mean_running=2.5)
+    assert host.sample(a, b, ncores=2).runnable_per_core == 0.75  # the one reading of 9 is not used
+    assert host.running(tmp_path / "b") == 9
