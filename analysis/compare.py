@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.extras import EXTRAS
+from analysis.fidelity import compare_warnings
 
 COLUMNS = [  # (header, how to get it from (metrics, manifest))
     ("run", lambda m, man: man["run_id"]),
@@ -43,6 +44,7 @@ COLUMNS = [  # (header, how to get it from (metrics, manifest))
     ("first_forward_ms", lambda m, man: ((m.get("relaying") or {}).get("first_forward_ms") or {}).get("p50")),
     ("last_forward_ms", lambda m, man: ((m.get("relaying") or {}).get("last_forward_ms") or {}).get("p50")),
     ("shaping", lambda m, man: m["shaping"]["mode"]),
+    ("fidelity", lambda m, man: (man.get("fidelity") or {}).get("verdict")),  # analysis/fidelity.py
 ]
 
 
@@ -95,7 +97,7 @@ def render_table(rows: list[dict[str, Any]]) -> str:
     lines = []
     for i, name in enumerate(names):
         lines.append(f"{name:<{width}}  " + "  ".join(f"{col[i]:>{w}}" for col, w in zip(cols, widths)))
-    return "\n".join(lines)
+    return "\n".join(lines + compare_warnings(rows))
 
 
 def render_csv(rows: list[dict[str, Any]]) -> str:
@@ -185,7 +187,8 @@ def render_html(rows: list[dict[str, Any]], plots: dict[str, str]) -> str:
                    + "</tr>" for n in names)
     images = "".join(f"<h2>{H.escape(t)}</h2><img alt='{H.escape(t)}' src='data:image/png;base64,{png}'>"
                      for t, png in plots.items())
+    warnings = "".join(f"<p class='warning'>{H.escape(w)}</p>" for w in compare_warnings(rows))
     return ("<!doctype html><html><head><meta charset='utf-8'><title>peerlab compare</title><style>"
             "body{font-family:sans-serif;margin:2em}td,th{padding:2px 8px;text-align:right}"
-            "td:first-child{text-align:left}</style></head><body><h1>peerlab compare</h1>"
-            f"<table><tr><th></th>{head}</tr>{body}</table>{images}</body></html>\n")
+            "td:first-child{text-align:left}.warning{color:#b00;font-weight:bold}</style></head><body>"
+            f"<h1>peerlab compare</h1>{warnings}<table><tr><th></th>{head}</tr>{body}</table>{images}</body></html>\n")

@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from rich.console import Console
 
-from analysis import faults, kernel_traffic, metrics, per_node, relaying, traffic, views  # noqa: F401 - they register their metrics and tables
+from analysis import faults, fidelity, kernel_traffic, metrics, per_node, relaying, traffic, views  # noqa: F401 - they register their metrics and tables
 from analysis.extras import EXTRAS, RunFrames
 from analysis.ingest import load_manifest, logs_bytes, refresh_events_table
 from analysis.progress import AnalysisProgress

@@ -12,6 +12,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from analysis.fidelity import report_html  # noqa: E402
+
 
 def _png(fig: Any) -> str:
     buf = io.BytesIO()
@@ -198,8 +200,12 @@ body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 60em; c
 table {{ border-collapse: collapse; margin: 0.5em 0 1.5em; }}
 th, td {{ text-align: left; padding: 0.25em 0.8em; border-bottom: 1px solid #ddd; }}
 figure {{ display: inline-block; margin: 0.5em; }}
+.fidelity {{ padding: 0.5em 0.8em; border-left: 0.4em solid #999; background: #f4f4f4; }}
+.fidelity.faithful {{ border-color: #2a2; }}
+.fidelity.unfaithful {{ border-color: #c22; background: #fbeaea; }}
 </style></head><body>
 <h1>peerlab run {html.escape(manifest['run_id'])}</h1>
+{report_html(manifest)}
 <h2>Summary</h2>{_table(summary)}
 <h2>Plots</h2>{images}
 {views_html}

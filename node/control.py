@@ -3,7 +3,7 @@
 Locally it listens on a Unix socket, in containers on TCP. The token comes as `X-Peerlab-Token: T`
 (what the orchestrator sends: on Kubernetes it goes through the API server's pod proxy, which keeps
 the Authorization header for itself) or `Authorization: Bearer T`. Endpoints: GET /healthz, /status,
-/metrics, /clock (the node's clock, dilated in a dilated run, for offset estimation); POST /start, /publish, /subscribe, /unsubscribe, /stop, /links (degrade or restore links),
+/metrics, /clock (the node's clock, dilated in a dilated run, for offset estimation), /loop_lag?from=N (node/looplag.py); POST /start, /publish, /subscribe, /unsubscribe, /stop, /links (degrade or restore links),
 /calibrate/ping, /calibrate/throughput.
 """
 from __future__ import annotations
@@ -88,6 +88,14 @@ def build_app(rt: "NodeRuntime") -> web.Application:
     @routes.get("/status")
     async def status(_: web.Request):
         return web.json_response(rt.status())
+
+    @routes.get("/loop_lag")
+    async def loop_lag(request: web.Request):
+        try:
+            start = int(request.query.get("from", 0))
+        except ValueError:
+            raise web.HTTPBadRequest(text="from must be an integer")
+        return web.json_response(rt.loop_lag.window(start))
 
     @routes.get("/metrics")
     async def metrics(_: web.Request):

@@ -21,6 +21,7 @@ from node.identity import Identities
 from node.ids import node_id
 from node.lifecycle import NodeLifecycle
 from node.linkmodel import Degradations
+from node.looplag import LoopLag
 from node.protocols import get_protocol
 from node.transport import Transport, TransportEvents
 
@@ -59,6 +60,7 @@ class NodeRuntime:
         self._bulk_rx: dict[tuple[str, int], dict[str, int]] = {}
         self.link_loss: dict[str, float] = {}  # degraded links (fault timeline): loss towards the peer
         self._degraded = Degradations()
+        self.loop_lag = LoopLag(LoopLag.tick_for(cfg.nodes), dilation=self.dilation.factor)  # how late this loop wakes (GET /loop_lag)
 
     # ProtocolIO ----------------------------------------------------------------------------------
     def send(self, peer: str, payload: bytes, priority: bool = False) -> None:
@@ -158,9 +160,13 @@ class NodeRuntime:
         if self.cfg.t0_ns is not None:  # given in the config (the contract's way), not by POST /start
             self.start(self.cfg.t0_ns)
         sampler = asyncio.create_task(self._sample_resources()) if self.cfg.resources_interval else None
+        # PEERLAB_FIDELITY=0 (the orchestrator's switch, inherited on the local backend): no ticking
+        lag = asyncio.create_task(self.loop_lag.run()) if os.environ.get("PEERLAB_FIDELITY") != "0" else None
         try:
             await self.stopped.wait()
         finally:
+            if lag:
+                lag.cancel()
             if sampler:
                 sampler.cancel()
             self.life.disarm()

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 err = Console(stderr=True, soft_wrap=True)
 
@@ -142,6 +143,15 @@ def summary(metrics: dict[str, Any], dilation: float = 1.0) -> str:
             f"latency p50 {ms(lat['p50'])}, p99 {ms(lat['p99'])}; "
             f"sent {b['data_sent'] / 1e6:.2f} MB data, {b['control_sent'] / 1e6:.2f} MB control"
             + (f" (experiment time; dilated x{dilation:g})" if dilation != 1 else ""))
+
+
+def fidelity(manifest: dict[str, Any]) -> str:
+    """The run's last console line: whether its timing can be trusted (orchestrator/fidelity)."""
+    section = manifest.get("fidelity")
+    if not section:
+        return "[bold yellow]fidelity: not measured[/] (PEERLAB_FIDELITY=0, or a run from before the fidelity watch)"
+    style = "bold red" if section["verdict"] == "unfaithful" else "bold green"
+    return f"[{style}]fidelity:[/] {escape(section['line'])}"
 
 
 def upload(store: Any, run_id: str) -> None:

@@ -5,7 +5,7 @@ import argparse
 import json
 from pathlib import Path
 
-from orchestrator.cli.common import UsageError, add_command, err, report, spark_options, summary, upload
+from orchestrator.cli.common import UsageError, add_command, err, fidelity, report, spark_options, summary, upload
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -50,14 +50,17 @@ def cmd_report(args: argparse.Namespace) -> int:
     metrics = report(run_dir, args)
     if store is not None:
         upload(store, run_id)
-    dilation = (json.loads((run_dir / "manifest.json").read_text()).get("dilation") or {}).get("factor", 1)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    dilation = (manifest.get("dilation") or {}).get("factor", 1)
     err.print(f"[bold green]summary:[/] {summary(metrics, dilation)}")
+    err.print(fidelity(manifest))
     print(run_dir / "analysis" / "report.html")
     return 0
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from analysis.compare import distribution_plots, epoch_plots, load_rows, render_csv, render_html, render_table
+    from analysis.fidelity import compare_warnings
 
     try:
         rows = load_rows(args.run_dirs)
@@ -73,4 +76,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(render_csv(rows), end="")
     else:
         print(render_table(rows))
+    for warning in compare_warnings(rows):  # on the console too, whatever the format
+        err.print(warning, style="bold red", markup=False, highlight=False)
     return 0

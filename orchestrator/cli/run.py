@@ -9,6 +9,7 @@ from orchestrator.cli.common import (
     UsageError,
     add_command,
     err,
+    fidelity,
     load,
     report,
     scenario_args,
@@ -119,6 +120,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             err.print(f"[bold green]summary:[/] {summary(metrics, runner.plan.dilation)}")
             err.print(f"report: {run_dir / 'analysis' / 'report.html'}")
             upload(runner.store, runner.run_id)
+        err.print(fidelity(runner.manifest))
         print(run_dir)
         done.append(run_dir)
     if len(done) > 1 and not args.no_report:

@@ -24,6 +24,7 @@ from node.adapters import PEERLAB
 from node.dilation import Dilation
 from orchestrator import faults, shaping
 from orchestrator.backends import Backend, RunContext, get_backend
+from orchestrator.fidelity.sampler import FidelityWatch
 from orchestrator.model.dilation import shaping_plan
 from orchestrator.model.plan import FaultEvent
 from orchestrator.model.scenario import Scenario
@@ -78,6 +79,7 @@ class Runner(Readiness, RunRecord):
         self.degraded: dict[str, dict[str, float]] = {}  # node -> its links' degradation, until restored
         self.manifest["clock"] = {"method": "shared host clock (all nodes on this machine)",
                                   "offsets_ns": {n.id: 0 for n in self.plan.nodes}}
+        self.fidelity = FidelityWatch(self)  # orchestrator/fidelity: can the run's timing be trusted
 
     @property
     def present(self) -> list[str]:
@@ -273,6 +275,7 @@ class Runner(Readiness, RunRecord):
         self.step(f"plan: {n} nodes, protocol {plan.protocol}, {len(plan.topics)} topics, "
                   f"{plan.publishes()} publishes over {plan.duration:g}s, seed {plan.seed}")
         started = time.monotonic()
+        self.fidelity.start()
         self._check_adapters()
         self.step(f"deploy: {self.backend.name} backend, {n} network namespaces")
         # pyroute2's sync API runs an event loop of its own: netlink work goes to a worker thread
@@ -317,6 +320,7 @@ class Runner(Readiness, RunRecord):
                   + (f"; dilated x{plan.dilation:g}: {self.dilation.real(plan.end):g}s of real time, latencies "
                      f"x{plan.dilation:g}, rates /{plan.dilation:g}" if self.dilation.on else ""))
         await self._timeline()
+        await self.fidelity.stop()
         self.step("drain over: stopping nodes")
         await self._stop_all()
         await self.sampler.stop()
@@ -340,6 +344,7 @@ class Runner(Readiness, RunRecord):
             stop_storing = threading.Event()
             for sig in previous:
                 signal.signal(sig, lambda *_: stop_storing.set())
+            await self.fidelity.finish()
             for client in self.clients.values():
                 await client.close()
             await self.probes.close()

@@ -10,6 +10,7 @@ from typing import Any
 
 from rich.console import Console
 
+from orchestrator.fidelity.text import virtual_time
 from orchestrator.model.scenario import Scenario
 from orchestrator.run.record import RunError, RunRecord
 from orchestrator.sim.engine import EventFiles, Simulation
@@ -41,6 +42,7 @@ class SimRunner(RunRecord):
         self.manifest["clock"] = {"method": "virtual time (one clock for every node)",
                                   "offsets_ns": {n.id: 0 for n in self.plan.nodes}}
         self.manifest["dilation"] = {"factor": self.plan.dilation, "applied": False, "note": NO_DILATION}
+        self.manifest["fidelity"] = virtual_time()
 
     def run(self) -> Path:
         previous = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM ends it like Ctrl-C: status written

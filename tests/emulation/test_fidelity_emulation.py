@@ -1,0 +1,48 @@
+"""The fidelity verdict of real runs: the quickstart, shortened, is faithful on a quiet machine, and
+the same run beside a CPU hog (busy loops, two per core, for the run's length) is not, for a CPU or
+loop-lag reason. Exclusive: anything else on the machine is load the verdict rightly counts."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import peerlab
+
+pytestmark = [pytest.mark.emulation, pytest.mark.slow, pytest.mark.exclusive]
+
+SHORT = ["--set", "workload.duration=8s", "--no-report"]
+
+
+def _run(tmp_path: Path) -> tuple[dict, str]:
+    done = peerlab("run", "scenarios/quickstart.yaml", *SHORT, "--set", f"output.store=file://{tmp_path}/runs",
+                   timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    manifest = json.loads((Path(done.stdout.strip().splitlines()[-1]) / "manifest.json").read_text())
+    return manifest["fidelity"], done.stderr.strip().splitlines()[-1]
+
+
+def test_the_quickstart_is_faithful(tmp_path):
+    fidelity, last = _run(tmp_path)
+    assert fidelity["verdict"] == "faithful", fidelity["reasons"]
+    assert last == "fidelity: faithful"
+    load = fidelity["phases"]["load"]
+    assert load["host"]["samples"] >= 8 and load["loop_lag"]["nodes"] == 30 and load["probes"]["count"] >= 4
+    assert fidelity["phases"]["before T0"]["probes"]["count"] == 8  # calibration's
+    assert fidelity["sampling"]["probe_pings"] > 0
+
+
+def test_beside_a_cpu_hog_it_is_not(tmp_path):
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2 * os.cpu_count())]
+    try:
+        fidelity, last = _run(tmp_path)
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    assert fidelity["verdict"] == "unfaithful"
+    assert last.startswith("fidelity: UNFAITHFUL: load: ")
+    cpu_or_lag = ("node event loops late", "CPU pressure", "run queue above")
+    assert any(r.startswith("load: " + why) for r in fidelity["reasons"] for why in cpu_or_lag), fidelity["reasons"]
