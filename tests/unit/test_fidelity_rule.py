@@ -61,9 +61,13 @@ def test_each_reason_alone():
     probes = _phase(**{**QUIET, "probes": _probes([100.0, 115.0, 130.0])})  # 2 of 3 over 10% + 2 ms
     assert probes["reasons"] == ["2 of 3 RTT probes off the plan by more than 10% + 2 ms (median error +15.0 ms)"]
     assert _phase(**{**QUIET, "probes": _probes([100.0, 111.9, 130.0])})["verdict"] == rule.FAITHFUL  # 1 of 3
-    runq = _phase(**{**QUIET, "samples": _samples(12, runnable=1.0) + _samples(8, runnable=2.0)})
+    # the run queue counts where the kernel has no PSI; with PSI, pressure says whether tasks waited
+    runq = _phase(**{**QUIET, "samples": _samples(12, runnable=1.0, psi=None) + _samples(8, runnable=2.0, psi=None)})
     assert runq["reasons"] == ["run queue above 1.5 per core in 40% of 20 samples (max 2.0)"]
-    assert _phase(**{**QUIET, "samples": _samples(14) + _samples(6, runnable=2.0)})["verdict"] == rule.FAITHFUL
+    assert _phase(**{**QUIET, "samples": _samples(14, psi=None) + _samples(6, runnable=2.0, psi=None)}
+                  )["verdict"] == rule.FAITHFUL
+    assert _phase(**{**QUIET, "samples": _samples(12, runnable=1.0) + _samples(8, runnable=2.0)}
+                  )["verdict"] == rule.FAITHFUL
     psi = _phase(**{**QUIET, "samples": _samples(10) + _samples(10, psi=60.0)})
     assert psi["reasons"] == ["CPU pressure (PSI some) above 50% in 50% of 20 samples"]
     steal = _phase(**{**QUIET, "samples": _samples(20, steal=0.2)})
