@@ -1,4 +1,5 @@
-"""A run built by hand whose metrics are computed by hand (tests/analysis)."""
+"""Runs built by hand: one whose metrics are computed by hand (tests/analysis), and stored runs that
+are only a manifest and a metrics.json (what `peerlab compare` reads)."""
 import gzip
 import json
 from pathlib import Path
@@ -55,3 +56,16 @@ def write_run(run_dir: Path) -> None:
         # a torn last line, as a SIGKILL mid-write could leave, must not break the analysis
         with gzip.open(run_dir / "events" / f"{node}.jsonl.gz", "at") as f:
             f.write('{"ts": 5, "node": "' + node + '", "ty')
+
+
+def compared_run(root: Path, name: str, metrics: dict, protocol: str = "floodsub", label: str | None = None,
+                 **manifest_extra) -> Path:
+    """A run directory with a manifest and analysis/metrics.json only, as `peerlab compare` reads it."""
+    run = root / name
+    (run / "analysis").mkdir(parents=True)
+    manifest = {"run_id": name, "label": name if label is None else label,
+                "scenario": {"topology": {"algorithm": "random"}},
+                "plan": {"protocol": protocol, "nodes": [{"dial": ["a"]}, {"dial": []}]}, **manifest_extra}
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    (run / "analysis" / "metrics.json").write_text(json.dumps(metrics))
+    return run

@@ -1,11 +1,11 @@
 """`peerlab compare` flags a comparison that includes an unfaithful run: a column, a warning line
 under the table, in the HTML, and on the console."""
-import json
 from pathlib import Path
 
 from analysis.compare import load_rows, render_html, render_table
 from tests.support.cli import peerlab
 from tests.support.fidelity import section
+from tests.support.runs import compared_run
 
 METRICS = {"nodes": 2, "messages": 4, "delivery_ratio": 1.0, "latency_ms": {"p50": 1.0, "p90": 2.0, "p99": 3.0},
            "coverage_latency_ms": {"L50": 1.0, "L100": 2.0}, "duplicates_per_node": 0.5,
@@ -13,15 +13,7 @@ METRICS = {"nodes": 2, "messages": 4, "delivery_ratio": 1.0, "latency_ms": {"p50
 
 
 def fake_run(root: Path, name: str, fidelity: dict | None) -> Path:
-    run = root / name
-    (run / "analysis").mkdir(parents=True)
-    manifest = {"run_id": name, "label": name, "scenario": {"topology": {"algorithm": "random"}},
-                "plan": {"protocol": "floodsub", "nodes": [{"dial": ["a"]}, {"dial": []}]}}
-    if fidelity:
-        manifest["fidelity"] = fidelity
-    (run / "manifest.json").write_text(json.dumps(manifest))
-    (run / "analysis" / "metrics.json").write_text(json.dumps(METRICS))
-    return run
+    return compared_run(root, name, METRICS, **({"fidelity": fidelity} if fidelity else {}))
 
 
 def test_an_unfaithful_run_is_flagged(tmp_path):

@@ -1,5 +1,4 @@
 """Scenario matrices (`matrix:` block and --matrix) and the comparison table's protocol columns."""
-import json
 from pathlib import Path
 
 import pytest
@@ -8,6 +7,7 @@ from analysis.compare import load_rows, render_csv, render_table
 from orchestrator.model.matrix import expand
 from orchestrator.model.scenario import ScenarioError
 from tests.support.cli import peerlab
+from tests.support.runs import compared_run
 
 SC = """name: m
 nodes: {count: 6}
@@ -60,19 +60,12 @@ def test_cli_validate_lists_every_combination_and_plan_refuses_many(tmp_path):
 
 
 def fake_run(root: Path, name: str, protocol: str, label: str, extra: dict | None) -> Path:
-    run = root / name
-    (run / "analysis").mkdir(parents=True)
-    manifest = {"run_id": name, "label": label, "scenario": {"topology": {"algorithm": "random"}},
-                "plan": {"protocol": protocol, "nodes": [{"dial": ["a"]}, {"dial": []}]}}
     metrics = {"nodes": 2, "messages": 4, "delivery_ratio": 1.0,
                "latency_ms": {"p50": 1.0, "p90": 2.0, "p99": 3.0},
                "coverage_latency_ms": {"L50": 1.0, "L100": 2.0}, "duplicates_per_node": 0.5,
-               "bytes": {"data_sent": 2e6, "control_sent": 1e5}, "shaping": {"mode": "transport"}}
-    if extra:
-        metrics["protocol"] = extra
-    (run / "manifest.json").write_text(json.dumps(manifest))
-    (run / "analysis" / "metrics.json").write_text(json.dumps(metrics))
-    return run
+               "bytes": {"data_sent": 2e6, "control_sent": 1e5}, "shaping": {"mode": "transport"},
+               **({"protocol": extra} if extra else {})}
+    return compared_run(root, name, metrics, protocol=protocol, label=label)
 
 
 def test_compare_adds_the_protocols_columns_and_na_for_others(tmp_path):
