@@ -46,7 +46,7 @@ $(STAMP): pyproject.toml
 quickstart: setup
 	$(VENV)/bin/peerlab run scenarios/quickstart.yaml
 
-# Everything CI runs: lint; the emulation tests in parallel (four workers on two cores: most of their
+# Everything CI runs: lint; the emulation tests in parallel (three workers on two cores: most of their
 # time is their runs' real time); the node images (so that the first docker test times no build); the
 # tests that time the host or check it for leftovers, one at a time, with the tests that need only the
 # CPU (no namespaces, no Docker) beside them at the lowest priority (.ci/beside: they take the CPU
@@ -54,7 +54,7 @@ quickstart: setup
 # after, with nothing beside it; the tests that need sch_netem, in a Debian guest (test-netem).
 test: setup
 	$(PY) -m ruff check .
-	$(PY) -m pytest -n 4 --dist worksteal -m "emulation and not exclusive and not netem"
+	$(PY) -m pytest -n 3 --dist worksteal -m "emulation and not exclusive and not netem"
 	@$(VENV)/bin/peerlab image build --implementation all >/dev/null || echo "peerlab: node images not built (no Docker engine?): the docker tests build them or skip"
 	./.ci/beside '$(PY) -m pytest -p no:cacheprovider -n 3 --dist worksteal -m "not emulation and not exclusive and not netem"' \
 		$(PY) -m pytest -m "exclusive and not whole_machine and not netem"

@@ -11,6 +11,7 @@ import pytest
 
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.run.runner import Runner
+from orchestrator.shaping import ops
 from tests.support.cli import run_netns
 from tests.support.scenarios import scenario_text
 
@@ -32,7 +33,7 @@ class Observed(Runner):
     def _shape(self, mode: str) -> None:
         super()._shape(mode)
         ends = self.backend.link_ends("n0")
-        self.tree = self.backend.shape(ends.node_netns, [{"op": "describe", "ifname": ends.node_ifname}])[0]["lines"]
+        self.tree = self.backend.shape(ends.node_netns, [ops.Describe(ends.node_ifname)])[0]["lines"]
 
     async def _timeline(self) -> None:
         await super()._timeline()
