@@ -179,7 +179,7 @@ class DockerBackend(Backend):
                                                init=True))
         api.start(c["Id"])
         self.sandbox_pid[node_id] = api.inspect_container(c["Id"])["State"]["Pid"]
-        peer = self._exec_shaper(self.sandbox(node_id), [{"op": "peer_index", "ifname": "eth0"}])
+        peer = self._exec_shaper(self.sandbox(node_id), [ops.PeerIndex("eth0")])
         return node_id, peer[0]["index"]
 
     def _exec_shaper(self, container: str, todo: list[ops.Op]) -> list[dict[str, Any]]:

@@ -9,6 +9,7 @@ import pytest
 from pyroute2 import NetNS
 
 from orchestrator import shaping
+from orchestrator.shaping import tc
 from orchestrator.shaping.delayline import DelayLineProcess, probe, summary
 from tests.support import links
 
@@ -178,7 +179,7 @@ def test_a_burst_of_parallel_streams_at_full_rate_leaves_on_time(pair):
     pair.request(op="attach", netns=B, ifname="eth0", node="b", delays_ms={IP["a"]: 20.0})
     pair.request(op="attach", netns=A, ifname="eth0", node="a", delays_ms={IP["b"]: 20.0})
     with NetNS(A, flags=0) as ns:
-        shaping.shape_egress(ns, "eth0", shaping.NodeShape("a", 200_000_000, 200_000_000), with_netem=False)
+        tc.shape_egress(ns, "eth0", shaping.NodeShape("a", 200_000_000, 200_000_000), with_netem=False)
     t = time.monotonic()
     out = subprocess.run(["ip", "netns", "exec", A, sys.executable, "-c", BURST], capture_output=True, text=True,
                          timeout=30)
