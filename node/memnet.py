@@ -324,9 +324,8 @@ class MemNetwork:
             self._propagate(src, dst, conn, payload, tx, size, depart=access.free_at)
             return
         rtt = self._delay(src, dst) + self._delay(dst, src)
-        rate = size / tx  # the link's bytes per second, in payload terms below: same ratio
-        sending = self._window(src, dst, conn).send_time(len(payload), self.now, rtt, RTO_MIN + rtt,
-                                                         rate * len(payload) / size)
+        payload_rate = access.up_rate * len(payload) / size  # the window counts payload bytes
+        sending = self._window(src, dst, conn).send_time(len(payload), self.now, rtt, RTO_MIN + rtt, payload_rate)
         self._propagate(src, dst, conn, payload, tx, size, depart=max(access.free_at, self.now + sending),
                         ordered=True)
 

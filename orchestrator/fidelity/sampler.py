@@ -26,7 +26,6 @@ from orchestrator.fidelity.probes import PAIRS, PINGS, RttProbes
 from orchestrator.fidelity.text import phase_line
 from orchestrator.run.netprobe import NamespaceProbes
 from orchestrator.run.node_client import ControlClient
-from orchestrator.shaping import DELAYLINE
 
 INTERVAL_S = 1.0
 RUNQ_READS = 4  # run-queue readings per host sample
@@ -134,7 +133,7 @@ class FidelityWatch:
             self.spans[following[0]] = [now]
         answers = await asyncio.gather(*(self._lag(n.id) for n in self.run.plan.nodes))
         self.lag[phase] = {n: w for n, w in answers if w is not None}
-        if self.run.shaper is not None and self.run.shaper.mode == DELAYLINE:
+        if self.run.shaper is not None and self.run.shaper.counts_lateness:
             try:
                 stats = await asyncio.to_thread(self.run.shaper.stats)
             except RuntimeError as err:
@@ -171,7 +170,7 @@ class FidelityWatch:
                            {"samples": 0, "note": "not measured: the nodes run on other machines"})
             fig["loop_lag"] = figures.lag_figures(self.lag[p], foreign) if p in self.closed else {"nodes": 0}
             fig["probes"] = figures.probe_figures(probed[p])
-            if self.run.shaper is not None and self.run.shaper.mode == DELAYLINE:
+            if self.run.shaper is not None and self.run.shaper.counts_lateness:
                 fig["delay_line"] = figures.delay_line_figures(self.late.get(p))
             phases[p] = rule.judge_phase(fig)
         verdict, why = rule.overall(phases)

@@ -13,6 +13,7 @@ through the backend as typed operations (ops.py).
 """
 from __future__ import annotations
 
+import abc
 import asyncio
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
@@ -33,11 +34,12 @@ TellLinks = Callable[[str, dict[str, Any]], Awaitable[Any]]
 Blocking = Callable[..., Awaitable[Any]]
 
 
-class LinkShaper:
+class LinkShaper(abc.ABC):
     """HTB rates and partitions, and the mechanism's latency and loss (subclasses)."""
 
     mode: str
     latency: str  # where latency is applied, for the manifest and the report
+    counts_lateness = False  # whether `stats()` tells how late it released packets (the delay line)
 
     def __init__(self, plan: RunPlan, backend: Backend, blocking: Blocking = asyncio.to_thread):
         self.plan = plan
@@ -116,9 +118,9 @@ class LinkShaper:
         return done[0].get("bytes") if done else None
 
     # latency and loss, live ----------------------------------------------------------------------
+    @abc.abstractmethod
     async def degrade(self, node_id: str, delay_ms: float, loss: float) -> None:
         """Latency and loss added to every link of the node, both ways (zeros restore)."""
-        raise NotImplementedError
 
     async def restore(self, node_id: str) -> None:
         await self.degrade(node_id, **RESTORED)
@@ -157,6 +159,7 @@ class NetemShaper(LinkShaper):
 class DelayLineShaper(LinkShaper):
     mode = DELAYLINE
     latency = "delay line: NFQUEUE at each node's ingress, held in user space by source"
+    counts_lateness = True
 
     def __init__(self, plan: RunPlan, backend: Backend, blocking: Blocking = asyncio.to_thread):
         super().__init__(plan, backend, blocking)

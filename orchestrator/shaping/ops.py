@@ -6,6 +6,7 @@ place they are plain data (`to_wire`, `from_wire`).
 """
 from __future__ import annotations
 
+import abc
 from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar
 
@@ -14,13 +15,13 @@ from orchestrator.shaping.links import Bucket, NodeShape
 
 
 @dataclass(frozen=True)
-class Op:
+class Op(abc.ABC):
     op: ClassVar[str]
     ifname: str
 
+    @abc.abstractmethod
     def run(self, ipr: Any) -> dict[str, Any] | None:
         """Do it on `ipr`; what it found, for operations that read."""
-        raise NotImplementedError
 
 
 @dataclass(frozen=True)
