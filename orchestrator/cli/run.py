@@ -49,7 +49,7 @@ def add(sub: argparse._SubParsersAction) -> None:
                    help="where latency is applied: netem (the kernel's qdisc), delayline (NFQUEUE: every packet a "
                         "node receives held outside the node, for any implementation) or transport (peerlab's "
                         "node delays its own sends); auto: the scenario's network.shaping, whose own auto is "
-                        "netem if the kernel has it, else delayline for adapter nodes and transport for peerlab's")
+                        "netem if the kernel has it, else delayline for every node (transport only when asked)")
     p.add_argument("--dilate", type=float, metavar="K",
                    help="time dilation (docs/dilation.md): run K times slower than real time with a network K times "
                         "faster (latencies and timers x K, bandwidths / K), so each node has K times the CPU per "

@@ -108,7 +108,7 @@ class Network(Strict):
         "auto", description="where latency is applied (docs/shaping.md): netem (the kernel's qdisc), delayline "
                             "(NFQUEUE: packets held outside every node, for any implementation) or transport "
                             "(peerlab's node delays its own sends); auto: netem if the kernel has it, else the "
-                            "delay line for adapter nodes and transport for peerlab's. `peerlab run --shaping` "
+                            "delay line for every node (transport only when asked for). `peerlab run --shaping` "
                             "overrides it")
 
 
