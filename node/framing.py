@@ -42,6 +42,17 @@ class FrameDecoder:
         self.max_frame = max_frame
         self._buf = bytearray()
 
+    def missing(self) -> int:
+        """Bytes still to come before the frame at the head of the buffer is whole (0 while its length
+        prefix is incomplete: the reader cannot know yet)."""
+        length = 0
+        for i in range(min(len(self._buf), 10)):
+            byte = self._buf[i]
+            length |= (byte & 0x7F) << (7 * i)
+            if not byte & 0x80:
+                return max(0, i + 1 + length - len(self._buf))
+        return 0
+
     def feed(self, data: bytes) -> list[Frame]:
         """Add stream bytes; return the frames now complete. Raises FrameTooLarge or DecodeError."""
         self._buf += data

@@ -2,6 +2,7 @@
 and a peer that dialled us first is not dialled again (Topiary rewires links at run time)."""
 import asyncio
 import random
+import socket
 
 import pytest
 
@@ -146,3 +147,52 @@ def test_a_priority_frame_not_yet_due_does_not_hold_back_due_frames():
         await a.close()
         await b.close()
     asyncio.run(main())
+
+
+def test_a_large_frame_trickling_in_wakes_the_reader_once_per_16_kb(monkeypatch):
+    """A 200 KB frame sent in 1 KB pieces (each its own TCP segment, as a slow or dilated link
+    delivers them) is read in a few wake-ups, not 200: the socket's low-water mark is raised to what
+    the frame still lacks. The frame arrives whole, and a small frame after it is not held back."""
+    from node import transport as transport_module
+    from node.framing import Frame, encode_frame
+
+    feeds = []
+
+    class CountingDecoder(transport_module.FrameDecoder):
+        def feed(self, data):
+            feeds.append(len(data))
+            return super().feed(data)
+
+    async def main():
+        got = []
+        b = Transport("b", "run", "p", delays_ms={}, jitter_ms=0, max_frame=1 << 20, queue_limit=1 << 20,
+                      rng=random.Random(1), events=TransportEvents(peer_up=lambda p, o: None,
+                                                                  peer_down=lambda p, r: None,
+                                                                  frame=lambda p, f: got.append(f)))
+        await b.listen("127.0.0.1", 0)
+        port = b._server.sockets[0].getsockname()[1]
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        hello = Frame()
+        hello.hello.node_id, hello.hello.protocol, hello.hello.run_id = "a", "p", "run"
+        writer.write(encode_frame(hello))
+        assert await settle(lambda: "a" in b.connections)
+        feeds.clear()
+        big = encode_frame(Frame(rpc=bytes(range(256)) * 800))  # 204,800 bytes of payload
+        for i in range(0, len(big), 1024):
+            writer.write(big[i:i + 1024])
+            await writer.drain()
+            await asyncio.sleep(0.002)
+        assert await settle(lambda: len(got) == 1)
+        assert got[0].rpc == bytes(range(256)) * 800
+        reads_for_big = len(feeds)
+        small = encode_frame(Frame(rpc=b"after"))
+        writer.write(small)
+        assert await settle(lambda: len(got) == 2, timeout=1.0), "a small frame after the big one was held back"
+        writer.close()
+        await b.close()
+        return reads_for_big
+
+    monkeypatch.setattr(transport_module, "FrameDecoder", CountingDecoder)
+    reads = asyncio.run(main())
+    assert reads <= 17, f"{reads} reads for one 200 KB frame"

@@ -18,6 +18,26 @@ def test_frames_survive_any_chunking(payloads, chunk):
     assert out == frames
 
 
+@given(st.lists(st.binary(max_size=3000), min_size=1, max_size=5), st.integers(1, 97))
+@settings(max_examples=100, deadline=None)
+def test_missing_is_what_the_head_frame_still_lacks(payloads, chunk):
+    """The transport raises the socket's low-water mark to `missing()`: it must never ask for more
+    than completes the frame at the head (the loop would wait for bytes that are not coming)."""
+    stream = b"".join(encode_frame(Frame(rpc=p)) for p in payloads)
+    decoder, fed, ends, i = FrameDecoder(1 << 20), 0, [], 0
+    for p in payloads:
+        i += len(encode_frame(Frame(rpc=p)))
+        ends.append(i)
+    while fed < len(stream):
+        decoder.feed(stream[fed:fed + chunk])
+        fed += chunk
+        missing = decoder.missing()
+        head_end = next((e for e in ends if e > fed), None)
+        assert missing <= (head_end - fed if head_end else 0)
+        if head_end is not None and missing:
+            assert fed + missing == head_end
+
+
 def test_oversized_frame_is_refused_before_buffering():
     decoder = FrameDecoder(1000)
     with pytest.raises(FrameTooLarge):
