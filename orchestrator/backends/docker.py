@@ -39,7 +39,7 @@ from orchestrator.backends.base import (
     side_by_side,
 )
 from orchestrator.run.node_client import ControlClient
-from orchestrator.shaping import ops
+from orchestrator.shaping import ops, tcp
 from orchestrator.tools import image
 
 DATA_PORT = 4001
@@ -176,7 +176,7 @@ class DockerBackend(Backend):
             entrypoint=["python", "-m", "orchestrator.shaping", "--hold"], networking_config=net,
             host_config=api.create_host_config(network_mode=self.prefix, cap_drop=["ALL"],
                                                cap_add=["NET_ADMIN"], security_opt=["no-new-privileges"],
-                                               init=True))
+                                               init=True, sysctls=tcp.netns_sysctls(self.ctx.plan.dilation) or None))
         api.start(c["Id"])
         self.sandbox_pid[node_id] = api.inspect_container(c["Id"])["State"]["Pid"]
         peer = self._exec_shaper(self.sandbox(node_id), [ops.PeerIndex("eth0")])

@@ -33,7 +33,7 @@ from node.contract import ContractConfig
 from orchestrator.backends import kube_cluster
 from orchestrator.backends.base import Backend, LinkEnds, RunContext
 from orchestrator.run.node_client import ControlClient
-from orchestrator.shaping import ops
+from orchestrator.shaping import ops, tcp
 from orchestrator.tools import image
 
 DATA_PORT = 4001
@@ -116,6 +116,7 @@ class KubernetesBackend(Backend):
                 "attackers": {"count": len(self.groups.get("attackers", []))},
                 "adapters": adapters,
                 "control": {"token": self.ctx.token},
+                "sysctls": [{"name": k, "value": v} for k, v in tcp.netns_sysctls(plan.dilation).items()],
                 "plan": plan.model_dump_json()}
 
     # the network: install the release, learn the pods -----------------------------------------

@@ -28,6 +28,7 @@ from node.contract import ContractConfig
 from orchestrator.backends.base import Backend, LinkEnds, RunContext, far_end_counters, file_tail
 from orchestrator.run.cleanup import remove_run_objects
 from orchestrator.run.node_client import ControlClient
+from orchestrator.shaping import tcp
 
 DATA_PORT = 4001
 NUD_PERMANENT = ndmsg.states["permanent"]
@@ -73,6 +74,7 @@ class LocalBackend(Backend):
         return LinkEnds(self.node_netns(node_id), "eth0", self.switch, f"v{node_id[1:]}")
 
     def create_network(self) -> None:
+        sysctls = tcp.netns_sysctls(self.ctx.plan.dilation)
         netns.create(self.switch)
         with NetNS(self.switch, flags=0) as sw:
             sw.link("set", index=sw.link_lookup(ifname="lo")[0], state="up")
@@ -83,6 +85,7 @@ class LocalBackend(Backend):
                 self.check_stop()
                 name = self.node_netns(node.id)
                 netns.create(name)
+                tcp.apply_in_netns(name, sysctls)
                 port = f"v{node.index}"
                 sw.link("add", ifname=port, kind="veth",
                         peer={"ifname": "eth0", "net_ns_fd": name, "address": self.mac(node.id)})

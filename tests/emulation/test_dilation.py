@@ -1,9 +1,10 @@
 """Time dilation on real processes and a real kernel: a run dilated x2 takes twice its twin's time from
 T0 to the end, its node's HTB class runs at half the planned rate and its transport delays are twice
-the plan's, and the latencies it reports (experiment time) are its undilated twin's."""
+the plan's (and TCP's minimum RTO twice Linux's), and the latencies it reports (experiment time) are its undilated twin's."""
 import gzip
 import json
 import statistics
+import subprocess
 import time
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.run.runner import Runner
-from orchestrator.shaping import ops
+from orchestrator.shaping import ops, tcp
 from tests.support.cli import run_netns
 from tests.support.scenarios import scenario_text
 
@@ -34,6 +35,8 @@ class Observed(Runner):
         super()._shape(mode)
         ends = self.backend.link_ends("n0")
         self.tree = self.backend.shape(ends.node_netns, [ops.Describe(ends.node_ifname)])[0]["lines"]
+        self.rto_min_us = int(subprocess.run(["ip", "netns", "exec", ends.node_netns, "cat", tcp.RTO_MIN_PATH],
+                                             check=True, capture_output=True, text=True).stdout)
 
     async def _timeline(self) -> None:
         await super()._timeline()
@@ -71,6 +74,9 @@ def test_a_run_dilated_x2_takes_twice_as_long_and_reports_its_twins_latencies(tm
     assert "class htb 1:1 parent root rate 8000000bit" in dilated.tree
     assert set(plain.configs["n0"].delays_ms.values()) == {60.0}
     assert set(dilated.configs["n0"].delays_ms.values()) == {120.0}
+    # and TCP's minimum retransmission timeout, which also decides when an idle connection restarts
+    # slow start, is twice Linux's 200 ms in the dilated node's namespace
+    assert (plain.rto_min_us, dilated.rto_min_us) == (200_000, 400_000)
 
     # reported in experiment time: the twin's latencies, where unscaled stamps would read twice them (one
     # hop is 60 ms, 120 ms unscaled). The lower quantiles: a machine shared with other runs adds its
