@@ -52,12 +52,13 @@ quickstart: setup
 # CPU (no namespaces, no Docker) beside them at the lowest priority (.ci/beside: they take the CPU
 # those runs leave idle, about two thirds of it); the one that compares the whole machine before and
 # after, with nothing beside it; the tests that need sch_netem, in a Debian guest (test-netem).
+# The two long phases print their slowest tests (--durations), so CI's log shows where the time goes.
 test: setup
 	$(PY) -m ruff check .
-	$(PY) -m pytest -n 3 --dist worksteal -m "emulation and not exclusive and not netem"
+	$(PY) -m pytest -n 3 --dist worksteal --durations=12 -m "emulation and not exclusive and not netem"
 	@$(VENV)/bin/peerlab image build --implementation all >/dev/null || echo "peerlab: node images not built (no Docker engine?): the docker tests build them or skip"
 	./.ci/beside '$(PY) -m pytest -p no:cacheprovider -n 3 --dist worksteal -m "not emulation and not exclusive and not netem"' \
-		$(PY) -m pytest -m "exclusive and not whole_machine and not netem"
+		$(PY) -m pytest --durations=12 -m "exclusive and not whole_machine and not netem"
 	$(PY) -m pytest -m "whole_machine and not netem"
 	$(MAKE) --no-print-directory test-netem
 
