@@ -61,28 +61,38 @@ class TcpWindow:
     round trip costs a 50 KB message on a fresh connection (three flights at 100 ms one way), and what
     the simulator had left out (docs/simulation.md).
 
-    A window not used decays: Linux halves it for each RTO a connection idles (tcp_cwnd_restart) and
-    also, congestion window validation (RFC 2861, tcp_cwnd_application_limited), for each RTO it sends
-    without using it, down to the initial window. Both are one rule here: the window halves for each
-    RTO since it was last used (a send of at least half of it, as Linux counts a window in slow start
-    as used). So small frames (IDONTWANT, IHAVE) do not keep a window open between large messages.
-    Not modelled: loss recovery, the receiver's window, fair sharing between connections."""
-    __slots__ = ("cwnd", "last_used")
+    A window not used decays by Linux's two rules: a send after more than an RTO without any halves it
+    for each RTO of the gap (tcp_cwnd_restart); a send while the window has gone unused for an RTO
+    or more halves it once, towards the initial window (congestion window validation, RFC 2861,
+    tcp_cwnd_application_limited), so small frames (IDONTWANT, IHAVE) slow the decay between large
+    messages but do not stop it. "Used": a send of at least half the window (Linux counts a window in
+    slow start as used when half of it is in flight). Not modelled: loss recovery, the receiver's
+    window, fair sharing between connections."""
+    __slots__ = ("cwnd", "last_sent", "last_used")
 
     def __init__(self) -> None:
         self.cwnd = IW_SEGMENTS * MSS
+        self.last_sent = float("-inf")
         self.last_used = float("-inf")
+
+    def _decay(self, now: float, rto: float) -> None:
+        restart = IW_SEGMENTS * MSS
+        idle = now - self.last_sent
+        if idle > rto:
+            while idle > rto and self.cwnd > restart:
+                self.cwnd = max(restart, self.cwnd // 2)
+                idle -= rto
+            self.last_used = now
+        elif now - self.last_used >= rto:
+            self.cwnd = max(restart, (self.cwnd + restart) // 2)
+            self.last_used = now
 
     def send_time(self, payload_bytes: int, now: float, rtt: float, rto: float, rate: float) -> float:
         """Seconds from `now` until the last byte of a frame of `payload_bytes` has left, at `rate`
         bytes/s: each full window is a flight, and the next flight waits for its acknowledgements (a
         round trip, or the flight's own serialisation once the window exceeds the path's capacity).
         The window grows, or decays after going unused, as Linux's would."""
-        restart = IW_SEGMENTS * MSS
-        unused = now - self.last_used
-        while unused > rto and self.cwnd > restart:
-            self.cwnd = max(restart, self.cwnd // 2)
-            unused -= rto
+        self._decay(now, rto)
         left, window, elapsed = payload_bytes, self.cwnd, 0.0
         while left > window:
             left -= window
@@ -91,6 +101,7 @@ class TcpWindow:
         if elapsed or left == window:  # the window was filled: slow start grows it by what was acked
             self.cwnd = window + left
         elapsed += left / rate
+        self.last_sent = now + elapsed
         if elapsed > left / rate or 2 * payload_bytes >= self.cwnd:
             self.last_used = now + elapsed
         return elapsed

@@ -86,27 +86,27 @@ def test_a_frame_larger_than_the_window_waits_round_trips_and_the_window_grows()
 
 
 def test_small_frames_do_not_keep_a_window_open_as_large_ones_do():
-    """Congestion window validation: a connection that only sends small frames (IDONTWANT, IHAVE) for
-    several RTOs loses its grown window as an idle one does (Linux halves it each RTO it is not
-    used), so the next 50 KB frame pays the cold window's round trips again; a 50 KB frame every
-    RTO keeps it."""
+    """Congestion window validation: a connection that only sends small frames (IDONTWANT, IHAVE) is
+    never idle, yet Linux halves its window towards the initial one for each RTO it goes unused, so
+    after a few RTOs the next 50 KB frame pays the cold window's round trips again; a 50 KB frame
+    every RTO keeps the window grown."""
     net = pair(up=1000 * MBIT, down=1000 * MBIT)
     io = net.nodes["a"].core.io
     io.send("b", bytes(50_000))
     net.run(until=1.6)
     cold = arrivals(net)[0] - 1.0
-    for i in range(12):  # a 100-byte frame every 0.1 s for 1.2 s: never idle, never using the window
+    for i in range(24):  # a 100-byte frame every 0.1 s for 2.4 s (an RTO is 0.3 s here)
         net.run(until=1.6 + 0.1 * i)
         io.send("b", bytes(100))
-    net.run(until=2.9)
+    net.run(until=4.1)
     io.send("b", bytes(50_000))
-    net.run(until=3.5)
-    assert arrivals(net)[-1] - 2.9 == pytest.approx(cold, abs=0.002)
-    for i in range(6):  # large frames 0.25 s apart (an RTO is 0.3 s here): once grown, the window stays
+    net.run(until=4.7)
+    assert arrivals(net)[-1] - 4.1 == pytest.approx(cold, abs=0.002)
+    for i in range(6):  # large frames 0.25 s apart: once grown, the window stays
         io.send("b", bytes(50_000))
-        net.run(until=3.5 + 0.25 * (i + 1))
+        net.run(until=4.7 + 0.25 * (i + 1))
         if i:
-            assert arrivals(net)[-1] - (3.5 + 0.25 * i) < 0.05 + 0.002
+            assert arrivals(net)[-1] - (4.7 + 0.25 * i) < 0.05 + 0.002
     assert [len(p) for _, _, p in net.nodes["b"].core.got][-6:] == [50_000] * 6
 
 
