@@ -116,7 +116,7 @@ class KubernetesBackend(Backend):
                 "attackers": {"count": len(self.groups.get("attackers", []))},
                 "adapters": adapters,
                 "control": {"token": self.ctx.token},
-                "sysctls": [{"name": k, "value": v} for k, v in tcp.netns_sysctls(plan.dilation).items()],
+                "sysctls": [{"name": k, "value": v} for k, v in tcp.netns_sysctls(plan.tcp_congestion, plan.dilation).items()],
                 "plan": plan.model_dump_json()}
 
     # the network: install the release, learn the pods -----------------------------------------

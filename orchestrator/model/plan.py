@@ -73,6 +73,7 @@ class RunPlan(BaseModel):
     drain: float
     dilation: float = Field(1.0, description="time dilation k: every time above is experiment time; the run "
                                              "takes k times as long, its network k times faster (docs/dilation.md)")
+    tcp_congestion: str = Field("cubic", description="every node namespace's TCP congestion control (network.tcp_congestion)")
 
     @property
     def end(self) -> float:
@@ -349,5 +350,5 @@ def make_plan(sc: Scenario, seed: int | None = None) -> RunPlan:
         latency_ms=[[round(x * 1000, 3) for x in row] for row in matrix],
         latency_bucket_ms=sc.network.latency_bucket * 1000, latency_notes=placed.notes, jitter_ms=sc.network.jitter * 1000,
         loss=sc.network.loss, faults=faults, warmup=sc.workload.warmup, duration=sc.workload.duration,
-        drain=sc.workload.drain, dilation=sc.dilation,
+        drain=sc.workload.drain, dilation=sc.dilation, tcp_congestion=sc.network.tcp_congestion,
     )

@@ -110,6 +110,11 @@ class Network(Strict):
                             "(peerlab's node delays its own sends); auto: netem if the kernel has it, else the "
                             "delay line for every node (transport only when asked for). `peerlab run --shaping` "
                             "overrides it")
+    tcp_congestion: Literal["cubic", "reno", "bbr", "host"] = Field(
+        "cubic", description="the TCP congestion control of every node's network namespace (docs/shaping.md#tcp): "
+                             "cubic (Linux's default, and what the simulator models: slow start from 10 segments, "
+                             "the window restarting after an idle RTO), reno, bbr (if the kernel has it), or host "
+                             "(whatever the machine's default is; machines differ: this one's is bbr)")
 
 
 class Interest(Strict):

@@ -1,4 +1,10 @@
-"""TCP's own timers in a dilated run: the per-namespace sysctls that scale them with the network.
+"""TCP in every node's network namespace: its congestion control, and in a dilated run its minimum RTO.
+
+Congestion control (`network.tcp_congestion`, default cubic): machines differ in their default (this
+one's is bbr, which has no slow start restart after idle and sizes its window from measured bandwidth),
+and the default decides how fast a 50 KB message leaves a cold or idle connection. Each node's
+namespace gets the scenario's, so a run means the same thing on every machine, and the simulator's
+window (node/memlink.py, cubic's slow start and idle restart) models what the emulation runs.
 
 A dilated run's links are k times slower in real time (docs/dilation.md), so TCP measures round trips
 k times longer and its retransmission timeout follows them, but its floor does not: Linux's minimum
@@ -17,14 +23,48 @@ import subprocess
 RTO_MIN_SYSCTL = "net.ipv4.tcp_rto_min_us"
 RTO_MIN_US = 200_000  # Linux's TCP_RTO_MIN
 RTO_MIN_PATH = "/proc/sys/net/ipv4/tcp_rto_min_us"
+CONGESTION_SYSCTL = "net.ipv4.tcp_congestion_control"
+AVAILABLE_PATH = "/proc/sys/net/ipv4/tcp_available_congestion_control"
+ALLOWED_PATH = "/proc/sys/net/ipv4/tcp_allowed_congestion_control"
+HOST = "host"
 
 
-def netns_sysctls(dilation: float) -> dict[str, str]:
-    """The sysctls of a node's namespace for `dilation`: none when undilated, or where this kernel
-    has no such sysctl (every backend's namespaces are this machine's kernel's)."""
-    if dilation <= 1 or not os.path.exists(RTO_MIN_PATH):
-        return {}
-    return {RTO_MIN_SYSCTL: str(round(RTO_MIN_US * dilation))}
+def available_congestion() -> list[str]:
+    try:
+        with open(AVAILABLE_PATH) as f:
+            return f.read().split()
+    except OSError:
+        return []
+
+
+def ensure_allowed(congestion: str) -> None:
+    """A namespace other than the host's may only choose a congestion control of the host's
+    `tcp_allowed_congestion_control` (here: reno and bbr, not cubic): add it there. The list says
+    what namespaces may choose and changes no default, so it is left as it is after the run (other
+    runs may be using it)."""
+    if congestion == HOST:
+        return
+    with open(ALLOWED_PATH) as f:
+        allowed = f.read().split()
+    if congestion not in allowed:
+        with open(ALLOWED_PATH, "w") as f:
+            f.write(" ".join([*allowed, congestion]))
+
+
+def netns_sysctls(congestion: str, dilation: float) -> dict[str, str]:
+    """The sysctls of a node's namespace: its congestion control (none for `host`) and, dilated, the
+    minimum RTO times k where this kernel has that sysctl (every backend's namespaces are this
+    machine's kernel's). Raises ValueError naming the field if the kernel lacks the algorithm."""
+    sysctls = {}
+    if congestion != HOST:
+        have = available_congestion()
+        if have and congestion not in have:
+            raise ValueError(f"network.tcp_congestion: {congestion!r} is not available in this kernel "
+                             f"(it has {', '.join(have)}); choose one of those, or host")
+        sysctls[CONGESTION_SYSCTL] = congestion
+    if dilation > 1 and os.path.exists(RTO_MIN_PATH):
+        sysctls[RTO_MIN_SYSCTL] = str(round(RTO_MIN_US * dilation))
+    return sysctls
 
 
 def apply_in_netns(netns: str, sysctls: dict[str, str]) -> None:

@@ -127,12 +127,14 @@ def test_pods_node_unprivileged_shaper_net_admin_only():
     assert (("pods/proxy",), "get") in rules and (("pods",), "delete") not in rules
 
 
-def test_a_dilated_runs_tcp_floor_is_a_pod_sysctl_and_none_otherwise(tmp_path):
-    """The kubernetes backend's values for a dilated run carry TCP's minimum RTO times k into every
-    pod's securityContext (a namespaced sysctl, per pod), valid against the API's schema."""
+def test_tcp_congestion_and_a_dilated_runs_tcp_floor_are_pod_sysctls(tmp_path):
+    """The kubernetes backend's values carry the scenario's TCP congestion control and, for a dilated
+    run, TCP's minimum RTO times k into every pod's securityContext (namespaced sysctls, per pod),
+    valid against the API's schema; `host` and no dilation: none."""
     from orchestrator.shaping import tcp
-    sysctls = [{"name": k, "value": v} for k, v in tcp.netns_sysctls(4).items()]
-    assert sysctls == [{"name": "net.ipv4.tcp_rto_min_us", "value": "800000"}]  # this kernel has it
+    sysctls = [{"name": k, "value": v} for k, v in tcp.netns_sysctls("cubic", 4).items()]
+    assert sysctls == [{"name": "net.ipv4.tcp_congestion_control", "value": "cubic"},
+                       {"name": "net.ipv4.tcp_rto_min_us", "value": "800000"}]  # this kernel has both
     values = tmp_path / "values.yaml"
     values.write_text(yaml.safe_dump({"sysctls": sysctls}))
     for docs, wanted in ((rendered("-f", str(values)), sysctls), (rendered(), None)):
@@ -142,7 +144,9 @@ def test_a_dilated_runs_tcp_floor_is_a_pod_sysctl_and_none_otherwise(tmp_path):
             pod = sts["spec"]["template"]["spec"]
             assert pod.get("securityContext", {}).get("sysctls") == wanted
             kubernetes_validate.validate(sts, "1.35.0", strict=True)
-    assert tcp.netns_sysctls(1) == {}
+    assert tcp.netns_sysctls("host", 1) == {}
+    with pytest.raises(ValueError, match="network.tcp_congestion: 'vegas' is not available"):
+        tcp.netns_sysctls("vegas", 1)
 
 
 def test_log_shipping_sidecar_only_when_enabled_and_complete():

@@ -35,8 +35,10 @@ class Observed(Runner):
         super()._shape(mode)
         ends = self.backend.link_ends("n0")
         self.tree = self.backend.shape(ends.node_netns, [ops.Describe(ends.node_ifname)])[0]["lines"]
-        self.rto_min_us = int(subprocess.run(["ip", "netns", "exec", ends.node_netns, "cat", tcp.RTO_MIN_PATH],
-                                             check=True, capture_output=True, text=True).stdout)
+        self.rto_min_us, self.congestion = (
+            subprocess.run(["ip", "netns", "exec", ends.node_netns, "cat", path], check=True, capture_output=True,
+                           text=True).stdout.strip()
+            for path in (tcp.RTO_MIN_PATH, "/proc/sys/net/ipv4/tcp_congestion_control"))
 
     async def _timeline(self) -> None:
         await super()._timeline()
@@ -76,7 +78,9 @@ def test_a_run_dilated_x2_takes_twice_as_long_and_reports_its_twins_latencies(tm
     assert set(dilated.configs["n0"].delays_ms.values()) == {120.0}
     # and TCP's minimum retransmission timeout, which also decides when an idle connection restarts
     # slow start, is twice Linux's 200 ms in the dilated node's namespace
-    assert (plain.rto_min_us, dilated.rto_min_us) == (200_000, 400_000)
+    assert (plain.rto_min_us, dilated.rto_min_us) == ("200000", "400000")
+    # both on the scenario's TCP congestion control (cubic by default), whatever the host's is (bbr here)
+    assert plain.congestion == dilated.congestion == "cubic"
 
     # reported in experiment time: the twin's latencies, where unscaled stamps would read twice them (one
     # hop is 60 ms, 120 ms unscaled). The lower quantiles: a machine shared with other runs adds its
