@@ -19,6 +19,9 @@ from orchestrator.sim.engine import EventFiles, Simulation
 # latency, rate and timer by k and every timestamp back by 1/k, for the same events (docs/dilation.md)
 NO_DILATION = ("recorded, not applied: the simulator's virtual time is experiment time and its CPU is "
                "infinitely fast, so a dilated run gives the undilated run's events")
+# node/memlink.py's window is slow start with Linux's idle restart and window validation: cubic's and
+# reno's behaviour without loss, not bbr's (docs/shaping.md#tcp)
+TCP_MODEL = "slow start from 10 segments, restart after an idle RTO, window validation (cubic or reno without loss)"
 
 
 class SimInterrupted(RuntimeError):
@@ -38,7 +41,8 @@ class SimRunner(RunRecord):
         self.manifest["shaping"] = {
             "mode": "simulated", "probe": "no kernel involved",
             "latency": "per-pair one-way delay (the shaping buckets), jitter and loss in the simulator",
-            "bandwidth": "per-node upload FIFO (priority lane) and download FIFO, with TCP/IP header overhead"}
+            "bandwidth": "per-node upload FIFO (priority lane) and download FIFO, with TCP/IP header overhead",
+            "tcp": TCP_MODEL}
         self.manifest["clock"] = {"method": "virtual time (one clock for every node)",
                                   "offsets_ns": {n.id: 0 for n in self.plan.nodes}}
         self.manifest["dilation"] = {"factor": self.plan.dilation, "applied": False, "note": NO_DILATION}
@@ -58,6 +62,9 @@ class SimRunner(RunRecord):
                   f"{plan.publishes()} publishes over {plan.duration:g}s, seed {plan.seed}")
         if plan.dilation != 1:
             self.step(f"dilation x{plan.dilation:g} {NO_DILATION}")
+        if plan.tcp_congestion not in ("cubic", "reno"):
+            self.warn(f"network.tcp_congestion is {plan.tcp_congestion}; the simulator models TCP as {TCP_MODEL}, "
+                      "whatever the setting")
         files = EventFiles(self.scratch, [n.id for n in plan.nodes])
         status, detail = "failed", ""
         try:
