@@ -71,5 +71,8 @@ def apply_in_netns(netns: str, sysctls: dict[str, str]) -> None:
     """Write `sysctls` in the named network namespace (`ip netns exec NAME sysctl -w`)."""
     if not sysctls:
         return
-    subprocess.run(["ip", "netns", "exec", netns, "sysctl", "-q", "-w", *(f"{k}={v}" for k, v in sysctls.items())],
-                   check=True, capture_output=True, text=True)
+    done = subprocess.run(["ip", "netns", "exec", netns, "sysctl", "-q", "-w", *(f"{k}={v}" for k, v in sysctls.items())],
+                          capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"could not set {', '.join(f'{k}={v}' for k, v in sysctls.items())} in namespace {netns}: "
+                           f"{done.stderr.strip()} (network.tcp_congestion: host keeps the machine's TCP)")
