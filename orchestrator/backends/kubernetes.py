@@ -116,7 +116,9 @@ class KubernetesBackend(Backend):
                 "attackers": {"count": len(self.groups.get("attackers", []))},
                 "adapters": adapters,
                 "control": {"token": self.ctx.token},
-                "sysctls": [{"name": k, "value": v} for k, v in tcp.netns_sysctls(plan.tcp_congestion, plan.dilation).items()],
+                # the cluster node's congestion control stays (a pod may only choose what the node's
+                # tcp_allowed_congestion_control lists, which peerlab cannot change there): docs/shaping.md#tcp
+                "sysctls": [{"name": k, "value": v} for k, v in tcp.netns_sysctls(tcp.HOST, plan.dilation).items()],
                 "plan": plan.model_dump_json()}
 
     # the network: install the release, learn the pods -----------------------------------------

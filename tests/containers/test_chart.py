@@ -127,14 +127,15 @@ def test_pods_node_unprivileged_shaper_net_admin_only():
     assert (("pods/proxy",), "get") in rules and (("pods",), "delete") not in rules
 
 
-def test_tcp_congestion_and_a_dilated_runs_tcp_floor_are_pod_sysctls(tmp_path):
-    """The kubernetes backend's values carry the scenario's TCP congestion control and, for a dilated
-    run, TCP's minimum RTO times k into every pod's securityContext (namespaced sysctls, per pod),
-    valid against the API's schema; `host` and no dilation: none."""
+def test_a_dilated_runs_tcp_floor_is_a_pod_sysctl(tmp_path):
+    """The kubernetes backend's values carry, for a dilated run, TCP's minimum RTO times k into every
+    pod's securityContext (a namespaced sysctl, per pod), valid against the API's schema; the
+    congestion control is the cluster node's (docs/shaping.md#tcp); no dilation: none."""
     from orchestrator.shaping import tcp
-    sysctls = [{"name": k, "value": v} for k, v in tcp.netns_sysctls("cubic", 4).items()]
-    assert sysctls == [{"name": "net.ipv4.tcp_congestion_control", "value": "cubic"},
-                       {"name": "net.ipv4.tcp_rto_min_us", "value": "800000"}]  # this kernel has both
+    assert tcp.netns_sysctls("cubic", 4) == {"net.ipv4.tcp_congestion_control": "cubic",
+                                             "net.ipv4.tcp_rto_min_us": "800000"}  # this kernel has both
+    sysctls = [{"name": k, "value": v} for k, v in tcp.netns_sysctls(tcp.HOST, 4).items()]
+    assert sysctls == [{"name": "net.ipv4.tcp_rto_min_us", "value": "800000"}]
     values = tmp_path / "values.yaml"
     values.write_text(yaml.safe_dump({"sysctls": sysctls}))
     for docs, wanted in ((rendered("-f", str(values)), sysctls), (rendered(), None)):
