@@ -118,6 +118,7 @@ class DockerBackend(Backend):
         self.labels = {LABEL: ctx.short}
         self.subnet = 200 + int(ctx.short, 16) % 50
         self.host_ifname: dict[str, str] = {}
+        self.sysctls: dict[str, str] = {}  # every node namespace's (create_network)
         self.sandbox_pid: dict[str, int] = {}
         self.containers: dict[str, Any] = {}
         # progress on stderr: stdout's last line is the run directory
@@ -155,7 +156,7 @@ class DockerBackend(Backend):
     def create_network(self) -> None:
         import docker.types
 
-        tcp.ensure_allowed(self.ctx.plan.tcp_congestion)  # the containers' namespaces are this kernel's
+        self.sysctls = tcp.host_namespaces_sysctls(self.ctx.plan)  # the containers' namespaces are this kernel's
         ipam = docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(
             subnet=f"10.{self.subnet}.0.0/16", gateway=f"10.{self.subnet}.0.1")])
         self.client.networks.create(self.prefix, driver="bridge", ipam=ipam, labels=self.labels,
@@ -177,7 +178,7 @@ class DockerBackend(Backend):
             entrypoint=["python", "-m", "orchestrator.shaping", "--hold"], networking_config=net,
             host_config=api.create_host_config(network_mode=self.prefix, cap_drop=["ALL"],
                                                cap_add=["NET_ADMIN"], security_opt=["no-new-privileges"],
-                                               init=True, sysctls=tcp.netns_sysctls(self.ctx.plan.tcp_congestion, self.ctx.plan.dilation) or None))
+                                               init=True, sysctls=self.sysctls or None))
         api.start(c["Id"])
         self.sandbox_pid[node_id] = api.inspect_container(c["Id"])["State"]["Pid"]
         peer = self._exec_shaper(self.sandbox(node_id), [ops.PeerIndex("eth0")])

@@ -74,8 +74,7 @@ class LocalBackend(Backend):
         return LinkEnds(self.node_netns(node_id), "eth0", self.switch, f"v{node_id[1:]}")
 
     def create_network(self) -> None:
-        sysctls = tcp.netns_sysctls(self.ctx.plan.tcp_congestion, self.ctx.plan.dilation)
-        tcp.ensure_allowed(self.ctx.plan.tcp_congestion)
+        sysctls = tcp.host_namespaces_sysctls(self.ctx.plan)
         netns.create(self.switch)
         with NetNS(self.switch, flags=0) as sw:
             sw.link("set", index=sw.link_lookup(ifname="lo")[0], state="up")

@@ -19,6 +19,10 @@ from __future__ import annotations
 
 import os
 import subprocess
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from orchestrator.model.plan import RunPlan
 
 RTO_MIN_SYSCTL = "net.ipv4.tcp_rto_min_us"
 RTO_MIN_US = 200_000  # Linux's TCP_RTO_MIN
@@ -65,6 +69,13 @@ def netns_sysctls(congestion: str, dilation: float) -> dict[str, str]:
     if dilation > 1 and os.path.exists(RTO_MIN_PATH):
         sysctls[RTO_MIN_SYSCTL] = str(round(RTO_MIN_US * dilation))
     return sysctls
+
+
+def host_namespaces_sysctls(plan: RunPlan) -> dict[str, str]:
+    """The sysctls for node namespaces on this machine's kernel (the local and docker backends), made
+    settable there: the plan's congestion control added to the host's allowed list first."""
+    ensure_allowed(plan.tcp_congestion)
+    return netns_sysctls(plan.tcp_congestion, plan.dilation)
 
 
 def apply_in_netns(netns: str, sysctls: dict[str, str]) -> None:
