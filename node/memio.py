@@ -65,7 +65,7 @@ class MemIO:
 
     def backlog(self, peer: str) -> int:
         link = self.net.access.get(self.node_id)
-        return link.backlog(peer, self.net.now) if link else 0
+        return link.backlog(peer) if link else 0
 
     def directory(self) -> dict[str, frozenset[str]]:
         """Every other node and its current subscriptions (the in-memory world is fully known)."""

@@ -1,6 +1,7 @@
 """A node's access link in virtual time, for the discrete-event network (node/memnet.py): frame sizes
-on the wire (framing and TCP/IP/Ethernet headers per segment), the upload queues with their
-priority lane, the frame on the wire, and the download's horizon."""
+on the wire (framing and TCP/IP/Ethernet headers per segment), the uplink shared by the node's
+connections with each one's queue and priority lane, the download's horizon, and each connection's
+TCP congestion window."""
 from __future__ import annotations
 
 from collections import deque
@@ -21,32 +22,101 @@ def wire_bytes(payload_len: int) -> int:
     return stream + -(-stream // MSS) * SEGMENT_HEADERS
 
 
-class AccessLink:
-    """A node's access link: the upload queues and the frame on the wire, the download's horizon.
+class Sending:
+    """The frame a connection is sending: its bytes left on the wire, in flights of at most its
+    congestion window; between two flights the connection waits for acknowledgements and leaves the
+    wire to the others."""
+    __slots__ = ("payload", "size", "conn", "started", "left", "flight", "on_wire", "flight_payload",
+                 "flight_start", "window")
 
-    A frame is committed to the wire when the uplink is free: its arrival is scheduled at once and
-    the next frame is taken when it has left (`wake`), so an idle link costs one event per frame."""
-    __slots__ = ("up_rate", "down_rate", "normal", "priority", "free_at", "waking", "queued", "wire", "down_free")
+    def __init__(self, payload: bytes, size: int, conn: int, now: float, window: "TcpWindow | None"):
+        self.payload, self.size, self.conn, self.started = payload, size, conn, now
+        self.left = float(size)           # wire bytes not yet sent
+        self.flight = 0.0                 # wire bytes of the current flight not yet sent
+        self.on_wire = False              # a flight is going (else: waiting for acknowledgements)
+        self.flight_payload = 0           # payload bytes of the current flight
+        self.flight_start = now
+        self.window = window              # None: no window, the whole frame is one flight
+
+    def next_flight(self, now: float) -> None:
+        """Put the next flight on the wire: what the window allows of what is left."""
+        ratio = self.size / max(1, len(self.payload))  # wire bytes per payload byte
+        payload_left = round(self.left / ratio)
+        self.flight_payload = payload_left if self.window is None else min(payload_left, self.window.cwnd)
+        self.flight = self.left if self.flight_payload >= payload_left else self.flight_payload * ratio
+        self.flight_start = now
+        self.on_wire = True
+
+
+class AccessLink:
+    """A node's access link: its uplink shared by the connections that have bytes on it, and the
+    download's horizon.
+
+    The uplink is processor sharing, as the kernel's qdisc interleaves the segments of a node's TCP
+    connections: each connection with a flight to send gets an equal share of the upload rate; a
+    connection waiting for acknowledgements takes none. A connection's frames go one after another,
+    its priority lane first. `advance` charges the time since the last change to the flights."""
+    __slots__ = ("up_rate", "down_rate", "sending", "active", "waiting", "updated", "wake", "queued", "down_free")
 
     def __init__(self, up_bps: float, down_bps: float):
         self.up_rate = up_bps / 8   # bytes per second
         self.down_rate = down_bps / 8
-        self.normal: deque[tuple[str, bytes, int]] = deque()
-        self.priority: deque[tuple[str, bytes, int]] = deque()
-        self.free_at = 0.0           # when the frame on the wire has left
-        self.waking = False          # a wake-up is scheduled at free_at
+        self.sending: dict[str, Sending] = {}   # peer -> the frame its connection is sending
+        self.active = 0                         # how many of them have a flight on the wire
+        # peer -> (priority lane, normal lane) of frames waiting behind the one being sent
+        self.waiting: dict[str, tuple[deque[tuple[bytes, int]], deque[tuple[bytes, int]]]] = {}
+        self.updated = 0.0           # when the flights' bytes left were last charged
+        self.wake: tuple[int, float] | None = None  # the scheduled wake-up at a flight's end: (handle, when)
         self.queued: dict[str, int] = {}            # payload bytes waiting, per peer
-        self.wire: tuple[str, int] = ("", 0)        # (peer, payload bytes) of the frame on the wire
         self.down_free = 0.0         # when the downlink has finished what it was given
 
-    def backlog(self, peer: str, now: float) -> int:
-        on_wire = self.wire[1] if self.wire[0] == peer and self.free_at > now else 0
-        return self.queued.get(peer, 0) + on_wire
+    def advance(self, now: float) -> None:
+        """Charge the wire time since the last change to the flights on the wire, in equal shares."""
+        if self.active and now > self.updated:
+            share = (now - self.updated) * self.up_rate / self.active
+            for frame in self.sending.values():
+                if frame.on_wire:
+                    frame.flight -= share
+                    frame.left -= share
+        self.updated = now
+
+    def next_end(self) -> float:
+        """Seconds from the last change until the first flight on the wire has left."""
+        return min(f.flight for f in self.sending.values() if f.on_wire) * self.active / self.up_rate
+
+    def enqueue(self, peer: str, payload: bytes, size: int, priority: bool) -> None:
+        lanes = self.waiting.get(peer)
+        if lanes is None:
+            lanes = self.waiting[peer] = (deque(), deque())
+        lanes[0 if priority else 1].append((payload, size))
+        self.queued[peer] = self.queued.get(peer, 0) + len(payload)
+
+    def next_waiting(self, peer: str) -> tuple[bytes, int] | None:
+        """The peer's next frame (priority lane first), taken off its queue."""
+        lanes = self.waiting.get(peer)
+        if lanes is None:
+            return None
+        payload, size = (lanes[0] or lanes[1]).popleft()
+        if not (lanes[0] or lanes[1]):
+            del self.waiting[peer]
+        left = self.queued[peer] - len(payload)
+        if left > 0:
+            self.queued[peer] = left
+        else:
+            del self.queued[peer]
+        return payload, size
+
+    def backlog(self, peer: str) -> int:
+        """Payload bytes to `peer` not yet sent: those waiting and the frame being sent."""
+        sending = self.sending.get(peer)
+        return self.queued.get(peer, 0) + (len(sending.payload) if sending else 0)
 
     def drop_queued(self) -> int:
-        count = len(self.normal) + len(self.priority)
-        self.normal.clear()
-        self.priority.clear()
+        """Forget every frame not yet sent (the node crashed); how many."""
+        count = len(self.sending) + sum(len(a) + len(b) for a, b in self.waiting.values())
+        self.sending.clear()
+        self.active = 0
+        self.waiting.clear()
         self.queued.clear()
         return count
 
@@ -56,18 +126,18 @@ IW_SEGMENTS = 10      # Linux's initial congestion window (RFC 6928)
 
 class TcpWindow:
     """One direction of a connection's congestion window, as Linux's TCP grows it without loss: a
-    cold connection starts at IW_SEGMENTS segments and slow start doubles the window each round trip
-    while the sender fills it. A frame larger than the window needs extra round trips: what a real
-    round trip costs a 50 KB message on a fresh connection (three flights at 100 ms one way), and what
-    the simulator had left out (docs/simulation.md).
+    cold connection starts at IW_SEGMENTS segments and slow start grows the window by each flight
+    that filled it (doubling per round trip). A frame larger than the window goes in flights a
+    round trip apart: what a real round trip costs a 50 KB message on a fresh connection (three
+    flights at 100 ms one way), and what the simulator had left out (docs/simulation.md).
 
     A window not used decays by Linux's two rules: a send after more than an RTO without any halves it
     for each RTO of the gap (tcp_cwnd_restart); a send while the window has gone unused for an RTO
     or more halves it once, towards the initial window (congestion window validation, RFC 2861,
     tcp_cwnd_application_limited), so small frames (IDONTWANT, IHAVE) slow the decay between large
-    messages but do not stop it. "Used": a send of at least half the window (Linux counts a window in
-    slow start as used when half of it is in flight). Not modelled: loss recovery, the receiver's
-    window, fair sharing between connections."""
+    messages but do not stop it. "Used", and grown: a flight of at least half the window (Linux
+    counts a window in slow start as used when half of it is in flight). Not modelled: loss
+    recovery, the receiver's window, HyStart."""
     __slots__ = ("cwnd", "last_sent", "last_used")
 
     def __init__(self) -> None:
@@ -75,7 +145,8 @@ class TcpWindow:
         self.last_sent = float("-inf")
         self.last_used = float("-inf")
 
-    def _decay(self, now: float, rto: float) -> None:
+    def open(self, now: float, rto: float) -> None:
+        """A frame is about to go: apply the decay of the time since the last one."""
         restart = IW_SEGMENTS * MSS
         idle = now - self.last_sent
         if idle > rto:
@@ -87,21 +158,10 @@ class TcpWindow:
             self.cwnd = max(restart, (self.cwnd + restart) // 2)
             self.last_used = now
 
-    def send_time(self, payload_bytes: int, now: float, rtt: float, rto: float, rate: float) -> float:
-        """Seconds from `now` until the last byte of a frame of `payload_bytes` has left, at `rate`
-        bytes/s: each full window is a flight, and the next flight waits for its acknowledgements (a
-        round trip, or the flight's own serialisation once the window exceeds the path's capacity).
-        The window grows, or decays after going unused, as Linux's would."""
-        self._decay(now, rto)
-        left, window, elapsed = payload_bytes, self.cwnd, 0.0
-        while left > window:
-            left -= window
-            elapsed += max(rtt, window / rate)
-            window *= 2
-        if elapsed or left == window:  # the window was filled: slow start grows it by what was acked
-            self.cwnd = window + left
-        elapsed += left / rate
-        self.last_sent = now + elapsed
-        if elapsed > left / rate or 2 * payload_bytes >= self.cwnd:
-            self.last_used = now + elapsed
-        return elapsed
+    def flight_sent(self, payload_bytes: int, now: float) -> None:
+        """A flight of `payload_bytes` has left: it is acknowledged a round trip later, and if it
+        used the window, slow start grows the window by it."""
+        if 2 * payload_bytes >= self.cwnd:
+            self.cwnd += payload_bytes
+            self.last_used = now
+        self.last_sent = now

@@ -3,8 +3,9 @@
 It is both the cores' test network and the engine of the `sim` backend (orchestrator/sim/engine.py):
 - latency: one-way delay per ordered pair (`latency(a, b)`, seconds), plus uniform jitter that never
   reorders a connection (TCP keeps order), and frame loss (as the node transport emulates it);
-- bandwidth (optional, per node): an uplink that serialises frames in FIFO order at the node's upload
-  rate, with a priority lane that overtakes queued normal frames (the transport's), and a downlink
+- bandwidth (optional, per node): an uplink whose rate the connections with frames to send share
+  equally (the kernel interleaves their segments on the link), each connection's frames in order
+  with a priority lane that overtakes its queued normal frames (the transport's), and a downlink
   FIFO at the download rate that can start as soon as the first bit arrives (cut-through), so an
   unloaded path costs one serialisation, as through the emulation's HTB and bridge. Frame sizes on
   the wire include the framing and per-segment TCP/IP/Ethernet headers (`wire_bytes`). With
@@ -37,7 +38,7 @@ from node.linkmodel import (
     release_time,
 )
 from node.memio import MemIO, MemNode
-from node.memlink import AccessLink, TcpWindow, wire_bytes
+from node.memlink import AccessLink, Sending, TcpWindow, wire_bytes
 from node.protocols.base import ProtocolCore
 
 RTO_MIN = 0.2                        # Linux TCP's minimum retransmission timeout
@@ -231,6 +232,7 @@ class MemNetwork:
         access = self.access.get(node_id)
         if access:
             self.in_flight -= access.drop_queued()
+            self._reschedule(node_id, access)
         for key in [k for k in self._held if node_id in k]:
             self.in_flight -= len(self._held.pop(key)[1])
 
@@ -268,11 +270,13 @@ class MemNetwork:
     def degrade(self, node_id: str, delay: float = 0.0, loss: float = 0.0,
                 bandwidth: tuple[float, float] | None = None) -> None:
         """Add `delay` seconds and `loss` to every link of the node, both ways (zeros restore);
-        `bandwidth` = (up, down) bit/s sets its link rates (frames on the wire keep theirs)."""
+        `bandwidth` = (up, down) bit/s sets its link rates from now on."""
         self.degraded.set(node_id, delay, loss)
         access = self.access.get(node_id)
         if bandwidth and access:
+            access.advance(self.now)   # what was sent so far went at the old rate
             access.up_rate, access.down_rate = bandwidth[0] / 8, bandwidth[1] / 8
+            self._reschedule(node_id, access)
 
     def _delay(self, a: str, b: str) -> float:
         base = self._latency(a, b)
@@ -305,29 +309,42 @@ class MemNetwork:
             self._propagate(src, dst, conn, payload, 0.0, 0)
             return
         size = wire_bytes(len(payload))
-        if access.free_at <= self.now and not access.waking:
-            self._transmit(src, access, dst, payload, size, conn)
+        if dst in access.sending:   # the connection is busy: the frame waits its turn
+            access.enqueue(dst, payload, size, priority)
             return
-        (access.priority if priority else access.normal).append((dst, payload, size))
-        access.queued[dst] = access.queued.get(dst, 0) + len(payload)
-        if not access.waking:
-            access.waking = True
-            self.schedule(access.free_at - self.now, self._wake, src, access)
+        access.advance(self.now)    # one more connection shares the wire from now on
+        self._start(src, access, dst, payload, size, conn)
+        self._reschedule(src, access, sooner_only=True)
 
-    def _transmit(self, src: str, access: AccessLink, dst: str, payload: bytes, size: int, conn: int) -> None:
-        """Put the frame on the wire now: its last bit leaves after `tx` and the round trips its
-        connection's window makes it wait (the wire serves others meanwhile), then it propagates."""
-        tx = size / access.up_rate
-        access.free_at = self.now + tx
-        access.wire = (dst, len(payload))
-        if not self.tcp_windows:
-            self._propagate(src, dst, conn, payload, tx, size, depart=access.free_at)
+    def _start(self, src: str, access: AccessLink, dst: str, payload: bytes, size: int, conn: int) -> None:
+        """The frame becomes its connection's one on the wire: its first flight goes at once."""
+        window = None
+        if self.tcp_windows:
+            window = self._window(src, dst, conn)
+            window.open(self.now, RTO_MIN + self._rtt(src, dst))
+        frame = access.sending[dst] = Sending(payload, size, conn, self.now, window)
+        frame.next_flight(self.now)
+        access.active += 1
+
+    def _rtt(self, a: str, b: str) -> float:
+        return self._delay(a, b) + self._delay(b, a)
+
+    def _reschedule(self, src: str, access: AccessLink, sooner_only: bool = False) -> None:
+        """Schedule the end of the first flight to leave, in place of the one scheduled before.
+        `sooner_only` (a flight joined): keep a wake-up scheduled before that end, since one more
+        sharer only delays the others; it finds nothing done and schedules again (one event, where
+        cancelling and rescheduling for each of a burst of joins costs one per join)."""
+        if not access.active:
+            if access.wake is not None:
+                self.cancel(access.wake[0])
+                access.wake = None
             return
-        rtt = self._delay(src, dst) + self._delay(dst, src)
-        payload_rate = access.up_rate * len(payload) / size  # the window counts payload bytes
-        sending = self._window(src, dst, conn).send_time(len(payload), self.now, rtt, RTO_MIN + rtt, payload_rate)
-        self._propagate(src, dst, conn, payload, tx, size, depart=max(access.free_at, self.now + sending),
-                        ordered=True)
+        end = self.now + access.next_end()
+        if access.wake is not None:
+            if sooner_only and access.wake[1] <= end:
+                return
+            self.cancel(access.wake[0])
+        access.wake = (self.schedule_at(end, self._sent, src, access), end)
 
     def _window(self, src: str, dst: str, conn: int) -> TcpWindow:
         """The congestion window of this direction of connection `conn` (a new connection starts cold)."""
@@ -336,25 +353,41 @@ class MemNetwork:
             held = self._windows[(src, dst)] = (conn, TcpWindow())
         return held[1]
 
-    def _wake(self, src: str, access: AccessLink) -> None:
-        """The wire is free: the next frame goes (priority lane first)."""
-        access.waking = False
-        while access.priority or access.normal:
-            dst, payload, size = (access.priority or access.normal).popleft()
-            left = access.queued.get(dst, 0) - len(payload)
-            if left > 0:
-                access.queued[dst] = left
-            else:
-                access.queued.pop(dst, None)
-            conn = self.links.get(frozenset((src, dst)))
-            if conn is None:       # the connection closed while the frame waited
-                self.in_flight -= 1
+    def _sent(self, src: str, access: AccessLink) -> None:
+        """A flight's last byte is through the shared wire. The last flight of a frame: the frame
+        propagates and its connection's next frame takes its place. Another: the connection waits
+        for the flight's acknowledgements, a round trip after the flight began, before the next."""
+        access.wake = None
+        access.advance(self.now)
+        done = [(dst, frame) for dst, frame in access.sending.items() if frame.on_wire and frame.flight <= 1e-3]
+        for dst, frame in done:  # a thousandth of a byte: float error
+            frame.on_wire = False
+            access.active -= 1
+            if frame.window is not None:
+                frame.window.flight_sent(frame.flight_payload, self.now)
+            if frame.left > 1e-3:
+                self.schedule_at(frame.flight_start + self._rtt(src, dst), self._acked, src, access, dst, frame)
                 continue
-            self._transmit(src, access, dst, payload, size, conn)
-            if access.priority or access.normal:
-                access.waking = True
-                self.schedule(access.free_at - self.now, self._wake, src, access)
+            del access.sending[dst]
+            self._propagate(src, dst, frame.conn, frame.payload, self.now - frame.started, frame.size,
+                            depart=self.now, ordered=frame.window is not None)
+            while (queued := access.next_waiting(dst)) is not None:
+                conn = self.links.get(frozenset((src, dst)))
+                if conn is None:   # the connection closed while the frame waited
+                    self.in_flight -= 1
+                    continue
+                self._start(src, access, dst, *queued, conn)
+                break
+        self._reschedule(src, access)
+
+    def _acked(self, src: str, access: AccessLink, dst: str, frame: Sending) -> None:
+        """The acknowledgements of a frame's flight are back: its next flight joins the wire."""
+        if access.sending.get(dst) is not frame:   # the node crashed meanwhile
             return
+        access.advance(self.now)
+        frame.next_flight(self.now)
+        access.active += 1
+        self._reschedule(src, access, sooner_only=True)
 
     def _propagate(self, src: str, dst: str, conn: int, payload: bytes, tx: float, size: int,
                    depart: float | None = None, ordered: bool = False) -> None:

@@ -1,6 +1,6 @@
 """The discrete-event network model (node/memnet.py) that the sim backend runs on: serialisation at
-the upload rate in FIFO order with a priority lane, the download FIFO, header overhead, jitter that
-never reorders, loss, crash/restart with redial."""
+the upload rate shared by the connections sending, each in order with a priority lane, the download
+FIFO, header overhead, TCP's window, jitter that never reorders, loss, crash/restart with redial."""
 from __future__ import annotations
 
 import pytest
@@ -110,6 +110,52 @@ def test_small_frames_do_not_keep_a_window_open_as_large_ones_do():
     assert [len(p) for _, _, p in net.nodes["b"].core.got][-6:] == [50_000] * 6
 
 
+def test_connections_sending_at_once_share_the_uplink_equally():
+    """The kernel interleaves a node's connections on its link: two 100 KB frames to two peers both
+    arrive after two serialisations (not one after one, the other after two, as a FIFO would have
+    it), and a small frame to a third peer does not wait behind them."""
+    net = MemNetwork(seed=3, latency=0.05, tcp_windows=False)
+    for name in ("a", "b", "c", "d"):
+        net.add_node(name, Probe, bandwidth=(8 * MBIT, 8 * MBIT))
+    for peer in ("b", "c", "d"):
+        net.connect("a", peer)
+    net.run(until=1.0)
+    io = net.nodes["a"].core.io
+    tx = wire_bytes(100_000) * 8 / (8 * MBIT)
+    io.send("b", bytes(100_000))
+    io.send("c", bytes(100_000))
+    net.run(until=1.0 + tx / 2)   # each has sent a quarter of its frame
+    io.send("d", bytes(1_000))    # a third of the wire from now on, until it has left
+    net.run(until=3)
+    small = wire_bytes(1_000) * 8 / (8 * MBIT)
+    assert arrivals(net, "d") == pytest.approx([1.0 + tx / 2 + 3 * small + 0.05])
+    assert arrivals(net, "b") == pytest.approx([1.0 + 2 * tx + small + 0.05])
+    assert arrivals(net, "c") == arrivals(net, "b")
+
+
+def test_a_connection_waiting_for_acknowledgements_leaves_the_uplink_to_the_others():
+    """A large frame on a cold connection goes in flights a round trip apart (10 segments, then 20,
+    ...): between them the link is free, and a frame to another peer sent meanwhile takes its own
+    serialisation only, not a share of the large frame's."""
+    net = MemNetwork(seed=3, latency=0.05)
+    for name in ("a", "b", "c"):
+        net.add_node(name, Probe, bandwidth=(8 * MBIT, 8 * MBIT))
+    net.connect("a", "b")
+    net.connect("a", "c")
+    net.run(until=1.0)
+    io = net.nodes["a"].core.io
+    io.send("b", bytes(1_000_000))   # first flight: 14,480 bytes, 15 ms; then it waits until 1.1 s
+    net.run(until=1.05)
+    assert io.backlog("b") == 1_000_000
+    io.send("c", bytes(10_000))
+    net.run(until=3)
+    assert arrivals(net, "c") == pytest.approx([1.05 + wire_bytes(10_000) / 1e6 + 0.05])
+    # flights of 14,480, 28,960 and 57,920 bytes start a round trip apart (0, 0.1, 0.2 s); from the
+    # fourth (0.3 s) the window exceeds what the link carries in a round trip: the rest back to back
+    rest = wire_bytes(1_000_000) * (1_000_000 - 101_360) / 1_000_000 / 1e6
+    assert arrivals(net, "b") == pytest.approx([1.0 + 0.3 + rest + 0.05], abs=0.002)
+
+
 def test_priority_frames_overtake_queued_frames_not_the_one_on_the_wire():
     net = pair()
     io = net.nodes["a"].core.io
@@ -197,10 +243,10 @@ def test_loss_drops_frames_and_logs_them():
 def test_crash_loses_queued_frames_and_the_dialer_redials_after_restart():
     net = pair()
     for _ in range(5):
-        net.nodes["b"].core.io.send("a", bytes(100_000))   # b's queue: 0.5 s of frames
-    net.run(until=1.15)
+        net.nodes["b"].core.io.send("a", bytes(100_000))   # b's queue: 0.5 s of frames and more
+    net.run(until=1.3)   # the first has left (three flights, two round trips), the second is going
     net.crash("b")
-    assert net.in_flight == 2                 # one propagating, one on the wire; the queued ones are gone
+    assert net.in_flight == 1                 # one propagating; the one being sent and the queued ones are gone
     net.run(until=4)
     assert len(net.nodes["a"].core.got) == 0  # both belonged to a connection that is gone
     assert net.in_flight == 0
