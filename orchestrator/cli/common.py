@@ -154,10 +154,18 @@ def fidelity(manifest: dict[str, Any]) -> str:
     return f"[{style}]fidelity:[/] {escape(section['line'])}"
 
 
-def upload(store: Any, run_id: str) -> None:
-    uploaded = store.sync(run_id)
+def upload(store: Any, run_id: str) -> bool:
+    """Put the run's new files (its analysis) in the store; False (and why, and the retry) if it failed."""
+    from orchestrator.store import StoreError
+
+    try:
+        uploaded = store.sync(run_id)
+    except StoreError as e:
+        err.print(f"[bold red]store:[/] {e}", highlight=False)
+        return False
     if uploaded:
         err.print(f"uploaded {uploaded} files to {store.url}/{run_id}")
+    return True
 
 
 def write_json(obj: Any, output: str | None) -> None:

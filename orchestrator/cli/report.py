@@ -35,7 +35,7 @@ def add(sub: argparse._SubParsersAction) -> None:
 def cmd_report(args: argparse.Namespace) -> int:
     store = None
     if "://" in args.run_dir and not args.run_dir.startswith("file://"):
-        from orchestrator.store import split_run_url
+        from orchestrator.store import StoreError, split_run_url
 
         try:
             store, run_id = split_run_url(args.run_dir)
@@ -43,13 +43,16 @@ def cmd_report(args: argparse.Namespace) -> int:
             run_dir = store.fetch(run_id)
         except (ValueError, FileNotFoundError) as e:
             raise UsageError(str(e)) from None
+        except StoreError as e:
+            err.print(f"[bold red]error:[/] {e}", highlight=False)
+            return 1
     else:
         run_dir = Path(args.run_dir.removeprefix("file://"))
     if not (run_dir / "manifest.json").exists():
         raise UsageError(f"{run_dir}: not a run directory (no manifest.json)")
     metrics = report(run_dir, args)
-    if store is not None:
-        upload(store, run_id)
+    if store is not None and not upload(store, run_id):
+        return 1
     manifest = json.loads((run_dir / "manifest.json").read_text())
     dilation = (manifest.get("dilation") or {}).get("factor", 1)
     err.print(f"[bold green]summary:[/] {summary(metrics, dilation)}")

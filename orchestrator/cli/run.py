@@ -88,6 +88,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         err.print(f"[bold red]error:[/] the {args.backend} backend creates network namespaces or containers and tc "
                   "qdiscs: run peerlab as root (or with CAP_NET_ADMIN and CAP_SYS_ADMIN), or simulate with --backend sim")
         return 1
+    from orchestrator.store import StoreError, open_store
+
+    try:  # a store that cannot take the runs fails now, not after them
+        for url in dict.fromkeys(combo.scenario.output.store for combo in combos):
+            open_store(url).check()
+    except StoreError as e:
+        err.print(f"[bold red]error:[/] {e}", highlight=False)
+        return 1
     from orchestrator.run.runner import RunError, RunInterrupted, Runner
     from orchestrator.sim.backend import SimInterrupted, SimRunner
 
@@ -119,7 +127,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             metrics = report(run_dir, args)
             err.print(f"[bold green]summary:[/] {summary(metrics, runner.plan.dilation)}")
             err.print(f"report: {run_dir / 'analysis' / 'report.html'}")
-            upload(runner.store, runner.run_id)
+            if not upload(runner.store, runner.run_id):
+                return 1
         err.print(fidelity(runner.manifest))
         print(run_dir)
         done.append(run_dir)

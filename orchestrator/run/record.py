@@ -7,6 +7,7 @@ A disk that fills while the logs are stored stops the storing, not the ending: w
 run needs to say how it ended (manifest and status) is held back from the start (`.reserve`)."""
 from __future__ import annotations
 
+import json
 import platform
 import secrets
 import shutil
@@ -22,7 +23,7 @@ from rich.console import Console
 from orchestrator.model.plan import RunPlan, make_plan
 from orchestrator.model.scenario import Scenario
 from orchestrator.run.cleanup import mark_status
-from orchestrator.store import DISK_FULL, Store, open_store
+from orchestrator.store import DISK_FULL, Store, StoreError, open_store
 
 
 class RunError(RuntimeError):
@@ -132,16 +133,51 @@ class RunRecord:
             status, detail = ("failed" if self.disk_full else "interrupted"), problem
         else:
             shutil.rmtree(scratch, ignore_errors=True)
-        self.finish(status, detail, collected)
-        return problem
+        return self.finish(status, detail, collected) or problem
 
-    def finish(self, status: str, detail: str, collected: int) -> None:
+    def finish(self, status: str, detail: str, collected: int) -> str:
+        """Write how the run ended and put it in the store; a store that fails makes the run
+        `failed` (detail `store: ...`, what it would have been kept for the retry): returns that."""
         (self.run_dir / RESERVE).unlink(missing_ok=True)
         self.manifest.update(status=status, detail=detail, logs_collected=collected,
                              finished_at=datetime.now(timezone.utc).isoformat())
         self.store.write_json(self.run_id, "manifest.json", self.manifest)
         mark_status(str(self.run_dir), status, detail)
         self.step(f"collected {collected} event logs into {self.run_dir}")
-        uploaded = self.store.sync(self.run_id)
+        try:
+            uploaded = self.store.sync(self.run_id)
+        except StoreError as err:
+            return store_failed(self.store, self.run_id, str(err))
         if uploaded:
             self.step(f"uploaded {uploaded} files to {self.store.url}/{self.run_id}")
+        return ""
+
+
+def store_failed(store: Store, run_id: str, error: str) -> str:
+    """Mark a run whose upload failed: `failed`, detail `store: ...`; the outcome it had is kept
+    under the manifest's `store_failed` for `peerlab store upload` to restore. Returns the detail."""
+    path = store.run_dir(run_id) / "manifest.json"
+    manifest = json.loads(path.read_text())
+    held = manifest.get("store_failed") or {"status": manifest.get("status"), "detail": manifest.get("detail", "")}
+    detail = f"store: {error}"
+    manifest.update(status="failed", detail=detail, store_failed={**held, "error": error})
+    store.write_json(run_id, "manifest.json", manifest)
+    mark_status(str(store.run_dir(run_id)), "failed", detail)
+    return detail
+
+
+def store_retry(store: Store, run_id: str) -> int:
+    """Put up what a failed upload left (StoreError if the store fails again); the run's outcome is
+    restored first, so the manifest in the store says how the run itself ended. Files put up."""
+    path = store.run_dir(run_id) / "manifest.json"
+    manifest = json.loads(path.read_text())
+    held = manifest.pop("store_failed", None)
+    if held:
+        manifest.update(status=held["status"], detail=held["detail"])
+        store.write_json(run_id, "manifest.json", manifest)
+        mark_status(str(store.run_dir(run_id)), held["status"], held["detail"])
+    try:
+        return store.sync(run_id)
+    except StoreError as err:
+        store_failed(store, run_id, str(err))
+        raise

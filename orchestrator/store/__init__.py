@@ -4,9 +4,12 @@
     s3://bucket/some/prefix     any S3-compatible object store, through boto3
 
 A run is always written to a local directory first (for s3://, a staging copy under the cache,
-$PEERLAB_CACHE or ~/.cache/peerlab); `sync` uploads it when the run finishes and again after its
-report. `peerlab report s3://bucket/prefix/<run-id>` fetches a run into the cache, analyses it there
-and uploads the analysis. The S3 endpoint, region and credentials come from boto3's usual sources:
+$PEERLAB_CACHE or ~/.cache/peerlab): each event log goes up as its node stops, `sync` puts up the
+rest when the run finishes (the manifest last, with the sha256 of every log and analysis file) and
+again after its report; a store that fails leaves the run `failed` with a detail that starts
+`store:` and every file on local disk, and `peerlab store upload DIR` retries.
+`peerlab report s3://bucket/prefix/<run-id>` fetches a run into the cache, checks the checksums,
+analyses it there and uploads the analysis. The S3 endpoint, region and credentials come from boto3's usual sources:
 AWS_ENDPOINT_URL (for a self-hosted store), AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, AWS_REGION,
 or ~/.aws; on Kubernetes, from the chart's Secret.
 """
@@ -14,14 +17,21 @@ from __future__ import annotations
 
 import errno
 import gzip
+import hashlib
 import json
-import os
 import shutil
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from orchestrator.paths import cache_root
+
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)  # what a write into a full store fails with
+
+
+class StoreError(RuntimeError):
+    """The object store refused or failed; the message names the store, the cause and the fix."""
 
 
 class Store:
@@ -57,6 +67,9 @@ class Store:
         tmp.write_text(json.dumps(obj, indent=1, default=str))
         tmp.replace(dest)
 
+    def check(self) -> None:
+        """Raise StoreError, in one line, if the store cannot take a run (a directory always can)."""
+
     def sync(self, run_id: str) -> int:
         """Upload the run's local directory to the store; files uploaded (0 for a directory store)."""
         return 0
@@ -71,40 +84,170 @@ class FileStore(Store):
         super().__init__(root, f"file://{root}")
 
 
+CHECKSUMMED = ("events/", "analysis/")   # what the manifest's checksums cover (not itself, nor status)
+MULTIPART = 8 * 2**20                     # larger files go up in 8 MiB parts, retried part by part
+UPLOADS = 8                               # files going up at once
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
 class S3Store(Store):
+    """Runs in a bucket under a prefix, staged in the cache. Each event log goes up as it is stored
+    (as its node stops); `sync` puts up what is not there yet, the manifest last, with the sha256 of
+    every event log and analysis file in the manifest's `store.checksums`; `fetch` checks them.
+    An upload that fails leaves everything on local disk: `sync` again (`peerlab store upload`)
+    puts up what is missing."""
+
     def __init__(self, bucket: str, prefix: str, client: Any = None):
         import boto3
+        from boto3.s3.transfer import TransferConfig
+        from botocore.config import Config
 
         self.bucket, self.prefix = bucket, prefix.strip("/")
-        cache = Path(os.environ.get("PEERLAB_CACHE") or Path.home() / ".cache" / "peerlab")
-        super().__init__(cache / "s3" / bucket / self.prefix, f"s3://{bucket}/{self.prefix}")
-        self.s3 = client or boto3.client("s3")
+        super().__init__(cache_root() / "s3" / bucket / self.prefix, f"s3://{bucket}/{self.prefix}")
+        # a store that is down fails in seconds, not after botocore's default minutes of retries
+        # a session of its own: the default one keeps the first credentials it found for the process
+        self.s3 = client or boto3.session.Session().client("s3", config=Config(retries={"max_attempts": 3, "mode": "standard"},
+                                                               connect_timeout=5, read_timeout=60))
+        self.transfer = TransferConfig(multipart_threshold=MULTIPART, multipart_chunksize=MULTIPART)
+        self.uploaded: dict[tuple[str, str], str] = {}  # (run, file) -> sha256 of what is in the store
+        self.upload_error = ""                           # the first upload that failed since the last sync
+        # uploads overlap: a run's thousand small logs are a thousand requests, ~11 ms each one by one
+        self.pool = ThreadPoolExecutor(max_workers=UPLOADS, thread_name_prefix="peerlab-s3")
+        self.pending: list[Future[None]] = []
 
     def _key(self, run_id: str, rel: str) -> str:
         return "/".join(p for p in (self.prefix, run_id, rel) if p)
 
+    def explain(self, err: Exception, doing: str) -> StoreError:
+        """One line: what failed, why, and what to do about it."""
+        from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
+
+        where = f"{self.url} ({self.s3.meta.endpoint_url})"
+        if isinstance(err, NoCredentialsError):
+            return StoreError(f"{doing} {where}: no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
+                              "(on Kubernetes, the chart's store Secret)")
+        if isinstance(err, EndpointConnectionError):
+            return StoreError(f"{doing} {where}: cannot reach the store: is it up, and AWS_ENDPOINT_URL right?")
+        if isinstance(err, ClientError):
+            code = err.response.get("Error", {}).get("Code", "")
+            if code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "403", "Forbidden"):
+                return StoreError(f"{doing} {where}: the store refused the credentials ({code}): check "
+                                  "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (on Kubernetes, the chart's store Secret)")
+            if code in ("NoSuchBucket", "404", "NotFound"):
+                return StoreError(f"{doing} {where}: bucket {self.bucket!r} does not exist: create it "
+                                  "(peerlab prepare storage, or your store's console)")
+        return StoreError(f"{doing} {where}: {type(err).__name__}: {err}")
+
+    def check(self) -> None:
+        """Fail now, in one line, if the bucket cannot be reached with these credentials."""
+        try:
+            self.s3.head_bucket(Bucket=self.bucket)
+        except Exception as err:
+            raise self.explain(err, "checking") from None
+
+    def _put(self, run_id: str, rel: str, path: Path, digest: str | None = None) -> None:
+        digest = digest or sha256(path)
+        if self.uploaded.get((run_id, rel)) == digest:
+            return
+        try:
+            self.s3.upload_file(str(path), self.bucket, self._key(run_id, rel), Config=self.transfer)
+        except Exception as err:
+            raise self.explain(err, f"uploading {rel} of {run_id} to") from None
+        self.uploaded[(run_id, rel)] = digest
+
+    def put_gzip(self, run_id: str, rel: str, src: Path) -> None:
+        """Stored locally, then put up in the background; a failed upload is left for `sync` (the
+        file stays)."""
+        super().put_gzip(run_id, rel, src)
+        if not self.upload_error:  # else the store is failing: no point waiting on it for every node
+            self.pending.append(self.pool.submit(self._put_soon, run_id, rel, self.run_dir(run_id) / rel))
+
+    def _put_soon(self, run_id: str, rel: str, path: Path) -> None:
+        try:
+            self._put(run_id, rel, path)
+        except StoreError as err:
+            self.upload_error = self.upload_error or str(err)
+
+    def flush_uploads(self) -> None:
+        """Wait for the uploads under way (what failed is left for `sync`)."""
+        pending, self.pending = self.pending, []
+        for future in pending:
+            future.result()
+
     def sync(self, run_id: str) -> int:
+        """Put up every file of the run not in the store yet, the manifest (with the checksums) last;
+        returns how many were put up. StoreError names the first that failed."""
         local = self.run_dir(run_id)
-        count = 0
-        for path in sorted(local.rglob("*")):
-            if path.is_file() and not path.name.endswith(".tmp"):
-                self.s3.upload_file(str(path), self.bucket, self._key(run_id, path.relative_to(local).as_posix()))
-                count += 1
-        return count
+        files = {p.relative_to(local).as_posix(): p for p in sorted(local.rglob("*"))
+                 if p.is_file() and not p.name.endswith(".tmp") and not p.name.startswith(".")}
+        sums = {rel: sha256(path) for rel, path in files.items() if rel.startswith(CHECKSUMMED)}
+        manifest_path = local / "manifest.json"
+        if manifest_path.exists():
+            manifest = json.loads(manifest_path.read_text())
+            manifest["store"] = {"url": self.url, "checksums": {rel: f"sha256:{d}" for rel, d in sums.items()}}
+            self.write_json(run_id, "manifest.json", manifest)
+        self.flush_uploads()
+        before = len(self.uploaded)
+        self.upload_error = ""
+        try:
+            uploads = [self.pool.submit(self._put, run_id, rel, path, sums.get(rel))
+                       for rel, path in files.items() if rel != "manifest.json"]
+            errors = [f.exception() for f in uploads if f.exception() is not None]
+            if errors:
+                raise errors[0]
+            if manifest_path.exists():
+                self._put(run_id, "manifest.json", manifest_path)
+        except StoreError as err:
+            done = sum(1 for (run, _) in self.uploaded if run == run_id)
+            raise StoreError(f"{err}; {done} of {len(files)} files are in the store, every file is in {local}: "
+                             f"`peerlab store upload {local}` puts up the rest") from None
+        return len(self.uploaded) - before
 
     def fetch(self, run_id: str) -> Path:
+        """Download the run and check every file against the manifest's checksums."""
         local = self.run_dir(run_id)
         start = self._key(run_id, "") + "/"
-        found = 0
-        for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=start):
-            for obj in page.get("Contents", []):
-                dest = local / obj["Key"][len(start):]
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                self.s3.download_file(self.bucket, obj["Key"], str(dest))
-                found += 1
+
+        def download(key: str) -> None:
+            dest = local / key[len(start):]
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            self.s3.download_file(self.bucket, key, str(dest), Config=self.transfer)
+        try:
+            keys = [obj["Key"] for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=start)
+                    for obj in page.get("Contents", [])]
+            for _ in self.pool.map(download, keys):
+                pass
+        except Exception as err:
+            raise self.explain(err, f"fetching {run_id} from") from None
+        found = len(keys)
         if not found:
             raise FileNotFoundError(f"s3://{self.bucket}/{start}: no such run in the store")
+        self.verify(run_id)
         return local
+
+    def verify(self, run_id: str) -> int:
+        """Check the run's local files against its manifest's checksums; how many were checked."""
+        local = self.run_dir(run_id)
+        manifest = json.loads((local / "manifest.json").read_text()) if (local / "manifest.json").exists() else {}
+        sums = (manifest.get("store") or {}).get("checksums") or {}
+        for rel, want in sums.items():
+            path = local / rel
+            if not path.exists():
+                raise StoreError(f"{self.url}/{run_id}: {rel} is in the manifest's checksums but not in the "
+                                 "store: the upload did not finish (`peerlab store upload` on the machine that ran it)")
+            digest = sha256(path)
+            if f"sha256:{digest}" != want:
+                raise StoreError(f"{self.url}/{run_id}: {rel} does not match its checksum in the manifest "
+                                 "(changed or damaged in the store)")
+            self.uploaded[(run_id, rel)] = digest  # in the store as it is here: a later sync skips it
+        return len(sums)
 
 
 def open_store(url: str) -> Store:

@@ -1,0 +1,57 @@
+"""Programs built from published Go modules, pinned in the checkout, into the user's cache.
+
+A pin is a directory with a go.mod that requires the program's module at one version (and repeats
+its replace directives), a go.sum, and a tools.go that imports the program's package. `binary`
+builds it once into `<cache>/bin/<name>-<hash>` (hash of go.mod, go.sum and the Go version), so a
+fresh clone, another worktree or a second `make setup` builds nothing while the pin is unchanged.
+Go's module and build caches (GOMODCACHE, GOCACHE) are outside the checkout as well; the first
+build on a machine downloads and compiles everything (minutes), later ones reuse those caches.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from orchestrator.paths import cache_root
+
+
+class GoBuildError(RuntimeError):
+    """The program is missing and could not be built; the message says why and what to do."""
+
+
+def _go_version() -> str:
+    done = subprocess.run(["go", "env", "GOVERSION"], capture_output=True, text=True)
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+def binary(pin: Path, package: str, name: str, build: bool = True) -> Path:
+    """The program `package` as pinned in `pin`, built first unless it is cached (or `build` is false:
+    then the path it would have, which may not exist)."""
+    go = shutil.which("go")
+    h = hashlib.sha256(package.encode())
+    for f in ("go.mod", "go.sum"):
+        h.update(f.encode() + b"\0" + (pin / f).read_bytes() + b"\0")
+    h.update(_go_version().encode() if go else b"")
+    target = cache_root() / "bin" / f"{name}-{h.hexdigest()[:16]}"
+    if not build or os.access(target, os.X_OK):
+        return target
+    if not go:
+        raise GoBuildError(f"building {name} needs Go 1.26 or newer (https://go.dev/doc/install, or "
+                           "apt-get install golang-go where that is new enough)")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".{target.name}.{os.getpid()}")  # builds side by side never meet
+    print(f"peerlab: building {name} from {package} as pinned in {pin} (the first time on a machine "
+          "takes minutes: modules are downloaded and compiled)", file=sys.stderr, flush=True)
+    env = {**os.environ, "GOFLAGS": "-mod=readonly"}  # go.sum must pin everything: no silent updates
+    done = subprocess.run(["go", "build", "-trimpath", "-o", str(partial), package], cwd=pin, env=env,
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        partial.unlink(missing_ok=True)
+        raise GoBuildError(f"building {name} ({package}, pinned in {pin}) failed; go said:\n"
+                           f"{done.stderr.strip()[-3000:]}")
+    os.replace(partial, target)
+    return target
