@@ -11,9 +11,9 @@ STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 # 5 s it takes to collect the suite, in each worker)
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: setup delayline s3-server adapters tools spark-archive quickstart test test-fast test-netem docs bench-scale proto chart-schema mutation clean-runs
+.PHONY: setup delayline s3-server s3a-jars adapters tools spark-archive quickstart test test-fast test-netem docs bench-scale proto chart-schema mutation clean-runs
 
-setup: $(STAMP) delayline s3-server tools adapters spark-archive
+setup: $(STAMP) delayline tools adapters spark-archive
 
 # the native delay line (orchestrator/shaping/native) into ~/.cache/peerlab/bin, once per version of
 # its sources (orchestrator/shaping/native_build.py): a second set-up or a fresh clone builds nothing
@@ -22,9 +22,15 @@ delayline: $(STAMP)
 
 # the bundled S3 server (SeaweedFS's weed, pinned in orchestrator/store/seaweedfs) into ~/.cache/peerlab/bin,
 # once per pin and Go version (orchestrator/gobuild.py): the s3:// store's tests and `peerlab store serve`
-# run it. The first build on a machine downloads and compiles its modules (about 11 minutes on 2 cores)
+# run it. The first build on a machine downloads and compiles its modules (about 11 minutes on 2 cores),
+# so `make test` builds it, not the quickstart's set-up (`peerlab store serve` builds it on first use)
 s3-server: $(STAMP)
 	@$(PY) -m orchestrator.store.s3server >/dev/null || echo "peerlab: the bundled S3 server was not built (needs Go 1.26); the s3:// tests will fail, peerlab store serve will say why"
+
+# Spark's s3a jars (hadoop-aws for PySpark's Hadoop, the AWS SDK bundle: about 690 MB) from Maven Central
+# into ~/.cache/peerlab/jars, checked against Central's SHA-1, once (analysis/s3a.py)
+s3a-jars: $(STAMP)
+	@$(PY) -m analysis.s3a >/dev/null || echo "peerlab: Spark's s3a jars were not fetched; the s3a test will fail"
 
 # helm and kubectl (the chart's checks, --backend kubernetes) into .tools/bin, actionlint into .tools/actionlint
 tools:
@@ -59,7 +65,7 @@ quickstart: setup
 # those runs leave idle, about two thirds of it); the one that compares the whole machine before and
 # after, with nothing beside it; the tests that need sch_netem, in a Debian guest (test-netem).
 # The two long phases print their slowest tests (--durations), so CI's log shows where the time goes.
-test: setup
+test: setup s3-server s3a-jars
 	$(PY) -m ruff check .
 	$(PY) -m pytest -n 3 --dist worksteal --durations=12 -m "emulation and not exclusive and not netem"
 	@$(VENV)/bin/peerlab image build --implementation all >/dev/null || echo "peerlab: node images not built (no Docker engine?): the docker tests build them or skip"

@@ -22,6 +22,7 @@ import os
 import shutil
 import zlib
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from analysis.spark import local_frame, partitions_for
@@ -98,7 +100,33 @@ def events_table(spark: SparkSession, run_dir: Path, manifest: dict[str, Any],
     return read_events(spark, run_dir / "analysis" / "tables" / "events").drop("run"), found
 
 
-def read_events(spark: SparkSession, table: Path) -> DataFrame:
+@dataclass(frozen=True)
+class RemoteRun:
+    """A run whose logs stay in an object store: Spark reads them and writes the tables there through
+    s3a (analysis/s3a.py); only the manifest and the analysis's own files are local."""
+    url: str          # s3a://bucket/prefix/<run id>
+    logs_bytes: int   # the logs' compressed size, which sizes the analysis
+    nodes: tuple[str, ...] = ()  # the nodes that have a log there
+
+
+def ingest_remote(spark: SparkSession, remote: RemoteRun, manifest: dict[str, Any]) -> tuple[DataFrame, dict[str, Any]]:
+    """The logs read by Spark where they lie (no local copy), clock offsets applied, written as the
+    events table beside them (partitioned by run, as locally) and read back from it. A line that is
+    not an event counts as dropped (Spark's reader does not say which line it was)."""
+    table = f"{remote.url}/analysis/tables/events"
+    raw = spark.read.schema(event_struct()).json(f"{remote.url}/events/*.jsonl.gz")
+    good = raw.filter(F.col("type").isNotNull() & F.col("node").isNotNull() & F.col("ts").isNotNull())
+    offsets = {n: int(o) for n, o in (((manifest.get("clock") or {}).get("offsets_ns")) or {}).items() if o}
+    if offsets:
+        shift = F.create_map(*[F.lit(x) for node, off in offsets.items() for x in (node, off)])
+        good = good.withColumn("ts", F.col("ts") - F.coalesce(shift[F.col("node")], F.lit(0)))
+    good.withColumn("run", F.lit(manifest["run_id"])).write.mode("overwrite").partitionBy("run").parquet(table)
+    events = read_events(spark, table).drop("run")
+    kept = events.count()
+    return events, {"converted": True, "events": kept, "dropped": raw.count() - kept, "problems": []}
+
+
+def read_events(spark: SparkSession, table: Path | str) -> DataFrame:
     """An events table (partitioned by run). The schema is given: Spark need not open the files'
     footers to learn it (a job of its own, of one task per file past 32 files)."""
     return spark.read.schema(event_struct().add("run", T.StringType())).parquet(str(table))

@@ -15,7 +15,7 @@ from rich.console import Console
 
 from analysis import faults, fidelity, kernel_traffic, metrics, per_node, relaying, traffic, views  # noqa: F401 - they register their metrics and tables
 from analysis.extras import EXTRAS, RunFrames
-from analysis.ingest import load_manifest, logs_bytes, refresh_events_table
+from analysis.ingest import RemoteRun, load_manifest, logs_bytes, refresh_events_table
 from analysis.progress import AnalysisProgress
 from analysis.registry import METRICS, TABLES, compute_metrics
 from analysis.report import bandwidth_plot, by_message, coverage_plot, latency_cdf_plot, render
@@ -27,12 +27,13 @@ METRIC_WORKERS = 2  # metrics computed side by side (analysis/registry.py)
 
 
 def compute(spark: SparkSession, run_dir: Path, write_tables: bool = True,
-            progress: AnalysisProgress | None = None, refreshed: dict[str, Any] | None = None
-            ) -> tuple[dict[str, Any], dict[str, str]]:
+            progress: AnalysisProgress | None = None, refreshed: dict[str, Any] | None = None,
+            remote: RemoteRun | None = None) -> tuple[dict[str, Any], dict[str, str]]:
     """metrics.json (every registered metric, then the protocol's extra section), the Parquet tables,
-    and the report's plots. `refreshed`: what converting the logs found, when that is done already."""
+    and the report's plots. `refreshed`: what converting the logs found, when that is done already;
+    `remote`: the logs and tables are in an object store, read and written through s3a."""
     progress = progress or AnalysisProgress()
-    run = RunData(spark, run_dir, refreshed)
+    run = RunData(spark, run_dir, refreshed, remote)
     progress.step("ingest")
     run.read()
     progress.note(f"{sum(r['events'] for r in run.per_node):,} events, {run.partitions} partition(s), "
@@ -71,13 +72,12 @@ def _write_tables(run: RunData, extra_tables: dict[str, Any], progress: Analysis
     that the tables of many runs read as one data set. Two at a time: a small table's write is
     mostly Spark's fixed cost per job, one core's worth."""
     run_col = F.lit(run.manifest["run_id"]).alias("run")
-    tables = run.run_dir / "analysis" / "tables"
     frames = {name: frame for name, frame in {**{name: fn(run) for name, fn in TABLES.items()}, **extra_tables}.items()
               if frame is not None}
     progress.step("tables", f"{len(frames)} tables")
 
     def write(name: str) -> None:
-        frames[name].select(run_col, "*").write.mode("overwrite").partitionBy("run").parquet(str(tables / name))
+        frames[name].select(run_col, "*").write.mode("overwrite").partitionBy("run").parquet(f"{run.tables}/{name}")
     with ThreadPoolExecutor(2, thread_name_prefix="analysis-tables") as pool:
         list(pool.map(write, frames))
 
@@ -85,14 +85,16 @@ def _write_tables(run: RunData, extra_tables: dict[str, Any], progress: Analysis
 def analyse(run_dir: str | Path, spark: SparkSession | None = None, console: Console | None = None,
             master: str = "local[*]", conf: dict[str, str] | None = None,
             after_session: Callable[[], None] | None = None,
-            session: Future[SparkSession] | None = None) -> dict[str, Any]:
+            session: Future[SparkSession] | None = None, remote: RemoteRun | None = None) -> dict[str, Any]:
     """Analyse a run directory; writes analysis/metrics.json, analysis/report.html and
     analysis/timings.json (each stage's and step's wall time); returns the metrics. Without `spark`,
     starts a session on `master` with `conf`, sized for the run. `console`: where progress goes (a
     bar on a terminal, a line per stage otherwise; None: nowhere). `after_session`: called once the
     session is there. `session`: one already starting (`analysis.spark.start_session`, which the CLI
     calls before importing this module, so that the JVM boots while Python loads the analysis); without
-    it and `spark`, one is started here. Either way the logs are converted while the JVM boots."""
+    it and `spark`, one is started here. Either way the logs are converted while the JVM boots.
+    `remote`: the logs stay in an object store and Spark reads them there (run_dir holds the manifest);
+    the session must have the s3a settings (analysis/s3a.py)."""
     run_dir = Path(run_dir)
     manifest = load_manifest(run_dir)
     progress = AnalysisProgress(console, steps(manifest["plan"]["protocol"]))
@@ -100,14 +102,15 @@ def analyse(run_dir: str | Path, spark: SparkSession | None = None, console: Con
     try:
         if spark is None:
             progress.step("session", master)
-            session = session or start_session(master, conf, logs_bytes(run_dir))
-            refreshed = refresh_events_table(run_dir, manifest)
-            if refreshed["converted"]:
-                progress.note("and the logs converted meanwhile")
+            session = session or start_session(master, conf, remote.logs_bytes if remote else logs_bytes(run_dir))
+            if remote is None:
+                refreshed = refresh_events_table(run_dir, manifest)
+                if refreshed["converted"]:
+                    progress.note("and the logs converted meanwhile")
             spark = session.result()
         if after_session is not None:
             after_session()
-        result, plots = compute(spark, run_dir, progress=progress, refreshed=refreshed)
+        result, plots = compute(spark, run_dir, progress=progress, refreshed=refreshed, remote=remote)
         progress.step("report")
         out = run_dir / "analysis"
         out.mkdir(exist_ok=True)

@@ -14,7 +14,6 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from analysis import traffic as Tr
-from analysis.ingest import event_logs
 from analysis.per_node import node_totals
 from analysis.registry import metric, table
 
@@ -288,8 +287,7 @@ def _ingest(run: RunData) -> dict[str, Any] | None:
     out: dict[str, Any] = {}
     if run.ingest.get("dropped"):
         out.update({"dropped_lines": run.ingest["dropped"], "lines": run.ingest["problems"]})
-    have = {p.name.removesuffix(".jsonl.gz") for p in event_logs(run.run_dir)}
-    missing = [n["id"] for n in run.plan["nodes"] if n["id"] not in have]
+    missing = [n["id"] for n in run.plan["nodes"] if n["id"] not in run.log_nodes]
     if missing:
         out["logs_missing"] = missing
     return out or None

@@ -17,7 +17,15 @@ from analysis import faults, per_node
 from analysis import metrics as M
 from analysis import traffic as Tr
 from analysis import views as V
-from analysis.ingest import events_table, load_manifest, logs_bytes, subscriptions_frame
+from analysis.ingest import (
+    RemoteRun,
+    event_logs,
+    events_table,
+    ingest_remote,
+    load_manifest,
+    logs_bytes,
+    subscriptions_frame,
+)
 from analysis.spark import size_for
 
 T = TypeVar("T")
@@ -46,15 +54,22 @@ class shared(Generic[T]):  # noqa: N801 - used as a decorator, like functools.ca
 
 
 class RunData:
-    def __init__(self, spark: SparkSession, run_dir: Path, refreshed: dict[str, Any] | None = None):
+    def __init__(self, spark: SparkSession, run_dir: Path, refreshed: dict[str, Any] | None = None,
+                 remote: RemoteRun | None = None):
+        """`remote`: the logs are read and the tables written in an object store (run_dir holds the
+        manifest and receives the analysis's own files)."""
         self.spark = spark
         self.run_dir = run_dir
+        self.remote = remote
+        self.tables = f"{remote.url}/analysis/tables" if remote else str(run_dir / "analysis" / "tables")
         self.manifest: dict[str, Any] = load_manifest(run_dir)
         self.plan: dict[str, Any] = self.manifest["plan"]
         self.nodes = len(self.plan["nodes"])
         self.t0: int = self.manifest.get("t0_ns") or 0
         self._cached: list[DataFrame] = []
-        self.partitions = size_for(spark, logs_bytes(run_dir))
+        self.partitions = size_for(spark, remote.logs_bytes if remote else logs_bytes(run_dir))
+        # the nodes that have a log (a run stopped before collecting some has fewer than planned)
+        self.log_nodes = set(remote.nodes) if remote else {p.name.removesuffix(".jsonl.gz") for p in event_logs(run_dir)}
         # what refreshing the events table found (analysis/ingest.py): given when done already
         self.ingest: dict[str, Any] = refreshed or {}
 
@@ -82,7 +97,10 @@ class RunData:
 
     @shared
     def events(self) -> DataFrame:
-        frame, self.ingest = events_table(self.spark, self.run_dir, self.manifest, self.ingest or None)
+        if self.remote:
+            frame, self.ingest = ingest_remote(self.spark, self.remote, self.manifest)
+        else:
+            frame, self.ingest = events_table(self.spark, self.run_dir, self.manifest, self.ingest or None)
         return frame  # not cached: the Parquet table is the cache (Spark's in-memory one cost twice the scans)
 
     @shared

@@ -84,16 +84,26 @@ class AnalysisInterrupted(RuntimeError):
     """SIGINT or SIGTERM during an analysis: Spark stopped, nothing of the run touched."""
 
 
-def report(run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
+def report(run_dir: Path, args: argparse.Namespace, remote: Any = None) -> dict[str, Any] | None:
     """The analysis of a run. A signal stops it within a second or two (AnalysisInterrupted): the
     handler kills Spark's JVM, so that every Spark call still to come fails at once, and interrupts
     the Python side too (an interrupt that lands in one of py4j's finalizers is lost; the JVM's end
-    is not). The events table is rebuilt next time unless it was complete."""
+    is not). The events table is rebuilt next time unless it was complete. `remote` (an
+    analysis.ingest.RemoteRun): the logs are read in their object store through s3a; None (and why)
+    if s3a's jars are not there."""
     from analysis.ingest import logs_bytes
     from analysis.spark import kill_jvm, start_session
 
     conf = key_values(args.spark_conf, "--spark-conf", "spark.executor.memory=4g")
-    session = start_session(args.master, conf, logs_bytes(run_dir))  # the JVM boots while the analysis loads
+    if remote is not None:
+        from analysis import s3a
+
+        try:
+            conf = {**s3a.conf(), **conf}
+        except s3a.S3aUnavailable as e:
+            err.print(f"[bold red]error:[/] {e} (or report a local copy: --local-copy)", highlight=False)
+            return None
+    session = start_session(args.master, conf, remote.logs_bytes if remote else logs_bytes(run_dir))
     from analysis.job import analyse
 
     stopped = threading.Event()
@@ -111,7 +121,8 @@ def report(run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
     err.print(f"[bold cyan]analysis:[/] PySpark ({args.master}) on {run_dir}")
     previous = handle_signals()
     try:
-        return analyse(run_dir, console=err, master=args.master, session=session, after_session=handle_signals)
+        return analyse(run_dir, console=err, master=args.master, session=session, after_session=handle_signals,
+                       remote=remote)
     except BaseException:
         if not stopped.is_set():
             raise

@@ -10,13 +10,19 @@ from orchestrator.cli.common import UsageError, add_command, err, fidelity, repo
 
 def add(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "report", help="(re)run the analysis of a run directory",
-                    description="Analyse a run: a local run directory, or a run in an s3:// store, which "
-                                "is fetched into the cache ($PEERLAB_CACHE or ~/.cache/peerlab), analysed "
-                                "there, and its analysis/ uploaded back.",
+                    description="Analyse a run: a local run directory, or a run in an s3:// store. An s3:// "
+                                "run is read where it lies: its logs checked against the ETags its manifest "
+                                "recorded, then read by Spark through s3a, the tables written beside them, "
+                                "metrics.json and report.html put back (only the manifest comes to the cache, "
+                                "$PEERLAB_CACHE or ~/.cache/peerlab). --local-copy fetches the whole run into "
+                                "the cache instead, checks every file's sha256 and analyses it there.",
                     examples=["peerlab report runs/20261121-120000-quickstart-1a2b3c",
                               "peerlab report s3://bucket/peerlab/20261121-120000-quickstart-1a2b3c",
+                              "peerlab report s3://bucket/peerlab/20261121-120000-quickstart-1a2b3c --local-copy",
                               "peerlab report runs/20261121-120000-quickstart-1a2b3c --master local[2]"])
     p.add_argument("run_dir", metavar="RUN", help="a run directory, or s3://BUCKET/PREFIX/RUN_ID")
+    p.add_argument("--local-copy", action="store_true",
+                   help="for an s3:// run: fetch it into the cache and analyse the copy (Spark without s3a)")
     spark_options(p)
     p.set_defaults(func=cmd_report)
 
@@ -33,14 +39,21 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    store = None
+    store = remote = None
     if "://" in args.run_dir and not args.run_dir.startswith("file://"):
         from orchestrator.store import StoreError, split_run_url
 
         try:
             store, run_id = split_run_url(args.run_dir)
-            err.print(f"fetching {args.run_dir} into {store.root}")
-            run_dir = store.fetch(run_id)
+            if args.local_copy:
+                err.print(f"fetching {args.run_dir} into {store.root}")
+                run_dir = store.fetch(run_id)
+            else:
+                from analysis.ingest import RemoteRun
+
+                run_dir, url, size, nodes = store.open_in_place(run_id)
+                remote = RemoteRun(url, size, tuple(nodes))
+                err.print(f"reading {args.run_dir} in place through s3a ({size / 1e6:.1f} MB of logs)")
         except (ValueError, FileNotFoundError) as e:
             raise UsageError(str(e)) from None
         except StoreError as e:
@@ -50,7 +63,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         run_dir = Path(args.run_dir.removeprefix("file://"))
     if not (run_dir / "manifest.json").exists():
         raise UsageError(f"{run_dir}: not a run directory (no manifest.json)")
-    metrics = report(run_dir, args)
+    metrics = report(run_dir, args, remote)
+    if metrics is None:
+        return 1
     if store is not None and not upload(store, run_id):
         return 1
     manifest = json.loads((run_dir / "manifest.json").read_text())

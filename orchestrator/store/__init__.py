@@ -189,10 +189,6 @@ class S3Store(Store):
                  if p.is_file() and not p.name.endswith(".tmp") and not p.name.startswith(".")}
         sums = {rel: sha256(path) for rel, path in files.items() if rel.startswith(CHECKSUMMED)}
         manifest_path = local / "manifest.json"
-        if manifest_path.exists():
-            manifest = json.loads(manifest_path.read_text())
-            manifest["store"] = {"url": self.url, "checksums": {rel: f"sha256:{d}" for rel, d in sums.items()}}
-            self.write_json(run_id, "manifest.json", manifest)
         self.flush_uploads()
         before = len(self.uploaded)
         self.upload_error = ""
@@ -203,12 +199,66 @@ class S3Store(Store):
             if errors:
                 raise errors[0]
             if manifest_path.exists():
+                # the manifest last, naming what is in the store: the sha256 of each file (kept for the
+                # files not here, as after a report that read the logs in place) and each object's ETag
+                manifest = json.loads(manifest_path.read_text())
+                held = manifest.get("store") or {}
+                etags = self._etags(run_id)
+                unchanged = {rel: digest for rel, digest in held.get("checksums", {}).items()
+                             if rel in etags and held.get("etags", {}).get(rel) == etags[rel]}
+                checksums = {**unchanged, **{rel: f"sha256:{d}" for rel, d in sums.items()}}
+                manifest["store"] = {"url": self.url, "checksums": checksums, "etags": etags}
+                self.write_json(run_id, "manifest.json", manifest)
                 self._put(run_id, "manifest.json", manifest_path)
         except StoreError as err:
             done = sum(1 for (run, _) in self.uploaded if run == run_id)
             raise StoreError(f"{err}; {done} of {len(files)} files are in the store, every file is in {local}: "
                              f"`peerlab store upload {local}` puts up the rest") from None
         return len(self.uploaded) - before
+
+    def _etags(self, run_id: str) -> dict[str, str]:
+        """The ETag of each event log and analysis file of the run in the store (one listing)."""
+        start = self._key(run_id, "") + "/"
+        try:
+            return {obj["Key"][len(start):]: obj["ETag"].strip('"')
+                    for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=start)
+                    for obj in page.get("Contents", []) if obj["Key"][len(start):].startswith(CHECKSUMMED)}
+        except Exception as err:
+            raise self.explain(err, f"listing {run_id} in") from None
+
+    def open_in_place(self, run_id: str) -> tuple[Path, str, int, list[str]]:
+        """For an analysis that reads the logs where they lie: the run's top-level files (manifest,
+        status, link counters) fetched into the cache, the logs checked against the ETags the manifest
+        recorded (one listing, no log downloaded). Returns (the local directory, the run's s3a:// URL,
+        the logs' size in bytes, the nodes that have a log)."""
+        local = self.run_dir(run_id)
+        start = self._key(run_id, "") + "/"
+        try:
+            listing = [obj for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=start)
+                       for obj in page.get("Contents", [])]
+            top = [obj["Key"] for obj in listing if "/" not in obj["Key"][len(start):]]
+            if start + "manifest.json" not in top:
+                raise FileNotFoundError(f"{self.url}/{run_id}: no such run in the store")
+            for key in top:
+                self.s3.download_file(self.bucket, key, str(local / key[len(start):]))
+        except FileNotFoundError:
+            raise
+        except Exception as err:
+            raise self.explain(err, f"fetching {run_id} from") from None
+        manifest = json.loads((local / "manifest.json").read_text())
+        want = (manifest.get("store") or {}).get("etags") or {}
+        logs = {obj["Key"][len(start):]: obj for obj in listing if obj["Key"][len(start):].startswith("events/")}
+        if not logs:
+            raise FileNotFoundError(f"{self.url}/{run_id}: the run has no event logs in the store")
+        for rel in sorted(set(want) | set(logs)):
+            if rel.startswith("events/") and want.get(rel) != (logs[rel]["ETag"].strip('"') if rel in logs else None):
+                what = ("is missing from the store" if rel not in logs else
+                        "is not in the manifest's ETags (uploaded by an older peerlab? report it with "
+                        "--local-copy)" if rel not in want else "does not match its ETag in the manifest "
+                        "(changed or damaged in the store)")
+                raise StoreError(f"{self.url}/{run_id}: {rel} {what}")
+        nodes = sorted(rel.removeprefix("events/").removesuffix(".jsonl.gz") for rel in logs)
+        return local, f"s3a://{self.bucket}/{start.rstrip('/')}", sum(obj["Size"] for obj in logs.values()), nodes
 
     def fetch(self, run_id: str) -> Path:
         """Download the run and check every file against the manifest's checksums."""
