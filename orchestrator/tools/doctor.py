@@ -50,6 +50,8 @@ def checks() -> list[dict[str, Any]]:
         rows.append({"what": "Spark class archive", "ok": have, "detail": str(archive) if have else
                      "none for this Java and Spark: reports start about 4 s slower "
                      "(python -m orchestrator.tools.spark_archive makes it; make setup does)"})
+        rows.append(_s3a_row())
+    rows.append(_s3_server_row())
     docker = _cmd_version(["docker", "version", "--format", "{{.Server.Version}}"])
     engine = bool(docker and docker[0].isdigit())
     rows.append({"what": "docker engine", "ok": engine, "detail": docker if engine else
@@ -66,6 +68,26 @@ def checks() -> list[dict[str, Any]]:
         rows.append({"what": f"implementation {adapter.name}", "ok": not missing,
                      "detail": "installed" if not missing else f"not installed: {adapter.install}"})
     return rows
+
+
+def _s3_server_row() -> dict[str, Any]:
+    from orchestrator.store.s3server import weed
+
+    binary = weed(build=False)
+    have = binary.exists()
+    return {"what": "S3 server (bundled SeaweedFS)", "ok": have,
+            "detail": str(binary) if have else "not built: `peerlab store serve` or `make test` builds it "
+                                               "(Go 1.26; about 11 minutes the first time)"}
+
+
+def _s3a_row() -> dict[str, Any]:
+    from analysis import s3a
+
+    try:
+        jars = s3a.ensure_jars(fetch=False)
+        return {"what": "Spark s3a jars (report s3:// in place)", "ok": True, "detail": str(jars[0].parent)}
+    except s3a.S3aUnavailable as err:
+        return {"what": "Spark s3a jars (report s3:// in place)", "ok": False, "detail": str(err)}
 
 
 def _guest_row() -> dict[str, Any]:
