@@ -5,11 +5,14 @@
 
 A run is always written to a local directory first (for s3://, a staging copy under the cache,
 $PEERLAB_CACHE or ~/.cache/peerlab): each event log goes up as its node stops, `sync` puts up the
-rest when the run finishes (the manifest last, with the sha256 of every log and analysis file) and
-again after its report; a store that fails leaves the run `failed` with a detail that starts
-`store:` and every file on local disk, and `peerlab store upload DIR` retries.
-`peerlab report s3://bucket/prefix/<run-id>` fetches a run into the cache, checks the checksums,
-analyses it there and uploads the analysis. The S3 endpoint, region and credentials come from boto3's usual sources:
+rest when the run finishes (the manifest last, with the sha256 and ETag of every log and analysis
+file) and again after its report; a store that fails leaves the run `failed` with a detail that
+starts `store:` and every file on local disk, and `peerlab store upload DIR` retries.
+`peerlab report s3://bucket/prefix/<run-id>` reads the run in place (`open_in_place`: its top-level
+files come to the cache, the logs are checked against their ETags, Spark reads them through s3a), or
+with --local-copy fetches it whole (`fetch`, every sha256 checked) and analyses the copy; the
+analysis goes back up. The bundled S3 server is s3server.py. The S3 endpoint, region and
+credentials come from boto3's usual sources:
 AWS_ENDPOINT_URL (for a self-hosted store), AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, AWS_REGION,
 or ~/.aws; on Kubernetes, from the chart's Secret.
 """
