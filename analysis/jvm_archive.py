@@ -18,12 +18,14 @@ from pathlib import Path
 
 import pyspark
 
+from orchestrator.paths import cache_root
+
 # the archive's own diagnostics (classes it cannot hold, e.g. from signed jars) are not the user's
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("PEERLAB_CACHE") or Path.home() / ".cache" / "peerlab") / "jvm-archive"
+    return cache_root() / "jvm-archive"
 
 
 def _java() -> Path | None:

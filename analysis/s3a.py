@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pyspark
 
+from orchestrator.paths import cache_root
+
 CENTRAL = "https://repo1.maven.org/maven2"
 # Hadoop version -> (group, artifact, version) of what s3a needs beside PySpark's own jars
 JARS = {
@@ -40,7 +42,7 @@ def hadoop_version() -> str:
 
 
 def jar_dir() -> Path:
-    return Path(os.environ.get("PEERLAB_CACHE") or Path.home() / ".cache" / "peerlab") / "jars"
+    return cache_root() / "jars"
 
 
 def _url(group: str, artifact: str, version: str, suffix: str = ".jar") -> str:

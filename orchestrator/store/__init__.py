@@ -198,9 +198,9 @@ class S3Store(Store):
         try:
             uploads = [self.pool.submit(self._put, run_id, rel, path, sums.get(rel))
                        for rel, path in files.items() if rel != "manifest.json"]
-            errors = [f.exception() for f in uploads if f.exception() is not None]
-            if errors:
-                raise errors[0]
+            failed = next((e for e in (f.exception() for f in uploads) if e is not None), None)
+            if failed is not None:
+                raise failed
             if manifest_path.exists():
                 # the manifest last, naming what is in the store: the sha256 of each file (kept for the
                 # files not here, as after a report that read the logs in place) and each object's ETag

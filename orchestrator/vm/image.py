@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from orchestrator.paths import cache_root
+
 PACKAGES = ["iproute2", "iptables", "iputils-ping", "kmod", "procps", "python3"]
 # loaded by the initramfs, in dependency order, before the root filesystem can be mounted
 BOOT_MODULES = ["virtio_pci", "virtio_blk", "crc32c_generic", "ext4"]  # ext4 asks the crypto API for crc32c
@@ -121,7 +123,7 @@ def release() -> str:
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("PEERLAB_CACHE") or Path.home() / ".cache" / "peerlab") / "vm" / release()
+    return cache_root() / "vm" / release()
 
 
 def find() -> Image | None:
