@@ -41,7 +41,7 @@ class SimRunner(RunRecord):
         self.manifest["shaping"] = {
             "mode": "simulated", "probe": "no kernel involved",
             "latency": "per-pair one-way delay (the shaping buckets), jitter and loss in the simulator",
-            "bandwidth": "per-node upload FIFO (priority lane) and download FIFO, with TCP/IP header overhead",
+            "bandwidth": "per-node uplink shared by the connections sending (each in order, priority lane first; frames in flights of the congestion window) and download FIFO, with TCP/IP header overhead",
             "tcp": TCP_MODEL}
         self.manifest["clock"] = {"method": "virtual time (one clock for every node)",
                                   "offsets_ns": {n.id: 0 for n in self.plan.nodes}}
