@@ -11,7 +11,7 @@ STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 # 5 s it takes to collect the suite, in each worker)
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: setup delayline s3-server s3a-jars adapters tools spark-archive quickstart test test-fast test-netem docs bench-scale proto chart-schema mutation clean-runs
+.PHONY: setup delayline s3-server s3a-jars cluster-programs test-cluster adapters tools spark-archive quickstart test test-fast test-netem docs bench-scale proto chart-schema mutation clean-runs
 
 setup: $(STAMP) delayline tools adapters spark-archive
 
@@ -26,6 +26,13 @@ delayline: $(STAMP)
 # so `make test` builds it, not the quickstart's set-up (`peerlab store serve` builds it on first use)
 s3-server: $(STAMP)
 	@$(PY) -m orchestrator.store.s3server >/dev/null || echo "peerlab: the bundled S3 server was not built (needs Go 1.26); the s3:// tests will fail, peerlab store serve will say why"
+
+# the local Kubernetes cluster's programs (orchestrator/cluster: Kubernetes 1.34, etcd, CoreDNS,
+# crictl, pinned in orchestrator/cluster/pins) into ~/.cache/peerlab/bin, once per pin and Go version,
+# and the Debian packages it runs on; the first build on a machine takes many minutes
+cluster-programs: $(STAMP)
+	@./.ci/system-packages cluster
+	@$(PY) -m orchestrator.cluster.programs >/dev/null || echo "peerlab: the local cluster's programs were not built (needs Go 1.26); the cluster tests will fail"
 
 # Spark's s3a jars (hadoop-aws for PySpark's Hadoop, the AWS SDK bundle: about 690 MB) from Maven Central
 # into ~/.cache/peerlab/jars, checked against Central's SHA-1, once (analysis/s3a.py)
@@ -65,14 +72,20 @@ quickstart: setup
 # those runs leave idle, about two thirds of it); the one that compares the whole machine before and
 # after, with nothing beside it; the tests that need sch_netem, in a Debian guest (test-netem).
 # The two long phases print their slowest tests (--durations), so CI's log shows where the time goes.
-test: setup s3-server s3a-jars
+test: setup s3-server s3a-jars cluster-programs
 	$(PY) -m ruff check .
 	$(PY) -m pytest -n 3 --dist worksteal --durations=12 -m "emulation and not exclusive and not netem"
 	@$(VENV)/bin/peerlab image build --implementation all >/dev/null || echo "peerlab: node images not built (no Docker engine?): the docker tests build them or skip"
 	./.ci/beside '$(PY) -m pytest -p no:cacheprovider -n 3 --dist worksteal -m "not emulation and not exclusive and not netem"' \
-		$(PY) -m pytest --durations=12 -m "exclusive and not whole_machine and not netem"
+		$(PY) -m pytest --durations=12 -m "exclusive and not whole_machine and not netem and not cluster"
 	$(PY) -m pytest -m "whole_machine and not netem"
+	$(MAKE) --no-print-directory test-cluster
 	$(MAKE) --no-print-directory test-netem
+
+# the tests on the local Kubernetes cluster (tests/cluster: the module brings it up, runs the
+# kubernetes backend's paths on it, takes it down and checks nothing is left), one at a time
+test-cluster: setup cluster-programs
+	$(PY) -m pytest --durations=12 -m cluster
 
 # the tests marked netem (tests/emulation/test_netem.py) on a stock Debian kernel: in a guest under
 # QEMU (orchestrator/vm; built once, about a minute), since this machine's kernel may have no netem;

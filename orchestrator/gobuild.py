@@ -28,11 +28,12 @@ def _go_version() -> str:
     return done.stdout.strip() if done.returncode == 0 else ""
 
 
-def binary(pin: Path, package: str, name: str, build: bool = True) -> Path:
+def binary(pin: Path, package: str, name: str, build: bool = True, ldflags: str = "") -> Path:
     """The program `package` as pinned in `pin`, built first unless it is cached (or `build` is false:
-    then the path it would have, which may not exist)."""
+    then the path it would have, which may not exist); `ldflags` as `go build -ldflags` takes them
+    (a release's version stamp, which its own build scripts set)."""
     go = shutil.which("go")
-    h = hashlib.sha256(package.encode())
+    h = hashlib.sha256(package.encode() + b"\0" + ldflags.encode())
     for f in ("go.mod", "go.sum"):
         h.update(f.encode() + b"\0" + (pin / f).read_bytes() + b"\0")
     h.update(_go_version().encode() if go else b"")
@@ -47,7 +48,8 @@ def binary(pin: Path, package: str, name: str, build: bool = True) -> Path:
     print(f"peerlab: building {name} from {package} as pinned in {pin} (the first time on a machine "
           "takes minutes: modules are downloaded and compiled)", file=sys.stderr, flush=True)
     env = {**os.environ, "GOFLAGS": "-mod=readonly"}  # go.sum must pin everything: no silent updates
-    done = subprocess.run(["go", "build", "-trimpath", "-o", str(partial), package], cwd=pin, env=env,
+    flags = ["-ldflags", ldflags] if ldflags else []
+    done = subprocess.run(["go", "build", "-trimpath", *flags, "-o", str(partial), package], cwd=pin, env=env,
                           capture_output=True, text=True)
     if done.returncode != 0:
         partial.unlink(missing_ok=True)

@@ -107,6 +107,11 @@ class Backend(abc.ABC):
     def create_network(self) -> None:
         """Make the run's data network (bridge, links, addresses). Nothing is shaped yet."""
 
+    def clock_domains(self) -> dict[str, str]:
+        """Where nodes are on other machines (shared_clock False): node -> the machine whose clock it
+        reads (a pod's cluster node), so that nodes on one machine get one offset; {} if unknown."""
+        return {}
+
     @abc.abstractmethod
     def address(self, node_id: str) -> str:
         """The node's data-plane IPv4 address."""

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from websocket import WebSocketException
+
 from orchestrator.backends import kube_lease
 from orchestrator.paths import ROOT
 from orchestrator.run.node_client import ControlClient
@@ -147,7 +149,9 @@ class KubeCluster:
 
     def uninstall(self, release: str, timeout: float = 120) -> None:
         """The release gone (waiting for its pods), then its lease."""
-        result = self._helm("uninstall", release, "--wait", "--timeout", f"{int(timeout)}s", "--ignore-not-found",
+        # foreground: the StatefulSets go only once their pods have, so --wait returns with no pod left
+        result = self._helm("uninstall", release, "--wait", "--cascade", "foreground", "--timeout", f"{int(timeout)}s",
+                            "--ignore-not-found",
                             timeout=timeout + 30)
         if result.returncode != 0:
             raise RuntimeError(f"helm uninstall {release} failed: {result.stderr.strip()}")
@@ -278,21 +282,36 @@ class KubeCluster:
         this stdin does (closing the exec stream closes the process's stdin); its exit code."""
         resp = self._exec_stream(pod, container, argv, stdin=True)
 
+        stdin_ended = threading.Event()
+
         def pump() -> None:
             for line in sys.stdin:
                 resp.write_stdin(line)
+            stdin_ended.set()
             resp.close()
 
         threading.Thread(target=pump, daemon=True).start()
-        while resp.is_open():
-            resp.update(timeout=1)
-            if resp.peek_stdout():
-                sys.stdout.write(resp.read_stdout())
-                sys.stdout.flush()
-            if resp.peek_stderr():
-                sys.stderr.write(resp.read_stderr())
-                sys.stderr.flush()
-        return resp.returncode or 0
+        try:
+            while resp.is_open():
+                resp.update(timeout=1)
+                if resp.peek_stdout():
+                    sys.stdout.write(resp.read_stdout())
+                    sys.stdout.flush()
+                if resp.peek_stderr():
+                    sys.stderr.write(resp.read_stderr())
+                    sys.stderr.flush()
+        except (OSError, ValueError, TypeError, WebSocketException):
+            # the stream closed under update(): by `pump` (our stdin ended: the normal end), or by the
+            # other side, which the client library reports as whichever error its socket gives
+            if stdin_ended.is_set():
+                return 0
+            print(f"exec stream into pod {pod} closed by the API server", file=sys.stderr)
+            return NO_STATUS
+        try:
+            return resp.returncode or 0
+        except (TypeError, KeyError, IndexError, ValueError):  # closed without the command's exit status
+            print(f"exec stream into pod {pod} closed without the command's exit status", file=sys.stderr)
+            return NO_STATUS
 
     def logs(self, pod: str, container: str, tail: int | None = None) -> str:
         try:
@@ -300,6 +319,11 @@ class KubeCluster:
                                                      _request_timeout=REST_TIMEOUT)
         except Exception as err:  # noqa: BLE001 - a pod already gone has no logs to show
             return f"(no output: {err.__class__.__name__})"
+
+    def pod_nodes(self, selector: str) -> dict[str, str]:
+        """Each pod's cluster node (spec.nodeName): pods on one node read one clock."""
+        pods = self.core.list_namespaced_pod(self.namespace, label_selector=selector, _request_timeout=REST_TIMEOUT)
+        return {p.metadata.name: p.spec.node_name or "" for p in pods.items}
 
     def pod_uid(self, pod: str) -> str | None:
         try:

@@ -114,14 +114,22 @@ class Owner:
     renewed: datetime | None = None
     duration_s: int = LEASE_S
 
+    def gone_from_this_host(self) -> bool:
+        """The holder ran on this host (its name) and no process has its pid any more: it died without
+        dropping the lease (SIGKILL, a crash), so there is no need to wait for the lease to lapse."""
+        host, _, pid = (self.holder or "").rpartition("/")
+        return host == socket.gethostname() and pid.isdigit() and not os.path.exists(f"/proc/{pid}")
+
     def alive(self, now: datetime) -> bool:
-        return self.renewed is not None and now - self.renewed <= timedelta(seconds=self.duration_s)
+        return (self.renewed is not None and now - self.renewed <= timedelta(seconds=self.duration_s)
+                and not self.gone_from_this_host())
 
     def describe(self, now: datetime) -> str:
         if self.renewed is None:
             return "no lease (installed by hand, or by a peerlab without leases)"
         age = (now - self.renewed).total_seconds()
-        return f"lease held by {self.holder}, renewed {age:.0f} s ago (lapses after {self.duration_s} s)"
+        gone = ": no such process on this host" if self.gone_from_this_host() else ""
+        return f"lease held by {self.holder}{gone}, renewed {age:.0f} s ago (lapses after {self.duration_s} s)"
 
 
 def owners(api_client: Any, namespace: str, releases: list[str]) -> list[Owner]:

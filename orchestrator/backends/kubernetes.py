@@ -80,6 +80,7 @@ class KubernetesBackend(Backend):
                      for i, node_id in enumerate(members)}
         self.ips: dict[str, str] = {}
         self.uids: dict[str, str | None] = {}
+        self.cluster_nodes: dict[str, str] = {}  # node -> the cluster node its pod runs on
         self._status: dict[str, tuple[float, dict[str, Any]]] = {}
         self.installed = False
         for sub in ("events", "out"):
@@ -95,6 +96,9 @@ class KubernetesBackend(Backend):
     def link_ends(self, node_id: str) -> LinkEnds:
         pod = self.pods[node_id]
         return LinkEnds(pod, "eth0", pod, IFB)
+
+    def clock_domains(self) -> dict[str, str]:
+        return {n: c for n, c in self.cluster_nodes.items() if c}
 
     def control_endpoint(self, node_id: str) -> dict[str, Any]:
         return {"host": self.ips[node_id], "port": CONTROL_PORT}
@@ -129,9 +133,11 @@ class KubernetesBackend(Backend):
         ips_by_pod = self.cluster.wait_pods(f"peerlab.run={self.ctx.short}", list(self.pods.values()),
                                             timeout=120 + 0.5 * n,
                                             say=lambda m: print(m, file=sys.stderr, flush=True))
+        node_of_pod = self.cluster.pod_nodes(f"peerlab.run={self.ctx.short}")
         for node_id, pod in self.pods.items():
             self.ips[node_id] = ips_by_pod[pod]
             self.uids[node_id] = self.cluster.pod_uid(pod)
+            self.cluster_nodes[node_id] = node_of_pod.get(pod, "")
         self.each(lambda node_id: self._supervisor(node_id, "status", retries=20), self.pods)  # sockets are up
         self.shape_all({pod: [ops.RedirectIngress("eth0", IFB)] for pod in self.pods.values()})
 

@@ -9,7 +9,7 @@ import argparse
 import os
 import sys
 
-from orchestrator.cli import bench, contract, fuzz, machine, overlay, report, run, scenario, store, vm
+from orchestrator.cli import bench, cluster, contract, fuzz, machine, overlay, report, run, scenario, store, vm
 from orchestrator.cli.common import AnalysisInterrupted, UsageError, close_analysis, err
 
 EXAMPLES = """\
@@ -23,6 +23,7 @@ examples:
   peerlab run scenarios/gossipsub-large.yaml --matrix gossipsub.variant=v1.1,v1.2,all-3
                            # one run per variant, then one comparison table
   peerlab compare runs/A runs/B      # metrics side by side
+  peerlab cluster up       # (as root) a local one-node Kubernetes cluster for --backend kubernetes
   peerlab store serve      # the bundled S3 server (SeaweedFS) for output.store: s3://peerlab/runs
   peerlab overlay --compare --nodes 1000 --runs 10   # the CD-MAX seed's overlay tables
   peerlab clean            # remove what a crashed run left behind
@@ -43,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Emulation testbed for peer-to-peer publish/subscribe protocols: real nodes in "
                     "network namespaces, every link shaped with tc, logs analysed with PySpark.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for group in (run, scenario, machine, report, store, bench, overlay, fuzz, contract, vm):
+    for group in (run, scenario, machine, report, store, cluster, bench, overlay, fuzz, contract, vm):
         group.add(sub)
     return parser
 

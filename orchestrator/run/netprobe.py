@@ -100,9 +100,11 @@ class NamespaceProbes:
         await asyncio.shield(self.starting[node_id])
 
     async def _start_server(self, node_id: str) -> None:
+        # stdin a pipe held open until `close`: where the namespace is a pod, the process is a bridge over
+        # the exec API, and the end of its stdin ends the process in the pod
         proc = await asyncio.create_subprocess_exec(
             *self._exec(node_id), SERVER, self.backend.address(node_id), str(PORT),
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         self.servers[node_id] = proc
         line = await asyncio.wait_for(proc.stdout.readline(), 30)
         if not line.startswith(b"listening"):
@@ -112,8 +114,12 @@ class NamespaceProbes:
         await self._server(b)
         proc = await asyncio.create_subprocess_exec(
             *self._exec(a), CLIENT, self.backend.address(b), str(PORT), what, str(n),
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-        out, err = await asyncio.wait_for(proc.communicate(), timeout)
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        try:  # stdin open until the probe ends (as the server's: in a pod, its end would end the probe)
+            out, err, _ = await asyncio.wait_for(asyncio.gather(proc.stdout.read(), proc.stderr.read(), proc.wait()),
+                                                 timeout)
+        finally:
+            proc.stdin.close()
         if proc.returncode != 0:
             raise RuntimeError(f"probe {a}->{b}: {err.decode()[-300:]}")
         return json.loads(out)

@@ -49,7 +49,8 @@ from orchestrator.shaping import native_build
 
 LATE_WARN = 0.01          # share of packets released 10 ms or more late above which a run warns
 OWN_NETNS = "/proc/self/ns/net"  # attach: the namespace the delay line itself runs in
-MODULE = ["-m", "orchestrator.shaping.delayline"]
+# `python -m orchestrator.shaping.delayline` would warn that the package imported the module first
+MODULE = ["-c", "import sys; from orchestrator.shaping.delayline import main; sys.exit(main(sys.argv[1:]))"]
 
 
 def summary(stats: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:

@@ -61,6 +61,7 @@ def checks() -> list[dict[str, Any]]:
     rows.append({"what": "helm", "ok": helm is not None,
                  "detail": helm or "missing (.ci/tools installs it into .tools/bin; for the chart's checks)"})
     rows.append(_kubernetes_row())
+    rows.append(_local_cluster_row())
     from node.adapters import ADAPTERS
 
     for adapter in ADAPTERS.values():
@@ -117,7 +118,29 @@ def _kubernetes_row() -> dict[str, Any]:
     except Exception as err:  # noqa: BLE001 - no kubeconfig, no server: said, not raised
         return {"what": "kubernetes cluster", "ok": False,
                 "detail": f"none reachable ({str(err).splitlines()[0][:120] or err.__class__.__name__}); "
-                          "for --backend kubernetes: peerlab prepare kind, or point KUBECONFIG at a cluster"}
+                          "for --backend kubernetes: sudo peerlab cluster up (a local one-node cluster), "
+                          "or point KUBECONFIG at a cluster"}
+
+
+def _local_cluster_row() -> dict[str, Any]:
+    """The local one-node cluster (orchestrator/cluster): built? running? Ready?"""
+    from orchestrator.cluster import lifecycle, programs
+    from orchestrator.cluster.layout import Layout
+
+    try:
+        programs.locate(build=False)
+    except programs.MissingProgram as err:
+        return {"what": "local kubernetes cluster", "ok": False,
+                "detail": f"not ready to start: {str(err).splitlines()[0]}"}
+    state = Layout.default()
+    st = lifecycle.status(state)
+    if st["node_ready"]:
+        return {"what": "local kubernetes cluster", "ok": True,
+                "detail": f"up, node Ready: export KUBECONFIG={state.kubeconfig}"}
+    running = [name for name, pid in st["processes"].items() if pid]
+    return {"what": "local kubernetes cluster", "ok": True,
+            "detail": (f"partly up ({', '.join(running)}; node {st['node']}): sudo peerlab cluster status"
+                       if running else "built, not running: sudo peerlab cluster up (seconds)")}
 
 
 def summary(rows: list[dict[str, Any]]) -> list[str]:

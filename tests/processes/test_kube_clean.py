@@ -4,7 +4,10 @@ lapsed, or none) are uninstalled, a live run's release is left alone unless --fo
 created before its release and renewed while it lives."""
 from __future__ import annotations
 
+import os
 import re
+import socket
+import subprocess
 import time
 from datetime import timedelta
 
@@ -58,6 +61,25 @@ def test_clean_uninstalls_the_releases_whose_orchestrator_is_gone(api):
     again = peerlab("clean", "--kubernetes", "--namespace", "lab")
     assert "nothing to clean in namespace lab" in again.stderr
 
+
+def test_a_fresh_lease_whose_holder_died_on_this_host_does_not_protect_its_release(api):
+    """A SIGKILLed orchestrator on this machine: its lease was renewed seconds ago, but no process has
+    its pid, so clean need not wait for the lease to lapse; a live holder's release is left alone."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    here = socket.gethostname()
+    api.put("lab", "secrets", helm_release("pl000005", "lab"))
+    api.put("lab", "secrets", helm_release("pl000006", "lab"))
+    api.put("lab", "leases", lease("pl000005", age_s=3, holder=f"{here}/{dead.pid}"))
+    api.put("lab", "leases", lease("pl000006", age_s=3, holder=f"{here}/{os.getpid()}"))
+
+    result = peerlab("clean", "--kubernetes", "--namespace", "lab")
+    assert result.returncode == 0, result.stderr
+    out = " ".join(result.stderr.split())
+    assert f"release pl000005 in namespace lab: lease held by {here}/{dead.pid}: no such process on this host" in out
+    assert "release pl000006 in namespace lab: orchestrator alive" in out
+    assert sorted(api.objects("lab", "secrets")) == ["sh.helm.release.v1.pl000006.v1"]
+    assert sorted(api.objects("lab", "leases")) == ["pl000006"]
 
 def test_a_runs_lease_is_made_before_its_release_and_renewed_until_dropped(api, tmp_path, monkeypatch):
     monkeypatch.setattr(kube_lease, "RENEW_S", 0.2)

@@ -75,6 +75,10 @@ class DockerPods:
             ips[name] = network["IPAddress"]
         return ips
 
+    def pod_nodes(self, selector: str) -> dict[str, str]:
+        """Every pod runs on this machine: one cluster node, one clock."""
+        return {pod: "docker" for pod in self.pods}
+
     def pod_uid(self, pod: str) -> str | None:
         return self.pods[pod]["node"].id if pod in self.pods else None
 
