@@ -39,8 +39,6 @@ from orchestrator.run.node_client import ControlClient, NodeError
 from orchestrator.run.readiness import Readiness
 from orchestrator.run.record import RunError, RunRecord
 
-NETWORK = "*network*"  # the timeline's key for network-wide faults (a node's key is its id)
-
 
 class RunInterrupted(RuntimeError):
     """SIGINT or SIGTERM stopped the run; everything was torn down."""
@@ -226,10 +224,12 @@ class Runner(Readiness, RunRecord):
         await self.clients[node_id].post("/start", {"t0": self._t0_for(node_id)})
 
     async def _timeline(self) -> None:
-        """Faults in time order, each started at its time and run in the background, so that a slow one
-        (a restart is a process start, ~0.5 s; on a cluster every fault is an exec round trip through
-        the API server, seconds on a loaded one) does not delay the next; the next fault on the same
-        node waits for it, and network-wide faults (partition, heal, ...) wait for each other."""
+        """Faults in time order. A kill, restart or join runs in the background (a restart is a process
+        start, ~0.5 s; on a cluster each is an exec round trip through the API server, seconds on a
+        loaded one), so that later faults on other nodes keep their time; the next fault on the same
+        node waits for it. A network-wide fault (partition, heal, ...) waits for every fault still
+        running: a restarted node's links are shaped again as the network is then, which a heal or
+        partition in between would contradict."""
         assert self.t0_ns is not None
         pending: dict[str, asyncio.Task] = {}
 
@@ -255,10 +255,14 @@ class Runner(Readiness, RunRecord):
             delay = self.t0_ns / 1e9 + fault.at - self.dilation.time()
             if delay > 0:
                 await asyncio.sleep(self.dilation.real(delay))
-            key = fault.node or NETWORK
-            if key in pending:
-                await pending.pop(key)
-            pending[key] = asyncio.create_task(execute(fault, shaped))
+            busy = [pending.pop(fault.node)] if fault.node in pending else (
+                [] if fault.node else [pending.pop(k) for k in list(pending)])
+            if busy:
+                await asyncio.gather(*busy)
+            if fault.node:
+                pending[fault.node] = asyncio.create_task(execute(fault, shaped))
+            else:
+                await execute(fault, shaped)
         if pending:
             await asyncio.gather(*pending.values())
         remaining = self.t0_ns / 1e9 + self.plan.end - self.dilation.time()
