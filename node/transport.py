@@ -181,7 +181,10 @@ class Transport:
             backoff = DIAL_BACKOFF_FIRST
             await self._run_connection(reader, writer, outbound=True, expected=peer)
             if not self._stopping:
-                await asyncio.sleep(REDIAL_AFTER_CLOSE * self.time_scale)
+                # jittered: two nodes that dialled each other at once each keep one connection and refuse
+                # the other's, so both can lose both; redialling in step, they could do so again and
+                # again (a pair of 60 nodes stayed apart for 42 s on a loaded machine)
+                await asyncio.sleep(REDIAL_AFTER_CLOSE * random.uniform(1.0, 3.0) * self.time_scale)
 
     async def _accepted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
