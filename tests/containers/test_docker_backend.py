@@ -21,6 +21,17 @@ from tests.support.scenarios import SMALL
 pytestmark = [pytest.mark.emulation, pytest.mark.docker, pytest.mark.slow, pytest.mark.exclusive]
 
 
+def rounded(value):
+    """Every float to 10 significant digits, through dicts and lists."""
+    if isinstance(value, float):
+        return float(f"{value:.10g}")
+    if isinstance(value, dict):
+        return {k: rounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [rounded(v) for v in value]
+    return value
+
+
 def test_quickstart_on_docker_into_s3_delivers_as_on_local(tmp_path: Path, docker_engine, s3_endpoint):
     """The README's quickstart (its network, topics, rate and calibration; 12 nodes publishing for 6 s
     instead of 30 for 15: tests/emulation/test_quickstart.py runs it whole on the local backend) on
@@ -53,7 +64,9 @@ def test_quickstart_on_docker_into_s3_delivers_as_on_local(tmp_path: Path, docke
                     env={**os.environ, "PEERLAB_CACHE": str(tmp_path / "fresh-cache")})
     assert again.returncode == 0, again.stderr[-3000:]
     staged = tmp_path / "fresh-cache" / "s3" / "peerlab" / "runs" / run_dir.name
-    assert json.loads((staged / "analysis" / "metrics.json").read_text()) == m
+    # the same figures, read in place through s3a: a mean may differ in its last bits (Spark sums in
+    # another order)
+    assert rounded(json.loads((staged / "analysis" / "metrics.json").read_text())) == rounded(m)
 
 
 def test_docker_churn_kills_and_restarts_containers(tmp_path: Path, docker_engine):
