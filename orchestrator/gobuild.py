@@ -9,6 +9,7 @@ build on a machine downloads and compiles everything (minutes), later ones reuse
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
@@ -23,7 +24,8 @@ class GoBuildError(RuntimeError):
     """The program is missing and could not be built; the message says why and what to do."""
 
 
-def _go_version() -> str:
+@functools.cache
+def _go_version() -> str:  # asked once per process: locating the cluster's eight programs asks eight times
     done = subprocess.run(["go", "env", "GOVERSION"], capture_output=True, text=True)
     return done.stdout.strip() if done.returncode == 0 else ""
 

@@ -56,14 +56,14 @@ def start(s: Layout, c: Component, pki: Path | None = None, timeout: float = 60)
         if proc.poll() is not None:
             raise DaemonError(f"{c.name} exited (code {proc.returncode}) while starting; "
                               f"its log ({s.logs / (c.name + '.log')}) ends:\n{log_tail(s, c.name)}")
-        if _answers(c.ready, s):
+        if answers(c.ready, s):
             return proc.pid
         time.sleep(0.3)
     raise DaemonError(f"{c.name} did not answer ({c.ready}) within {timeout:.0f} s; "
                       f"its log ({s.logs / (c.name + '.log')}) ends:\n{log_tail(s, c.name)}")
 
 
-def _answers(ready: str, s: Layout) -> bool:
+def answers(ready: str, s: Layout) -> bool:
     kind, _, where = ready.partition(":")
     try:
         if kind == "":

@@ -248,7 +248,7 @@ def down(s: Layout, purge: bool = False, say: Callable[[str], None] = print) -> 
 def status(s: Layout) -> dict[str, Any]:
     """What runs, whether the API answers and the node is Ready, and what is left on the host."""
     processes = {name: daemons.pid_of(s, name) for name in ORDER}
-    api = daemons._answers(f"https://127.0.0.1:{L.API_PORT}/readyz", s) if s.kubeconfig.exists() else False
+    api = daemons.answers(f"https://127.0.0.1:{L.API_PORT}/readyz", s) if s.kubeconfig.exists() else False
     ready, why = _node_ready(s) if api else (False, "API server not answering")
     leftovers = network.leftovers() + [f"shim {p}" for p in _shims(s)]
     leftovers += [f"cgroup {p}" for p in _kubepods_cgroups()]
