@@ -72,20 +72,22 @@ quickstart: setup
 # those runs leave idle, about two thirds of it); the one that compares the whole machine before and
 # after, with nothing beside it; the tests that need sch_netem, in a Debian guest (test-netem).
 # The two long phases print their slowest tests (--durations), so CI's log shows where the time goes.
+# Every phase runs with --no-skips (tests/conftest.py): a test that skips there fails, saying why (no
+# Docker engine, no netem in the guest, a checkout other users cannot read): a green run ran everything.
 test: setup s3-server s3a-jars cluster-programs
 	$(PY) -m ruff check .
-	$(PY) -m pytest -n 3 --dist worksteal --durations=12 -m "emulation and not exclusive and not netem"
-	@$(VENV)/bin/peerlab image build --implementation all >/dev/null || echo "peerlab: node images not built (no Docker engine?): the docker tests build them or skip"
-	./.ci/beside '$(PY) -m pytest -p no:cacheprovider -n 3 --dist worksteal -m "not emulation and not exclusive and not netem"' \
-		$(PY) -m pytest --durations=12 -m "exclusive and not whole_machine and not netem and not cluster"
-	$(PY) -m pytest -m "whole_machine and not netem"
+	$(PY) -m pytest --no-skips -n 3 --dist worksteal --durations=12 -m "emulation and not exclusive and not netem"
+	@$(VENV)/bin/peerlab image build --implementation all >/dev/null || echo "peerlab: node images not built (no Docker engine?): the docker tests build them, or fail without an engine"
+	./.ci/beside '$(PY) -m pytest -p no:cacheprovider --no-skips -n 3 --dist worksteal -m "not emulation and not exclusive and not netem"' \
+		$(PY) -m pytest --no-skips --durations=12 -m "exclusive and not whole_machine and not netem and not cluster"
+	$(PY) -m pytest --no-skips -m "whole_machine and not netem"
 	$(MAKE) --no-print-directory test-cluster
 	$(MAKE) --no-print-directory test-netem
 
 # the tests on the local Kubernetes cluster (tests/cluster: the module brings it up, runs the
 # kubernetes backend's paths on it, takes it down and checks nothing is left), one at a time
 test-cluster: setup cluster-programs
-	$(PY) -m pytest --durations=12 -m cluster
+	$(PY) -m pytest --no-skips --durations=12 -m cluster
 
 # the tests marked netem (tests/emulation/test_netem.py) on a stock Debian kernel: in a guest under
 # QEMU (orchestrator/vm; built once, about a minute), since this machine's kernel may have no netem;
@@ -93,7 +95,7 @@ test-cluster: setup cluster-programs
 test-netem: setup
 	@./.ci/system-packages vm
 	$(VENV)/bin/peerlab vm build
-	$(VENV)/bin/peerlab vm run -- $(PY) -m pytest -p no:cacheprovider -m netem -v -s tests/emulation/test_netem.py
+	$(VENV)/bin/peerlab vm run -- $(PY) -m pytest -p no:cacheprovider --no-skips -m netem -v -s tests/emulation/test_netem.py
 
 # the fast loop: no namespaces, no Spark, nothing marked slow (`make test` runs those); the few that
 # time the host one at a time, with the rest beside them at the lowest priority, as in `make test`

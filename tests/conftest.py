@@ -2,7 +2,7 @@
 `netem` (sch_netem), `spark` (Java), `docker`, `slow`, `waiting` (started first), `exclusive` (one at
 a time after the emulation tests, with the tests that need only the CPU beside them at the lowest
 priority), `whole_machine` (exclusive, with nothing beside it). `make test-fast` is the fast loop;
-`make test` everything."""
+`make test` everything, with --no-skips: there a test that skips fails."""
 from __future__ import annotations
 
 import os
@@ -11,6 +11,23 @@ import shutil
 import pytest
 
 from tests.support.cli import ROOT, SHARED, docker_objects, peerlab, run_netns  # noqa: F401 - shared
+
+
+def pytest_addoption(parser):
+    parser.addoption("--no-skips", action="store_true",
+                     help="a test that skips fails instead, saying why it skipped (make test, and so CI: "
+                          "a missing engine, user or data set must not pass as a green run)")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and not hasattr(report, "wasxfail") and item.config.getoption("--no-skips"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = (f"{reason}\n(this test skipped, and --no-skips makes a skip a failure: `make test` "
+                           "runs every test; run pytest without it to allow skips)")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -388,8 +388,8 @@ class Runner(Readiness, RunRecord):
             forget_run(self.short)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-        if stop_storing.is_set():
-            raise RunInterrupted(f"run {self.run_id} interrupted while its logs were stored: {problem}")
+            if stop_storing.is_set():  # (in place of a cancellation too: the user must learn where the logs are)
+                raise RunInterrupted(f"run {self.run_id} interrupted while its logs were stored: {problem}")
         if problem:
             raise RunError(problem)
         return self.run_dir

@@ -12,17 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import ROOT, peerlab, run_netns, short_id
+from tests.support.cli import ROOT, peerlab, run_netns, run_processes, short_id
 from tests.support.scenarios import SMALL
 
 pytestmark = [pytest.mark.emulation, pytest.mark.slow, pytest.mark.exclusive]
-
-def _node_processes(short: str) -> list[str]:
-    """Processes of the run with this short id (the fork server and its node children carry the
-    run's scratch directory, /tmp/peerlab/<short>, on their command line)."""
-    out = subprocess.run(["pgrep", "-af", f"/peerlab/{short}"], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if "pgrep" not in line]
-
 
 def wait_for_line(proc: subprocess.Popen, text: str, timeout: float) -> None:
     """Read the run's stderr until a line holds `text`; fail if the run ends or `timeout` passes."""
@@ -78,7 +71,7 @@ def test_small_run_end_to_end(tmp_path: Path):
     # nothing left behind
     assert run_netns() == before
     short = short_id(run_dir)
-    assert _node_processes(short) == []
+    assert run_processes(short) == []
     assert not Path("/tmp/peerlab", short).exists()
 
 
@@ -108,15 +101,15 @@ def test_sigkilled_orchestrator_is_cleaned(tmp_path: Path):
     short = next(iter(left))[2:8]
     # the fork server sees its stdin close and exits; the 8 nodes stay until cleaned
     deadline = time.monotonic() + 5
-    while len(_node_processes(short)) != 8 and time.monotonic() < deadline:
+    while len(run_processes(short)) != 8 and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert len(_node_processes(short)) == 8
+    assert len(run_processes(short)) == 8
 
     result = peerlab("clean")
     assert result.returncode == 0, result.stderr
     assert "removed 9 namespaces" in result.stderr
     assert run_netns() - before == set(), result.stderr
-    assert _node_processes(short) == []
+    assert run_processes(short) == []
     run_dir = next((tmp_path / "runs").iterdir())
     status = json.loads((run_dir / "status").read_text())
     assert status["status"] == "crashed" and "stored 8 event logs" in status["detail"]
@@ -145,4 +138,4 @@ def test_signals_tear_the_run_down(tmp_path: Path, sig):
     assert len(list((run_dir / "events").glob("*.jsonl.gz"))) == 5  # logs collected all the same
     assert run_netns() == before
     short = short_id(run_dir)
-    assert _node_processes(short) == []
+    assert run_processes(short) == []

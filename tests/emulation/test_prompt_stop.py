@@ -5,6 +5,7 @@ teardown stops the storing of the logs, never the teardown."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import ROOT, run_netns
+from tests.support.cli import ROOT, run_leftovers, run_netns
 
 pytestmark = [pytest.mark.emulation, pytest.mark.slow]
 
@@ -48,14 +49,17 @@ def test_sigterm_while_deploying_300_nodes_ends_within_10_s_with_nothing_left(tm
     print(f"SIGTERM with {made} of 300 namespaces made: exit {proc.returncode} after {took:.1f} s")
     assert proc.returncode == 130, log.read_text()[-2000:]
     assert took < 10
-    assert run_netns(run_dir) == set()
+    assert run_leftovers(run_dir) == {}
     assert json.loads((run_dir / "status").read_text())["status"] == "interrupted"
 
 
 def test_a_second_signal_during_teardown_stops_only_the_storing_of_logs(tmp_path: Path):
     """The first SIGTERM starts the teardown; another one then (an impatient user) must not kill the
     orchestrator in the middle of it: the teardown ends, the storing of the logs stops between two
-    logs, and what was not stored is kept in the scratch directory, which the status names."""
+    logs, and what was not stored is kept in the scratch directory, which the status names.
+    The run's fork server is frozen (SIGSTOP) before the first signal, so the teardown waits for it to
+    report its children's exits: the second signal surely lands during the teardown, before any log
+    is stored; the fork server is let go (SIGCONT) after it."""
     from tests.emulation.test_local_backend import wait_for_line
 
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", "scenarios/quickstart.yaml",
@@ -63,25 +67,34 @@ def test_a_second_signal_during_teardown_stops_only_the_storing_of_logs(tmp_path
                              "--set", "calibration.enabled=false",
                              "--set", f"output.store=file://{tmp_path}/runs", "--no-report"],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    forkserver = None
     try:
         wait_for_line(proc, "T0:", 120)
+        found = subprocess.run(["pgrep", "-P", str(proc.pid), "-f", "node.forkserver"], capture_output=True, text=True)
+        assert len(found.stdout.split()) == 1, f"not one fork server under the run: {found.stdout!r}"
+        forkserver = int(found.stdout)
+        os.kill(forkserver, signal.SIGSTOP)
         proc.send_signal(signal.SIGTERM)
         wait_for_line(proc, "teardown:", 30)
         proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=30)
+        time.sleep(0.5)  # the orchestrator's handler runs between two bytecodes of its main thread
+        os.kill(forkserver, signal.SIGCONT)
+        out, err = proc.communicate(timeout=120)
     finally:
+        if forkserver is not None and proc.poll() is None:  # the test failed before letting it go
+            os.kill(forkserver, signal.SIGCONT)
         if proc.poll() is None:
             proc.kill()
             proc.wait()
     assert proc.returncode == 130, err[-2000:]
     run_dir = next((tmp_path / "runs").iterdir())
-    assert run_netns(run_dir) == set()
+    left = run_leftovers(run_dir)
+    assert left.pop("scratch", None) and left == {}, left  # the scratch directory is kept: the logs are there
     status = json.loads((run_dir / "status").read_text())
     assert status["status"] == "interrupted", status
+    assert "while storing the event logs" in status["detail"], status
+    assert "while its logs were stored" in err, err[-2000:]
     stored = len(list((run_dir / "events").glob("*.jsonl.gz")))
-    if "while storing the event logs" in status["detail"]:  # the second signal came before the last log
-        scratch = Path(status["detail"].rsplit("kept in ", 1)[1])
-        assert len(list((scratch / "events").glob("*.jsonl"))) == 12
-        shutil.rmtree(scratch)
-    else:  # it came during the teardown, and the storing was already over
-        assert stored == 12
+    scratch = Path(status["detail"].rsplit("kept in ", 1)[1])
+    assert stored == 0 and len(list((scratch / "events").glob("*.jsonl"))) == 12, (stored, scratch)
+    shutil.rmtree(scratch)

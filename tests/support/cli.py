@@ -28,6 +28,26 @@ def run_netns(*run_dirs: Path | str) -> set[str]:
     return names
 
 
+def run_processes(short: str) -> list[str]:
+    """Processes of the run with this short id (the fork server and its node children carry the
+    run's scratch directory, /tmp/peerlab/<short>, on their command line; its delay line and shaper
+    name it as well)."""
+    out = subprocess.run(["pgrep", "-af", f"/peerlab/{short}"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if "pgrep" not in line]
+
+
+def run_leftovers(run_dir: Path | str) -> dict[str, object]:
+    """What a run that ended (however) must not leave: its namespaces, processes, scratch directory
+    and state file (empty values: nothing left)."""
+    from orchestrator.run.cleanup import STATE_DIR
+
+    short = short_id(run_dir)
+    return {k: v for k, v in {
+        "netns": sorted(run_netns(run_dir)), "processes": run_processes(short),
+        "scratch": Path(f"/tmp/peerlab/{short}").exists(), "state file": (STATE_DIR / f"{short}.json").exists(),
+    }.items() if v}
+
+
 def short_id(run_dir: Path | str) -> str:
     """A run's short id: its directory's last part, which names its namespaces and processes' paths."""
     return Path(run_dir).name.rsplit("-", 1)[-1]

@@ -31,3 +31,25 @@ def test_offsets_are_found_within_half_the_round_trip():
         assert error <= measured["rtt_ns"][node] // 2 + 1_000_000, (node, error)
     # n3's paths are asymmetric (10 ms out, 2 ms back): off by about half the asymmetry, within rtt/2
     assert measured["max_error_ns"] == max(measured["rtt_ns"].values()) // 2
+
+
+class VaryingNode(SkewedNode):
+    """A node whose paths change from one round trip to the next: `paths` is (out_s, back_s) per round."""
+
+    def __init__(self, skew_ns: int, paths: list[tuple[float, float]]):
+        super().__init__(skew_ns, *paths[0])
+        self.paths = list(paths)
+
+    async def get(self, path: str, **kwargs):
+        self.out_s, self.back_s = self.paths.pop(0)
+        return await super().get(path, **kwargs)
+
+
+def test_the_shortest_round_trip_is_the_one_kept():
+    """Queued once on the way out (40 ms, then 30 ms) and once not: only the quick round trip gives the
+    offset within 1 ms; the first or the last would be 15-20 ms off."""
+    node = VaryingNode(7_000_000, [(0.040, 0.001), (0.001, 0.001), (0.030, 0.001)])
+    offset, rtt = asyncio.run(clock.node_offset(node, rounds=3))
+    assert rtt < 20_000_000, rtt
+    assert abs(offset - 7_000_000) <= rtt // 2 + 1_000_000, offset
+    assert node.paths == []

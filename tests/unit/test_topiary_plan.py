@@ -10,9 +10,7 @@ from analysis.extras.overlay_epochs import outgoing_share
 from orchestrator.model.overlays import build, members_of
 from orchestrator.model.plan import make_plan
 from orchestrator.model.scenario import ScenarioError, parse_scenario
-from tests.support.cli import SHARED
 
-WONDERPROXY = SHARED / "data" / "wonderproxy"
 SC = """
 name: t
 seed: 2
@@ -111,15 +109,33 @@ def test_regions_model_uses_half_the_table_rtt():
         plan_of(SC + "network: {latency: {model: regions, regions: [mars]}}\n")
 
 
-@pytest.mark.skipif(not WONDERPROXY.exists(), reason="the WonderProxy data set is not in this workspace")
-def test_wonderproxy_places_nodes_at_distinct_cities_and_reports_filling():
-    text = SC + (f"network: {{latency: {{model: wonderproxy, servers: {WONDERPROXY}/servers-2020-07-19.csv, "
-                 f"pings: {WONDERPROXY}/pings-2020-07-19-2020-07-20-grouped.csv}}}}\n")
-    plan = plan_of(text, data_roots=[WONDERPROXY])
+def wonderproxy_files(folder, cities: int):
+    """A data set in WonderProxy's two CSV formats (the columns of ../shared/data's 2020 files):
+    `cities` servers on a grid of coordinates, and a ping RTT for every ordered pair (1 ms per degree
+    of longitude and latitude apart, plus 2 ms)."""
+    servers = folder / "servers.csv"
+    servers.write_text("id,name,title,location,state,country,state_abbv,continent,latitude,longitude,selected\n" +
+                       "".join(f"{i},City{i},City{i},,,,,1,{(i % 6) * 10},{(i // 6) * 15},1\n" for i in range(1, cities + 1)))
+    pings = folder / "pings.csv"
+    rtt = lambda a, b: 2 + abs(a % 6 - b % 6) * 10 + abs(a // 6 - b // 6) * 15  # noqa: E731
+    pings.write_text("source,destination,min,avg,max,mdev\n" +
+                     "".join(f"{a},{b},0,{rtt(a, b)},0,0\n" for a in range(1, cities + 1)
+                             for b in range(1, cities + 1) if a != b))
+    return servers, pings
+
+
+def test_wonderproxy_places_nodes_at_distinct_cities_and_reports_filling(tmp_path):
+    servers, pings = wonderproxy_files(tmp_path, cities=40)
+    plan = plan_of(SC + f"network: {{latency: {{model: wonderproxy, servers: {servers}, pings: {pings}}}}}\n",
+                   data_roots=[tmp_path])
     cities = [n.placement["city"] for n in plan.nodes]
-    assert len(set(cities)) == 30
-    flat = [x for i, row in enumerate(plan.latency_ms) for j, x in enumerate(row) if i != j]
-    assert 1 < min(flat) and max(flat) < 400  # one-way = RTT / 2: data RTTs are below ~540 ms
+    assert len(set(cities)) == 30 and set(cities) <= {f"City{i}" for i in range(1, 41)}
+    index = {f"City{i}": i for i in range(1, 41)}
+    for i, a in enumerate(cities):  # one-way = the pair's RTT / 2
+        for j, b in enumerate(cities):
+            if i != j:
+                x, y = index[a], index[b]
+                assert plan.latency_ms[i][j] == pytest.approx((2 + abs(x % 6 - y % 6) * 10 + abs(x // 6 - y // 6) * 15) / 2)
     assert "wonderproxy: 30 nodes at 30 cities" in plan.latency_notes[0] and "filled" in plan.latency_notes[0]
 
 
