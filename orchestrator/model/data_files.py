@@ -5,8 +5,8 @@ Scenarios arrive in pull requests and CI runs them as root, so a data path must 
 the machine's files. A relative path resolves against the scenario file's directory (the working
 directory for a scenario given as text); the file it names, symlinks followed, must lie inside that
 directory's tree or under a root the user allowed (`--data-root DIR`, or PEERLAB_DATA_ROOTS, a
-colon-separated list); it must be a regular file (no device, FIFO, socket or directory) of at most
-MAX_BYTES. Validation replaces each path by the file's real path; readers open that path again with
+colon-separated list); it must be a regular file (no device, FIFO, socket or directory) with one name (a hard link is
+a second name of a file that may lie anywhere) of at most MAX_BYTES. Validation replaces each path by the file's real path; readers open that path again with
 `read_bytes`, which checks the same. Errors name the field and the path, never the file's contents.
 """
 from __future__ import annotations
@@ -51,6 +51,9 @@ class DataAccess:
 def _check(st: os.stat_result, shown: str) -> None:
     if not stat.S_ISREG(st.st_mode):
         raise ValueError(f"{shown} is not a regular file (a directory, device, FIFO or socket)")
+    if st.st_nlink > 1:  # another name of the same file may be anywhere on its file system
+        raise ValueError(f"{shown} has {st.st_nlink} hard links: it may be a file from outside the allowed "
+                         "directories under a second name; use a copy of it")
     if st.st_size > MAX_BYTES:
         raise ValueError(f"{shown} has {st.st_size / 2**20:.0f} MiB; a data file may have at most "
                          f"{MAX_BYTES // 2**20} MiB")
@@ -76,3 +79,19 @@ def read_bytes(path: str) -> bytes:
 
 def read_text(path: str) -> str:
     return read_bytes(path).decode("utf-8", errors="replace")
+
+
+# where no run is written, however the store is named (scenarios run as root in CI)
+SYSTEM_DIRS = tuple(Path(p) for p in ("/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot",
+                                      "/dev", "/proc", "/sys", "/run", "/var/lib", "/var/spool", "/var/log",
+                                      "/var/cache", "/root/.ssh", "/root/.config"))
+
+
+def check_output_dir(value: str) -> None:
+    """ValueError when the directory `value` (symlinks followed as far as they exist) is the root
+    directory or under a system directory."""
+    real = Path(os.path.realpath(value))
+    bad = real == Path("/") or next((d for d in SYSTEM_DIRS if real == d or d in real.parents), None)
+    if bad:
+        raise ValueError(f"{value} is {'the root directory' if bad is True else f'in the system directory {bad}'}: "
+                         "keep runs elsewhere (the default file://./runs, a home directory, /srv, /data, /tmp)")

@@ -160,7 +160,16 @@ class WonderProxy(LatencyModel):
             b = _number(*where, line, "destination", row.get("destination"), int)
             if a != b and a in cities and b in cities:  # ids without a server row are dropped
                 rtt[(a, b)] = _number(*where, line, "avg", row.get("avg"))
+                if not 0 <= rtt[(a, b)] < 10_000:
+                    raise ValueError(f"network.latency.pings: {self.pings} line {line}, column avg: an RTT in ms "
+                                     "from 0 to 10000")
         ids = sorted(cities)
+        if not ids:
+            raise ValueError(f"network.latency.servers: {self.servers} has no server row (the columns id, latitude "
+                             "and longitude of WonderProxy's servers CSV)")
+        if not rtt:
+            raise ValueError(f"network.latency.pings: {self.pings} has no ping between two servers of "
+                             f"{self.servers} (its source and destination columns are the servers' ids)")
         chosen = rng.sample(ids, n) if n <= len(ids) else [ids[i % len(ids)] for i in range(n)]
         slope, intercept = _fit([(_km(cities[a], cities[b]), v) for (a, b), v in rtt.items()])
         mat = [[0.0] * n for _ in range(n)]

@@ -375,4 +375,6 @@ class Output(Strict):
             raise ValueError(f"store {url!r}: write file://DIR (e.g. file://./runs) or s3://BUCKET/PREFIX")
         if parsed.scheme == "s3" and not parsed.netloc:
             raise ValueError(f"store {url!r}: an s3:// store needs a bucket, e.g. s3://my-bucket/runs")
+        if parsed.scheme == "file":
+            data_files.check_output_dir((parsed.netloc or "") + parsed.path)  # as open_store reads it
         return url

@@ -3,8 +3,8 @@ anything is planned or created, with the figures and the largest node count that
 it and the manifest says so; backends whose nodes do not run here are not checked."""
 from __future__ import annotations
 
+import os
 import time
-from pathlib import Path
 
 import pytest
 
@@ -56,17 +56,30 @@ def test_backends_whose_nodes_do_not_run_here_are_not_checked(backend):
     assert admit(scenario(5000), backend, machine=BUILD_MACHINE)["checked"] is False
 
 
-def test_the_cli_refuses_before_planning_and_creates_nothing(tmp_path: Path):
-    """`peerlab run` of 5000 local nodes: refused (exit 3) with the figures, without planning (which
-    takes about 33 s for 5000 nodes) and without a run directory."""
+def _cli_run(count: int, *options: str):
+    """`peerlab run` of `count` quickstart nodes into an S3 store nobody listens for (refused at once,
+    connection refused): a run admitted here fails on its store before it creates anything, so this
+    test can never start one, whatever the machine."""
+    env = {**os.environ, "AWS_ENDPOINT_URL": "http://127.0.0.1:9", "AWS_ACCESS_KEY_ID": "x",
+           "AWS_SECRET_ACCESS_KEY": "x", "AWS_REGION": "us-east-1"}
     started = time.monotonic()
-    done = peerlab("run", "scenarios/quickstart.yaml", "--set", "nodes.count=5000", "--set",
-                   f"output.store=file://{tmp_path}/runs", "--no-report", timeout=120)
-    took = time.monotonic() - started
-    print(f"refused in {took:.1f} s")
+    done = peerlab("run", "scenarios/quickstart.yaml", "--set", f"nodes.count={count}",
+                   "--set", "output.store=s3://nobody-listens/runs", "--no-report", *options, timeout=120, env=env)
+    return done, time.monotonic() - started
+
+
+def test_the_cli_refuses_before_planning_and_creates_nothing_and_force_lets_it_through():
+    """`peerlab run` of 5000 local nodes (or more, on a machine they fit): refused (exit 3) with the
+    figures, without planning (which takes about 33 s for 5000 nodes) and without a run directory;
+    with --force the same command passes admission and stops at the store (exit 1)."""
+    count = max(5000, largest_fit(estimate(scenario(5000)), Machine.here()) + 1)
+    done, took = _cli_run(count)
+    print(f"{count} nodes refused in {took:.1f} s")
     assert done.returncode == 3, done.stderr
-    assert "5000 nodes do not fit" in done.stderr and "At most" in done.stderr and "Traceback" not in done.stderr
-    assert not (tmp_path / "runs").exists()
+    assert f"{count} nodes do not fit" in done.stderr and "At most" in done.stderr and "Traceback" not in done.stderr
     assert took < 20
+    forced, _ = _cli_run(count, "--force")
+    assert forced.returncode == 1 and "nobody-listens" in forced.stderr, forced.stderr
+    assert "do not fit" not in forced.stderr and "Traceback" not in forced.stderr
     plan = peerlab("plan", "scenarios/quickstart.yaml", timeout=120)
     assert plan.returncode == 0 and "on this machine (local/docker backends): needs" in plan.stdout

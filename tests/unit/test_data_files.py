@@ -79,3 +79,47 @@ def test_a_fifo_a_device_and_a_1gb_file_are_refused_promptly(layout):
     with open(layout["dir"] / "big.csv", "wb") as f:
         f.truncate(2**30)  # sparse: 1 GiB without the disk
     refused(run(layout, "big.csv"), "big.csv has 1024 MiB", "at most 64 MiB")
+
+
+# every data-path field of the scenario schema, as a scenario line with {path} where the file goes
+FIELDS = {
+    "network.latency.path": "network: {{latency: {{model: matrix, path: {path}}}}}",
+    "network.latency.servers": "network: {{latency: {{model: wonderproxy, servers: {path}, pings: ok.csv}}}}",
+    "network.latency.pings": "network: {{latency: {{model: wonderproxy, servers: ok.csv, pings: {path}}}}}",
+    "churn.trace": "churn: {{trace: {path}}}",
+}
+OTHER = """name: confined
+nodes: {{count: 3}}
+topics: {{count: 1}}
+workload: {{publishers: 1, rate: 1/s, duration: 2s}}
+"""
+
+
+@pytest.mark.parametrize("field", FIELDS)
+@pytest.mark.parametrize("how", ["symlink", "hard link", "outside"])
+def test_every_data_path_field_refuses_a_file_from_outside_under_any_name(layout, field, how):
+    """A symlink and a hard link inside the scenario's directory to a file outside it, and the file's
+    own path, are refused for each data-path field, naming the field and never the file's bytes."""
+    secret = layout["outside"] / "secret.csv"
+    (layout["dir"] / "ok.csv").write_text("id,latitude,longitude\n")
+    name = {"symlink": "link.csv", "hard link": "hard.csv", "outside": str(secret)}[how]
+    if how == "symlink":
+        (layout["dir"] / name).symlink_to(secret)
+    elif how == "hard link":
+        os.link(secret, layout["dir"] / name)
+    scenario = layout["dir"] / "s.yaml"
+    scenario.write_text(OTHER.format() + FIELDS[field].format(path=name) + "\n")
+    done = peerlab("validate", str(scenario), timeout=60, cwd=layout["outside"])
+    out = done.stdout + done.stderr
+    assert done.returncode == 2 and field in out, out
+    assert ("hard links" if how == "hard link" else "outside the scenario's directory") in out, out
+    assert "SECRET-MARKER" not in out and "Traceback" not in out
+
+
+@pytest.mark.parametrize("store", ["file:///etc/peerlab-runs", "file:///", "file:///usr/../etc/cron.d",
+                                   "file:///var/lib/peerlab"])
+def test_a_file_store_in_a_system_directory_is_refused(tmp_path, store):
+    done = peerlab("validate", "scenarios/quickstart.yaml", "--set", f"output.store={store}", timeout=60)
+    assert done.returncode == 2 and "output.store" in done.stderr + done.stdout, done.stderr
+    assert "system directory" in done.stderr + done.stdout or "root directory" in done.stderr + done.stdout
+    assert not Path("/etc/peerlab-runs").exists()

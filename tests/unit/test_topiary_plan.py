@@ -139,6 +139,25 @@ def test_wonderproxy_places_nodes_at_distinct_cities_and_reports_filling(tmp_pat
     assert "wonderproxy: 30 nodes at 30 cities" in plan.latency_notes[0] and "filled" in plan.latency_notes[0]
 
 
+@pytest.mark.parametrize("broken, error", [
+    ("no servers", "network.latency.servers: .* has no server row"),
+    ("no pings", "network.latency.pings: .* has no ping between two servers"),
+    ("negative", "network.latency.pings: .* line 2, column avg: an RTT in ms from 0 to 10000"),
+])
+def test_unusable_wonderproxy_files_are_refused_naming_the_field(tmp_path, broken, error):
+    servers, pings = wonderproxy_files(tmp_path, cities=4)
+    if broken == "no servers":
+        servers.write_text(servers.read_text().splitlines()[0] + "\n")
+    elif broken == "no pings":
+        pings.write_text("source,destination,min,avg,max,mdev\n7,8,0,10,0,0\n")  # ids no server has
+    else:
+        pings.write_text("source,destination,min,avg,max,mdev\n1,2,0,-5,0,0\n")
+    with pytest.raises(ScenarioError, match=error):
+        plan_of(SC.replace("count: 30", "count: 3").replace("publishers: 10", "publishers: 1")
+                + f"network: {{latency: {{model: wonderproxy, servers: {servers}, pings: {pings}}}}}\n",
+                data_roots=[tmp_path])
+
+
 def test_wonderproxy_fills_missing_pairs_from_distance(tmp_path):
     servers = tmp_path / "s.csv"
     servers.write_text("id,name,title,location,state,country,state_abbv,continent,latitude,longitude,selected\n"
