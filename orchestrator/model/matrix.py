@@ -13,7 +13,15 @@ from typing import Any
 import yaml
 
 from orchestrator.model.data_files import DataAccess
-from orchestrator.model.scenario import Scenario, ScenarioError, canonical_path, read_data, read_file, validate_data
+from orchestrator.model.scenario import (
+    Scenario,
+    ScenarioError,
+    canonical_path,
+    read_data,
+    read_file,
+    validate_data,
+    yaml_value,
+)
 
 
 @dataclass
@@ -31,7 +39,7 @@ def parse_matrix_args(items: list[str]) -> dict[str, list[Any]]:
         values = [v.strip() for v in raw.split(",") if v.strip()]
         if not sep or not path or not values:
             raise ScenarioError("--matrix", [f"{item!r}: write it as dotted.path=value1,value2,..."])
-        out[path] = [yaml.safe_load(v) for v in values]
+        out[path] = [yaml_value(v, path, "--matrix") for v in values]
     return out
 
 

@@ -231,6 +231,17 @@ def canonical_path(path: str) -> str:
     return f"protocol.params.{rest}" if rest and head in PROTOCOLS else path
 
 
+def yaml_value(raw: str, path: str, option: str) -> Any:
+    """A command-line value read as a YAML scalar (`10`, `true`, `50ms`); a ScenarioError naming the
+    option and the path when it is not YAML."""
+    try:
+        return yaml.safe_load(raw)
+    except yaml.YAMLError as err:
+        problem = str(getattr(err, "problem", "") or "not YAML").strip()
+        raise ScenarioError(option, [f"{path}: its value {raw[:80]!r} is not a YAML value ({problem}); "
+                                     "quote it to pass it as text"]) from None
+
+
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
     """Apply `dotted.path=value` strings; values are read as YAML scalars (`10`, `true`, `50ms`)."""
     for item in overrides:
@@ -238,7 +249,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
         path = canonical_path(path)
         if not sep or not path:
             raise ScenarioError("--set", [f"{item!r}: write it as dotted.path=value"])
-        value = yaml.safe_load(raw) if raw else ""
+        value = yaml_value(raw, path, "--set") if raw else ""
         target = data
         keys = path.split(".")
         for key in keys[:-1]:

@@ -125,7 +125,7 @@ class Interest(Strict):
 
 class Zipf(Strict):
     model: Literal["zipf"]
-    alpha: float = Field(..., ge=0)
+    alpha: float = Field(..., ge=0, le=20, description="popularity skew: topic i (from 1) weighs i^-alpha")
     size: int = Field(..., gt=0, description="topics per node")
 
 
@@ -160,6 +160,9 @@ class Topics(Strict):
         if isinstance(self.subscriptions, Zipf) and self.subscriptions.size > self.count:
             raise ValueError(f"subscriptions.size ({self.subscriptions.size}) exceeds topics.count ({self.count})")
         return self
+
+
+MAX_PUBLISHES = 1_000_000  # planning lists every publish: tens of millions take minutes and gigabytes
 
 
 class Workload(Strict):
@@ -210,6 +213,10 @@ class Workload(Strict):
             if self.rate is None or self.arrival != "uniform":
                 raise ValueError("messages_per_publisher needs a network-wide rate and uniform arrivals")
             self.duration = self.messages_per_publisher * self.publishers / self.rate
+        planned = self.rate * self.duration if self.rate is not None else self.publishers * self.duration / self.interval
+        if planned > MAX_PUBLISHES:
+            raise ValueError(f"{planned:.3g} messages planned (rate x duration, or publishers x duration / interval); "
+                             f"a run publishes at most {MAX_PUBLISHES:,}: lower the rate or shorten the duration")
         return self
 
 

@@ -39,7 +39,7 @@ def planned_faults(sc: Scenario, frng: random.Random, n: int) -> tuple[list[Faul
     for f in sc.faults:
         targets = f.nodes or ([f"n{i}" for i in sorted(frng.sample(range(n), f.sample))] if f.sample else [])
         if f.action == "partition":
-            if f.groups:
+            if f.groups is not None:  # (an empty list: one side, refused below)
                 listed = {x for g in f.groups for x in g}
                 sides = [ids.by_index(g) for g in f.groups if g]
                 rest = [x for x in everyone if x not in listed]

@@ -5,6 +5,7 @@ message that says what was expected, so pydantic reports it against the field th
 """
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated
 
@@ -23,23 +24,40 @@ def _split(text: str, what: str, example: str) -> tuple[float, str]:
     m = re.fullmatch(_NUMBER + r"\s*([a-zA-Zµ/]*)", text.strip())
     if not m:
         raise ValueError(f"cannot read {text!r} as a {what} (write it like {example})")
-    return float(m.group(1)), m.group(2)
+    return _finite(float(m.group(1)), what, text), m.group(2)
+
+
+def _finite(number: float, what: str, value: object) -> float:
+    if not math.isfinite(number):
+        raise ValueError(f"a {what} must be a finite number, got {value!r}")
+    return number
 
 
 def _text_or_number(value: object, what: str, example: str) -> str | float:
     """The value as a number (returned as float) or as text; anything else is an error."""
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise ValueError(f"a {what} must be a number or a string like {example}")
-    return float(value) if isinstance(value, (int, float)) else value
+    if isinstance(value, str):
+        return value
+    try:
+        return _finite(float(value), what, value)
+    except OverflowError:  # an int beyond any float
+        raise ValueError(f"a {what} must be a finite number, got a {len(str(value))}-digit one") from None
 
 
 def parse_duration(value: object) -> float:
     """Seconds from `250ms`, `30s`, `2m`, `1h` or a number of seconds."""
+    given = value
     value = _text_or_number(value, "duration (seconds)", "'30s'")
-    if isinstance(value, float):
-        return value
-    number, unit = _split(value, "duration", "'100ms', '30s' or '2m'")
-    return _scaled(number, unit, value, _DURATION_UNITS, "time", "ns, us, ms, s, m or h")
+    if not isinstance(value, float):
+        number, unit = _split(value, "duration", "'100ms', '30s' or '2m'")
+        value = _scaled(number, unit, value, _DURATION_UNITS, "time", "ns, us, ms, s, m or h")
+    if abs(value) > MAX_SECONDS:  # planning walks a run's time: a century of it never ends
+        raise ValueError(f"{given!r} is more than {MAX_SECONDS / 86400:g} days; durations are at most {MAX_SECONDS:g} s")
+    return value
+
+
+MAX_SECONDS = 1e7  # 115 days: far beyond any emulated or simulated run
 
 
 def _scaled(number: float, unit: str, value: object, units: dict[str, float], what: str, known: str) -> float:
@@ -48,7 +66,7 @@ def _scaled(number: float, unit: str, value: object, units: dict[str, float], wh
         return number
     if unit not in units:
         raise ValueError(f"unknown {what} unit {unit!r} in {value!r} (use {known})")
-    return number * units[unit]
+    return _finite(number * units[unit], what, value)
 
 
 def parse_bandwidth(value: object) -> int:

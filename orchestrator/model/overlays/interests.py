@@ -20,10 +20,19 @@ def zipf_interest(nodes: int, topics: int, alpha: float, size: int, rng: random.
     out = []
     for _ in range(nodes):
         chosen: set[int] = set()
-        while len(chosen) < size:  # weighted sampling without replacement
+        draws = 0
+        while len(chosen) < size and draws < REDRAWS:  # weighted sampling without replacement
             chosen.add(rng.choices(range(topics), weights)[0])
+            draws += 1
+        while len(chosen) < size:  # a steep alpha: the topics left are too rare to meet by redrawing
+            left = [t for t in range(topics) if t not in chosen]
+            mass = [weights[t] for t in left]
+            chosen.add(rng.choices(left, mass)[0] if sum(mass) > 0 else rng.choice(left))
         out.append(chosen)
     return out
+
+
+REDRAWS = 1000  # draws per node before sampling from the remaining topics only (same law, no redraws)
 
 
 def members_of(subs: list[set[int]], topics: int) -> list[set[int]]:
