@@ -120,6 +120,48 @@ def test_sigkilled_orchestrator_is_cleaned(tmp_path: Path):
     assert "nothing to clean" in peerlab("clean").stderr
 
 
+@pytest.mark.spark
+def test_an_orchestrator_killed_before_its_logs_were_stored_leaves_a_run_clean_recovers_and_report_reads(tmp_path: Path):
+    """SIGKILL in the teardown, after the nodes published and before any log was stored (the fork server
+    is frozen, so the teardown cannot finish first): `peerlab clean` stores every node's log from the
+    scratch directory and marks the run crashed, and `peerlab report` analyses what was stored."""
+    scenario = tmp_path / "long.yaml"
+    scenario.write_text(SMALL.replace("duration: 6s", "duration: 120s").replace("faults: [{at: 2s, action: kill, nodes: [n7], restart_after: 2s}]", "")
+                        + f"output: {{store: 'file://{tmp_path}/runs'}}\n")
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(scenario), "--no-report"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    forkserver = None
+    try:
+        wait_for_line(proc, "T0:", 120)
+        time.sleep(4)  # some messages published and delivered
+        found = subprocess.run(["pgrep", "-P", str(proc.pid), "-f", "node.forkserver"], capture_output=True, text=True)
+        forkserver = int(found.stdout)
+        os.kill(forkserver, signal.SIGSTOP)
+        proc.send_signal(signal.SIGTERM)
+        wait_for_line(proc, "teardown:", 30)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    finally:
+        if forkserver is not None:
+            os.kill(forkserver, signal.SIGCONT)  # its stdin is closed: it exits
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    run_dir = next((tmp_path / "runs").iterdir())
+    assert not list((run_dir / "events").glob("*.jsonl.gz"))  # killed before storing a log
+    result = peerlab("clean")
+    assert result.returncode == 0, result.stderr
+    status = json.loads((run_dir / "status").read_text())
+    assert status["status"] == "crashed" and "stored 8 event logs" in status["detail"], status
+    assert run_processes(short_id(run_dir)) == [] and run_netns(run_dir) == set()
+    report = peerlab("report", str(run_dir), "--master", "local[2]", timeout=600)
+    assert report.returncode == 0, report.stderr[-3000:]
+    metrics = json.loads((run_dir / "analysis" / "metrics.json").read_text())
+    # (the messages published just before the kill were cut off with the run: delivery is partial)
+    assert metrics["messages"] >= 5 and metrics["delivery_ratio"] > 0.3, metrics
+    assert (run_dir / "analysis" / "report.html").stat().st_size > 0
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signals_tear_the_run_down(tmp_path: Path, sig):
     scenario = tmp_path / "long.yaml"
