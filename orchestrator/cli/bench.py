@@ -120,12 +120,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
     except ValueError as e:
         raise UsageError(f"--nodes takes a comma-separated list of counts, --duration and --every a time like 60s ({e})")
     if args.target == "soak":
-        from orchestrator.tools.bench_soak import bench_soak
+        from orchestrator.tools.bench_soak import bench_soak, problems
 
         if len(sizes) != 1 or sizes[0] < 4:
             raise UsageError("soak: --nodes is one count, at least 4")
         result = bench_soak(duration, every, sizes[0], args.rate, args.store, err)
-        return 0 if result["unaccounted"] == 0 and not result["namespaces_after"] else 1
+        found = problems(result)
+        for problem in found:
+            err.print(f"[bold red]soak failed:[/] {problem}", highlight=False)
+        return 1 if found else 0
     if args.target == "gossipsub":
         from orchestrator.tools.bench import bench_gossipsub
 

@@ -4,7 +4,9 @@ every few minutes, watched from outside for leaks.
 Every `every` seconds it prints the orchestrator's RSS and open file descriptors, the run's network
 namespaces and the processes under the orchestrator; at the end, the run's accounting from the
 analysis (every planned publish logged, or its publisher down: nothing unaccounted) and the growth
-of RSS and descriptors from the first sample after T0 to the last.
+of RSS and descriptors from the first sample after T0 to the last. It fails (exit 1, each reason on a
+line) on a publish unaccounted for, anything left after the run, or growth past RSS_GROWTH_MIB (or
+RSS_GROWTH_SHARE of the first sample) and FDS_GROWTH descriptors (`problems`).
 """
 from __future__ import annotations
 
@@ -122,3 +124,28 @@ def bench_soak(duration_s: float, every_s: float, nodes: int, rate: float, store
     }
     print(" ".join(f"{k}={v}" for k, v in result.items()), flush=True)
     return result
+
+
+# what a soak may grow by, from the first sample after T0 to the last, and still pass
+RSS_GROWTH_MIB = 32.0    # the orchestrator's RSS (it holds per-node clients, buffers and samples)
+RSS_GROWTH_SHARE = 0.25  # or this share of its first sample, if larger
+FDS_GROWTH = 16          # open descriptors (a restart briefly holds a pipe or two)
+
+
+def problems(result: dict[str, Any]) -> list[str]:
+    """Why a soak failed (empty: it passed): a publish not accounted for, anything of the run left
+    after it (namespaces, processes), or the orchestrator's RSS or descriptors grown past the limits."""
+    out = []
+    if result["unaccounted"]:
+        out.append(f"{result['unaccounted']} planned publishes neither logged nor explained by a publisher down")
+    if result["namespaces_after"]:
+        out.append(f"{result['namespaces_after']} of the run's network namespaces left after it")
+    if result["processes_after"]:
+        out.append(f"{result['processes_after']} processes left under the orchestrator after the run")
+    growth, first = result["rss_growth_mib"], result["rss_first_mib"]
+    if growth is not None and growth > max(RSS_GROWTH_MIB, RSS_GROWTH_SHARE * (first or 0)):
+        out.append(f"the orchestrator's RSS grew by {growth} MiB (from {first} MiB; at most "
+                   f"{max(RSS_GROWTH_MIB, RSS_GROWTH_SHARE * (first or 0)):.0f} MiB)")
+    if result["fds_growth"] is not None and result["fds_growth"] > FDS_GROWTH:
+        out.append(f"the orchestrator's open descriptors grew by {result['fds_growth']} (at most {FDS_GROWTH})")
+    return out
