@@ -38,6 +38,7 @@ from orchestrator.backends.base import (
     file_tail,
     side_by_side,
 )
+from orchestrator.run import cleanup
 from orchestrator.run.node_client import ControlClient
 from orchestrator.shaping import ops, tcp
 from orchestrator.tools import image
@@ -48,6 +49,7 @@ HOST = "host"  # link_ends' name for the Docker host's own namespace
 EVENTS_DIR = "/var/lib/peerlab/events"
 CONFIG_DIR = "/etc/peerlab"
 LABEL = "peerlab.run"
+OWNER = "peerlab.owner"  # host/pid of the orchestrator that made it: clean leaves a live one's run alone
 
 
 def docker_client():
@@ -92,16 +94,21 @@ def event_volume_dirs(short: str) -> list[Path]:
             if v.attrs.get("Mountpoint")]
 
 
-def docker_leftovers() -> set[str]:
-    """Short ids of runs that left labelled Docker objects (none when no engine answers)."""
+def docker_leftovers() -> dict[str, str]:
+    """Runs that have labelled Docker objects (none when no engine answers): short id -> the owner
+    (`host/pid`) their labels name, "" for objects made before peerlab labelled owners."""
     try:
         client = docker_client()
     except RuntimeError:
-        return set()
+        return {}
     objects = [*client.containers.list(all=True, filters={"label": LABEL}),
                *client.networks.list(filters={"label": LABEL}), *client.volumes.list(filters={"label": LABEL})]
-    return {(o.attrs.get("Labels") or o.attrs.get("Config", {}).get("Labels") or {}).get(LABEL, "")
-            for o in objects} - {""}
+    found: dict[str, str] = {}
+    for o in objects:
+        labels = o.attrs.get("Labels") or o.attrs.get("Config", {}).get("Labels") or {}
+        if labels.get(LABEL):
+            found[labels[LABEL]] = found.get(labels[LABEL]) or labels.get(OWNER, "")
+    return found
 
 
 class DockerBackend(Backend):
@@ -115,7 +122,7 @@ class DockerBackend(Backend):
         super().__init__(ctx)
         self.client = docker_client()
         self.prefix = f"pl{ctx.short}"
-        self.labels = {LABEL: ctx.short}
+        self.labels = {LABEL: ctx.short, OWNER: cleanup.holder()}
         self.subnet = 200 + int(ctx.short, 16) % 50
         self.host_ifname: dict[str, str] = {}
         self.sysctls: dict[str, str] = {}  # every node namespace's (create_network)

@@ -139,7 +139,9 @@ class KubeCluster:
         self.ensure_namespace()
         self.lease = kube_lease.RunLease(self.api_client, self.namespace, release)
         self.lease.hold()
-        result = self._helm("install", release, str(CHART), "--create-namespace", "-f", str(values_file))
+        # the release carries peerlab's label: clean finds releases by it, never by their name alone
+        result = self._helm("install", release, str(CHART), "--create-namespace", "-f", str(values_file),
+                            "--labels", f"{kube_lease.LABEL}={release[2:]}")
         if result.returncode != 0:
             try:  # a failed install can leave a release in status failed
                 self.uninstall(release)
@@ -162,9 +164,10 @@ class KubeCluster:
             kube_lease.delete_lease(self.api_client, self.namespace, release)
 
     def owners(self) -> list[kube_lease.Owner]:
-        """peerlab's releases in the namespace (any status) and leases, with who holds each."""
+        """peerlab's releases in the namespace (any status: those with peerlab's label, which its installs
+        set, and a name like its own) and leases, with who holds each."""
         result = self._helm("list", "--deployed", "--failed", "--pending", "--uninstalling", "--filter",
-                            kube_lease.RELEASE.pattern, "-o", "json", timeout=60)
+                            kube_lease.RELEASE.pattern, "--selector", kube_lease.LABEL, "-o", "json", timeout=60)
         if result.returncode != 0:
             raise RuntimeError(f"helm list failed: {result.stderr.strip()}")
         releases = [r["name"] for r in json.loads(result.stdout or "[]")]

@@ -11,14 +11,14 @@ period, so only an orchestrator that stopped (or lost the API server for a whole
 """
 from __future__ import annotations
 
-import os
 import re
-import socket
 import sys
 import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
+
+from orchestrator.run import cleanup
 
 LABEL = "peerlab.run"
 LEASE_S = 60    # a lease not renewed for this long belongs to a dead orchestrator
@@ -31,7 +31,7 @@ def now_utc() -> datetime:
 
 
 def holder() -> str:
-    return f"{socket.gethostname()}/{os.getpid()}"
+    return cleanup.holder()
 
 
 class RunLease:
@@ -117,8 +117,7 @@ class Owner:
     def gone_from_this_host(self) -> bool:
         """The holder ran on this host (its name) and no process has its pid any more: it died without
         dropping the lease (SIGKILL, a crash), so there is no need to wait for the lease to lapse."""
-        host, _, pid = (self.holder or "").rpartition("/")
-        return host == socket.gethostname() and pid.isdigit() and not os.path.exists(f"/proc/{pid}")
+        return cleanup.holder_here(self.holder or "") is False
 
     def alive(self, now: datetime) -> bool:
         return (self.renewed is not None and now - self.renewed <= timedelta(seconds=self.duration_s)

@@ -134,19 +134,35 @@ def cmd_clean(args: argparse.Namespace) -> int:
     if args.namespace or args.kube_context:
         raise UsageError("--namespace and --kube-context go with --kubernetes")
     from orchestrator.backends.docker import docker_leftovers, event_volume_dirs, remove_docker_objects
-    from orchestrator.run.cleanup import find_runs, forget_run, mark_status, remove_run_objects, salvage_logs
+    from orchestrator.run.cleanup import (
+        find_runs,
+        forget_run,
+        holder_here,
+        mark_status,
+        remove_run_objects,
+        salvage_logs,
+    )
 
     if os.geteuid() != 0:
         err.print("[bold red]error:[/] cleaning namespaces needs root")
         return 1
     found = 0
     runs = find_runs()
-    in_docker = docker_leftovers()  # containers, networks, volumes of docker-backend runs
-    runs += [(None, short, False) for short in sorted(in_docker - {short for _, short, _ in runs})]
+    in_docker = docker_leftovers()  # containers, networks, volumes of docker-backend runs: short -> owner
+    known = {short for _, short, _ in runs}
+    runs += [(None, short, False) for short in sorted(set(in_docker) - known)]
     for state, short, alive in runs:
         if alive and not args.force:
             err.print(f"run {state.run_id if state else short}: orchestrator (pid {state.pid}) still running; "
                       "left alone (use --force to clean it anyway)")
+            continue
+        owner = in_docker.get(short, "") if state is None else ""
+        if owner and holder_here(owner) is not False and not args.force:
+            # no state file here, but its Docker objects name their orchestrator: alive on this host, or on
+            # another host sharing the engine (where nothing here can tell whether it lives)
+            where = "alive on this host" if holder_here(owner) else "on another host: its state file is there"
+            err.print(f"run {short}: Docker objects of orchestrator {owner} ({where}); left alone "
+                      "(use --force to clean it anyway)")
             continue
         salvaged = 0
         if state:  # the nodes' logs, from where they wrote them, before those places go

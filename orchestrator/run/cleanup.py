@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import tempfile
 import time
 from dataclasses import dataclass
@@ -70,6 +71,20 @@ def record_run(state: RunState) -> None:
 
 def forget_run(short: str) -> None:
     (STATE_DIR / f"{short}.json").unlink(missing_ok=True)
+
+
+def holder() -> str:
+    """Who runs this orchestrator, as its leases and the labels of what it creates say: `host/pid`."""
+    return f"{socket.gethostname()}/{os.getpid()}"
+
+
+def holder_here(owner: str) -> bool | None:
+    """Is the orchestrator `owner` (`host/pid`) alive? True or False when it ran on this host; None when
+    it ran on another one (or the label is not one of ours), where nothing here can tell."""
+    host, _, pid = owner.rpartition("/")
+    if host != socket.gethostname() or not pid.isdigit():
+        return None
+    return _pid_alive(int(pid))
 
 
 def _pid_alive(pid: int) -> bool:

@@ -36,10 +36,16 @@ def api(tmp_path, monkeypatch):
     server.stop()
 
 
+def ours(name: str) -> dict:
+    """A release a run installed: peerlab's label on it."""
+    return helm_release(name, "lab", labels={kube_lease.LABEL: name[2:]})
+
+
 def test_clean_uninstalls_the_releases_whose_orchestrator_is_gone(api):
     for name in ("pl000001", "pl000002", "pl000003"):
-        api.put("lab", "secrets", helm_release(name, "lab"))
+        api.put("lab", "secrets", ours(name))
     api.put("lab", "secrets", helm_release("mydb", "lab"))  # not peerlab's
+    api.put("lab", "secrets", helm_release("pl00beef", "lab"))  # named like peerlab's, without its label
     api.put("lab", "leases", lease("pl000001", age_s=600))   # its orchestrator died 10 min ago
     api.put("lab", "leases", lease("pl000002", age_s=5))     # a live run
     api.put("lab", "leases", lease("pl000004", age_s=300))   # died between its lease and its release
@@ -51,12 +57,14 @@ def test_clean_uninstalls_the_releases_whose_orchestrator_is_gone(api):
     assert "release pl000003 in namespace lab: no lease" in out
     assert "lease pl000004 in namespace lab (no release): deleting" in out
     assert "release pl000002 in namespace lab: orchestrator alive" in out and "left alone" in out
-    assert sorted(api.objects("lab", "secrets")) == ["sh.helm.release.v1.mydb.v1", "sh.helm.release.v1.pl000002.v1"]
+    assert "pl00beef" not in out
+    assert sorted(api.objects("lab", "secrets")) == ["sh.helm.release.v1.mydb.v1", "sh.helm.release.v1.pl000002.v1",
+                                                     "sh.helm.release.v1.pl00beef.v1"]
     assert sorted(api.objects("lab", "leases")) == ["pl000002"]
 
     forced = peerlab("clean", "--kubernetes", "--namespace", "lab", "--force")
     assert forced.returncode == 0, forced.stderr
-    assert sorted(api.objects("lab", "secrets")) == ["sh.helm.release.v1.mydb.v1"]
+    assert sorted(api.objects("lab", "secrets")) == ["sh.helm.release.v1.mydb.v1", "sh.helm.release.v1.pl00beef.v1"]
     assert api.objects("lab", "leases") == {}
     again = peerlab("clean", "--kubernetes", "--namespace", "lab")
     assert "nothing to clean in namespace lab" in again.stderr
@@ -68,8 +76,8 @@ def test_a_fresh_lease_whose_holder_died_on_this_host_does_not_protect_its_relea
     dead = subprocess.Popen(["true"])
     dead.wait()
     here = socket.gethostname()
-    api.put("lab", "secrets", helm_release("pl000005", "lab"))
-    api.put("lab", "secrets", helm_release("pl000006", "lab"))
+    api.put("lab", "secrets", ours("pl000005"))
+    api.put("lab", "secrets", ours("pl000006"))
     api.put("lab", "leases", lease("pl000005", age_s=3, holder=f"{here}/{dead.pid}"))
     api.put("lab", "leases", lease("pl000006", age_s=3, holder=f"{here}/{os.getpid()}"))
 
@@ -89,7 +97,8 @@ def test_a_runs_lease_is_made_before_its_release_and_renewed_until_dropped(api, 
     def helm(*args, timeout=300):
         if args[0] == "install":  # the release is about to exist: its lease must already
             seen_at_install.append(dict(api.objects("lab", "leases")))
-            api.put("lab", "secrets", helm_release(args[1], "lab"))
+            assert f"{kube_lease.LABEL}={args[1][2:]}" in args  # installed with peerlab's label
+            api.put("lab", "secrets", ours(args[1]))
             return kube_cluster.subprocess.CompletedProcess(args, 0, "", "")
         return real_helm(*args, timeout=timeout)
 

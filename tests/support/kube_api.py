@@ -20,9 +20,10 @@ from aiohttp import web
 LIST_KINDS = {"namespaces": "NamespaceList", "secrets": "SecretList", "leases": "LeaseList", "resourcequotas": "ResourceQuotaList"}
 
 
-def helm_release(name: str, namespace: str, status: str = "deployed") -> dict[str, Any]:
+def helm_release(name: str, namespace: str, status: str = "deployed", labels: dict[str, str] | None = None) -> dict[str, Any]:
     """The Secret helm keeps a release in (storage driver `secret`): the release JSON, gzipped, base64
-    (twice: helm's encoding, then the Secret's). An empty manifest: uninstalling deletes no resources."""
+    (twice: helm's encoding, then the Secret's). An empty manifest: uninstalling deletes no resources.
+    `labels`: the release's own (`helm install --labels`), which helm keeps on the Secret."""
     release = {"name": name, "namespace": namespace, "version": 1, "manifest": "", "config": {},
                "info": {"status": status, "first_deployed": "2026-11-25T00:00:00Z",
                         "last_deployed": "2026-11-25T00:00:00Z", "description": "Install complete"},
@@ -30,7 +31,7 @@ def helm_release(name: str, namespace: str, status: str = "deployed") -> dict[st
     data = base64.b64encode(gzip.compress(json.dumps(release).encode()))
     return {"apiVersion": "v1", "kind": "Secret", "type": "helm.sh/release.v1",
             "metadata": {"name": f"sh.helm.release.v1.{name}.v1", "namespace": namespace,
-                         "labels": {"name": name, "owner": "helm", "status": status, "version": "1"}},
+                         "labels": {**(labels or {}), "name": name, "owner": "helm", "status": status, "version": "1"}},
             "data": {"release": base64.b64encode(data).decode()}}
 
 
