@@ -2,7 +2,7 @@
 #   make quickstart   set up (system packages, .venv) and run scenarios/quickstart.yaml
 #   make test         set up and run the whole test suite (what CI runs)
 #   make docs         build the documentation site into .site/
-#   make adapters     install the node adapters (js-libp2p, py-libp2p) under .tools/ (setup does it too)
+#   make adapters     install the node adapters (go-, rust-, js-, py-libp2p) under .tools/ (setup does it too)
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
@@ -48,7 +48,8 @@ tools:
 spark-archive: $(STAMP)
 	@$(PY) -m orchestrator.tools.spark_archive || echo "peerlab: no Spark class archive; reports start slower"
 
-# the node adapters (node/adapters: js-libp2p, py-libp2p) under .tools/, from their lock files
+# the node adapters (node/adapters: go-libp2p, rust-libp2p, js-libp2p, py-libp2p) under .tools/, from their
+# lock files (go.sum, Cargo.lock, package-lock.json, requirements.txt); Go and Rust builds cached in ~/.cache/peerlab
 adapters:
 	@./.ci/adapters
 

@@ -6,6 +6,10 @@ builds it once into `<cache>/bin/<name>-<hash>` (hash of go.mod, go.sum and the 
 fresh clone, another worktree or a second `make setup` builds nothing while the pin is unchanged.
 Go's module and build caches (GOMODCACHE, GOCACHE) are outside the checkout as well; the first
 build on a machine downloads and compiles everything (minutes), later ones reuse those caches.
+
+A program of our own (a pin whose own .go files are the program, like the go-libp2p node adapter)
+passes `own=True`: its .go files join the hash, so a changed source is rebuilt. `static=True` builds
+without cgo (CGO_ENABLED=0: a binary that runs in any image).
 """
 from __future__ import annotations
 
@@ -30,14 +34,30 @@ def _go_version() -> str:  # asked once per process: locating the cluster's eigh
     return done.stdout.strip() if done.returncode == 0 else ""
 
 
-def binary(pin: Path, package: str, name: str, build: bool = True, ldflags: str = "") -> Path:
+def go_version() -> str:
+    """The Go toolchain's version (`go1.26.8`), or empty without Go."""
+    return _go_version() if shutil.which("go") else ""
+
+
+def _sources(pin: Path) -> list[Path]:
+    """A program's own Go files: every .go file under its pin (sorted, so the hash is stable)."""
+    return sorted(p for p in pin.rglob("*.go") if p.is_file())
+
+
+def binary(pin: Path, package: str, name: str, build: bool = True, ldflags: str = "", own: bool = False,
+           static: bool = False) -> Path:
     """The program `package` as pinned in `pin`, built first unless it is cached (or `build` is false:
     then the path it would have, which may not exist); `ldflags` as `go build -ldflags` takes them
-    (a release's version stamp, which its own build scripts set)."""
+    (a release's version stamp, which its own build scripts set); `own`: the pin's .go files are the
+    program's sources, hashed too; `static`: built with CGO_ENABLED=0."""
     go = shutil.which("go")
     h = hashlib.sha256(package.encode() + b"\0" + ldflags.encode())
     for f in ("go.mod", "go.sum"):
         h.update(f.encode() + b"\0" + (pin / f).read_bytes() + b"\0")
+    for path in _sources(pin) if own else ():  # (published programs' hashes stay as they were)
+        h.update(path.relative_to(pin).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    if static:
+        h.update(b"CGO_ENABLED=0\0")
     h.update(_go_version().encode() if go else b"")
     target = cache_root() / "bin" / f"{name}-{h.hexdigest()[:16]}"
     if not build or os.access(target, os.X_OK):
@@ -50,6 +70,8 @@ def binary(pin: Path, package: str, name: str, build: bool = True, ldflags: str 
     print(f"peerlab: building {name} from {package} as pinned in {pin} (the first time on a machine "
           "takes minutes: modules are downloaded and compiled)", file=sys.stderr, flush=True)
     env = {**os.environ, "GOFLAGS": "-mod=readonly"}  # go.sum must pin everything: no silent updates
+    if static:
+        env["CGO_ENABLED"] = "0"
     flags = ["-ldflags", ldflags] if ldflags else []
     done = subprocess.run(["go", "build", "-trimpath", *flags, "-o", str(partial), package], cwd=pin, env=env,
                           capture_output=True, text=True)

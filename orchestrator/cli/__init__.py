@@ -29,8 +29,8 @@ examples:
   peerlab clean            # remove what a crashed run left behind
   peerlab doctor           # what this machine can run
   peerlab vm run -- .venv/bin/python -m pytest -m netem   # the netem path in a Debian guest (no netem here)
-  peerlab run scenarios/gossipsub-implementations.yaml   # peerlab's GossipSub beside js-libp2p's and py-libp2p's
-  peerlab run scenarios/gossipsub-mixed.yaml             # js-libp2p and py-libp2p nodes in one network
+  peerlab run scenarios/gossipsub-implementations.yaml   # peerlab's GossipSub beside go's, rust's, js's, py's
+  peerlab run scenarios/gossipsub-mixed.yaml             # go, rust, js and py libp2p nodes in one network
   peerlab contract implementations   # the node implementations (adapters) and their install state
 
 scenario reference: `peerlab schema` prints the JSON Schema (point your editor's YAML plugin at it);

@@ -20,7 +20,7 @@ def add(sub: argparse._SubParsersAction) -> None:
                               "peerlab image build --tag-only               # the tag it would have"])
     p.add_argument("action", choices=["build"])
     p.add_argument("--implementation", default="peerlab", metavar="NAME",
-                   help="whose image: peerlab (default), an adapter (js-libp2p, py-libp2p: `peerlab contract "
+                   help="whose image: peerlab (default), an adapter (go-libp2p, rust-libp2p, js-libp2p, py-libp2p: `peerlab contract "
                         "implementations`), or all")
     p.add_argument("--base-image", help="the image to build FROM (default: $PEERLAB_BASE_IMAGE or python:3.12-slim; "
                                         "without a registry: .ci/docker-base builds peerlab-base:bookworm)")

@@ -91,7 +91,7 @@ def test_an_adapter_group_runs_its_image_and_command_beside_peerlab_nodes(tmp_pa
         others = [sel for sel in selectors if sel != sts["spec"]["selector"]["matchLabels"]]
         assert all(any(labels.get(k) != v for k, v in sel.items()) for sel in others)
         kubernetes_validate.validate(sts, "1.35.0", strict=True)
-    (tmp_path / "bad.yaml").write_text(ADAPTER_VALUES.replace("js-libp2p\n", "go-libp2p\n"))
+    (tmp_path / "bad.yaml").write_text(ADAPTER_VALUES.replace("js-libp2p\n", "nim-libp2p\n"))
     unknown = helm("template", "run", str(CHART), "-f", str(tmp_path / "bad.yaml"))
     assert unknown.returncode != 0 and "implementation" in unknown.stderr and "js-libp2p" in unknown.stderr
 

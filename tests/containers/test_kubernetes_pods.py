@@ -23,7 +23,7 @@ from orchestrator.backends import kubernetes as k8s_backend
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.run.runner import Runner
 from orchestrator.tools import image
-from tests.support.adapters import MIXED_SMALL, require_adapters
+from tests.support.adapters import ADAPTERS, MIXED_SMALL, require_adapters
 from tests.support.cli import ROOT, docker_objects, run_netns
 from tests.support.docker_pods import DockerPods
 
@@ -104,14 +104,14 @@ def test_ci_smoke_on_the_charts_pods_run_by_an_unprivileged_user(request, docker
     assert docker_objects(docker_engine) == []
 
 
-def test_js_and_py_libp2p_nodes_run_in_pods_of_their_own_images(tmp_path: Path, monkeypatch, docker_engine):
+def test_every_adapters_nodes_run_in_pods_of_their_own_images(tmp_path: Path, monkeypatch, docker_engine):
     """Each adapter's nodes are a StatefulSet of its image whose supervisor runs the adapter's command;
     their links are delayed by a delay line in every pod's shaper (this kernel has no netem) and probed
     from there; a py node is killed and restarted in its pod; every message reaches every node that
     was up, across implementations; nothing is left afterwards."""
     require_adapters()
     tag = image.build(docker_engine, say=lambda _m: None)
-    for name in ("js-libp2p", "py-libp2p"):
+    for name in ADAPTERS:
         image.build(docker_engine, implementation=name, say=lambda _m: None)
     monkeypatch.setattr(k8s_backend, "connect", DockerPods)
     monkeypatch.setenv("PEERLAB_IMAGE", tag)
@@ -123,10 +123,10 @@ def test_js_and_py_libp2p_nodes_run_in_pods_of_their_own_images(tmp_path: Path, 
     (values,) = cluster.installs
     assert values["nodes"]["count"] == 0 and values["attackers"]["count"] == 0
     groups = {a["implementation"]: a for a in values["adapters"]}
-    assert sorted(groups) == ["js-libp2p", "py-libp2p"] and {a["count"] for a in groups.values()} == {3}
+    assert sorted(groups) == ADAPTERS and {a["count"] for a in groups.values()} == {2}
     assert groups["py-libp2p"]["command"][-2:] == ["--config", "{config}"]
     sets = {d["metadata"]["name"]: d for d in cluster.rendered if d["kind"] == "StatefulSet"}
-    assert sorted(sets) == [f"pl{values['run']['short']}-js-libp2p", f"pl{values['run']['short']}-py-libp2p"]
+    assert sorted(sets) == [f"pl{values['run']['short']}-{name}" for name in ADAPTERS]
     for sts in sets.values():
         kubernetes_validate.validate(sts, "1.35.0", strict=True)
         node, shaper = sts["spec"]["template"]["spec"]["containers"]
@@ -137,14 +137,14 @@ def test_js_and_py_libp2p_nodes_run_in_pods_of_their_own_images(tmp_path: Path, 
     assert manifest["status"] == "completed" and manifest["backend"] == "kubernetes"
     assert manifest["shaping"]["mode"] == "delayline"
     line = manifest["shaping"]["delay_line"]  # one per pod, their counts added up
-    assert sorted(line["packets"]) == [f"n{i}" for i in range(6)] and min(line["packets"].values()) > 100
+    assert sorted(line["packets"]) == [f"n{i}" for i in range(8)] and min(line["packets"].values()) > 100
     assert line["errors"] == []
     cal = manifest["calibration"]  # probes from the pods' shaper sidecars, through the delay lines
     assert cal["rtt"] and all(40 <= r["measured_ms"] < 80 for r in cal["rtt"]), cal["rtt"]
     assert [(f["action"], f.get("node")) for f in manifest["faults_executed"]] == [("kill", "n4"), ("restart", "n4")]
 
     events = {}
-    for i in range(6):
+    for i in range(8):
         with gzip.open(run_dir / "events" / f"n{i}.jsonl.gz", "rt") as f:
             events[f"n{i}"] = [json.loads(line) for line in f]
     assert [e["type"] for e in events["n4"]].count("start") == 2  # restarted in its pod
@@ -158,6 +158,8 @@ def test_js_and_py_libp2p_nodes_run_in_pods_of_their_own_images(tmp_path: Path, 
             assert expected <= got, f"{node} missed {sorted(expected - got)}"
     delivered = [e for evs in events.values() for e in evs if e["type"] == "deliver_message"]
     assert min(e["ts"] - published[e["msg_id"]]["ts"] for e in delivered) >= 20e6  # delayed, both ways:
-    kinds = {(e["node"] < "n3", e["peer"] < "n3") for e in delivered}          # js<->py first copies
-    assert {(True, False), (False, True)} <= kinds
+    implementation = {n["id"]: n["implementation"] for n in manifest["plan"]["nodes"]}
+    crossings = {(implementation[e["peer"]], implementation[e["node"]]) for e in delivered}
+    for name in ADAPTERS:  # each implementation's nodes took first copies from another's, and gave them
+        assert any(b == name != a for a, b in crossings) and any(a == name != b for a, b in crossings), (name, crossings)
     assert run_netns() == before and docker_objects(docker_engine) == []

@@ -1,7 +1,7 @@
-"""libp2p implementations as peerlab nodes: each adapter (node/adapters/js-libp2p, py-libp2p) run by
-the runner on the local backend, in real namespaces, latency applied by the delay line outside the
-node; then both in one network (scenarios/gossipsub-mixed.yaml) through a kill, a restart and a
-partition."""
+"""libp2p implementations as peerlab nodes: each adapter (node/adapters/go-libp2p, js-libp2p, py-libp2p,
+rust-libp2p) run by the runner on the local backend, in real namespaces, latency applied by the delay
+line outside the node; then all four in one network (scenarios/gossipsub-mixed.yaml) through a kill
+and restart of a node of each, and a partition."""
 import gzip
 import json
 from pathlib import Path
@@ -125,10 +125,10 @@ def test_traffic_and_memory_are_measured_outside_and_inside_the_node(adapter_run
         # the kernel counts Noise, Yamux, identify and TCP/IP on top of the GossipSub RPCs
         assert last[node]["sent_bytes"] > logged > 0
         rss = [e["rss_bytes"] for e in events if e["type"] == "resources"]
-        assert rss and 20 * 2**20 < max(rss) < 1024 * 2**20
+        assert rss and 2 * 2**20 < max(rss) < 1024 * 2**20  # bytes (rust-libp2p's node peaks at 6-7 MiB)
 
 
-# js-libp2p and py-libp2p in one network -------------------------------------------------------------
+# every adapter in one network ------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def mixed_run(tmp_path_factory):
     require_adapters()
@@ -142,25 +142,35 @@ def test_a_mixed_network_delivers_to_every_node_up_through_kill_restart_and_part
     implementation = {n["id"]: n["implementation"] for n in manifest["plan"]["nodes"]}
     assert sorted(set(implementation.values())) == ADAPTERS
     executed = manifest["faults_executed"]  # (a slow restart may be recorded after the next kill)
-    assert sorted(f["action"] for f in executed) == ["heal", "kill", "kill", "partition", "restart", "restart"]
+    assert sorted(f["action"] for f in executed) == ["heal", *["kill"] * len(ADAPTERS), "partition",
+                                                     *["restart"] * len(ADAPTERS)]
     killed = {f["node"] for f in executed if f["action"] == "kill"}
     for node in killed:
         assert [f["action"] for f in executed if f.get("node") == node] == ["kill", "restart"]
     assert {implementation[n] for n in killed} == set(ADAPTERS)
     events = {n: [json.loads(line) for line in lines] for n, lines in logs.items()}
     published = [e for evs in events.values() for e in evs if e["type"] == "publish_message"]
-    ready = {n: max(e["ts"] for e in evs if e["type"] == "ready") for n, evs in events.items()}
-    expected = {e["msg_id"] for e in published if e["ts"] > ready[e["node"]] + 1e9}
-    assert len(expected) >= len(published) - 4  # only the restarted publishers' first second is left out
+    readies = {n: [e["ts"] for e in evs if e["type"] == "ready"] for n, evs in events.items()}
+    kills = {f["node"]: f["t_ns"] for f in executed if f["action"] == "kill"}
+
+    def expected_of(e: dict) -> bool:
+        """Published after its publisher's first second up (since its last start), and not in the
+        second before its publisher was killed (a message still in its queues dies with it)."""
+        up = max(t for t in readies[e["node"]] if t < e["ts"])
+        return e["ts"] > up + 1e9 and not 0 <= kills.get(e["node"], 0) - e["ts"] < 1e9
+
+    expected = {e["msg_id"] for e in published if expected_of(e)}
+    assert len(expected) >= len(published) - 2 * len(killed)  # a second after each restart and before each kill
     for node, evs in events.items():
         if node in killed:  # what fell in its downtime is not expected of it
             continue
         got = {e["msg_id"] for e in evs if e["type"] in ("deliver_message", "publish_message")}
         assert expected <= got, f"{node} ({implementation[node]}) missed {sorted(expected - got)}"
-    # and across implementations, both ways: first copies from js nodes to py nodes and back
+    # and across implementations: each one's nodes took first copies from another's, and gave them
     crossings = {(implementation[e["peer"]], implementation[e["node"]]) for evs in events.values() for e in evs
                  if e["type"] == "deliver_message"}
-    assert {("js-libp2p", "py-libp2p"), ("py-libp2p", "js-libp2p")} <= crossings
+    for name in ADAPTERS:
+        assert any(b == name != a for a, b in crossings) and any(a == name != b for a, b in crossings), (name, crossings)
     # the partition held: nothing crossed it from when it was in place until the heal began
     cut = next(f for f in manifest["faults_executed"] if f["action"] == "partition")
     heal = next(f for f in manifest["faults_executed"] if f["action"] == "heal")

@@ -1,19 +1,21 @@
-"""What the adapter tests of several backends share: a small network of js-libp2p and py-libp2p nodes
-(n0-n2 js, n3-n5 py, 20 ms links, n4 killed at 2.5 s and restarted 1 s later) and the check that
-both adapters are installed."""
+"""What the adapter tests of several backends share: a small network of nodes of every libp2p adapter
+(n0-n1 go, n2-n3 js, n4-n5 py, n6-n7 rust; 20 ms links, py's n4 killed at 2.5 s and restarted 1 s
+later) and the check that the adapters are installed."""
 import pytest
 
 from node.adapters import get_adapter
 
-ADAPTERS = ["js-libp2p", "py-libp2p"]
+ADAPTERS = ["go-libp2p", "js-libp2p", "py-libp2p", "rust-libp2p"]  # sorted, as the tests compare
 MIXED_SMALL = """
 name: adapters-small
 seed: 5
 nodes:
-  count: 6
+  count: 8
   groups:
-    - {name: js, count: 3, implementation: js-libp2p}
-    - {name: py, count: 3, implementation: py-libp2p}
+    - {name: go, count: 2, implementation: go-libp2p}
+    - {name: js, count: 2, implementation: js-libp2p}
+    - {name: py, count: 2, implementation: py-libp2p}
+    - {name: rust, count: 2, implementation: rust-libp2p}
 protocol: {name: gossipsub, params: {heartbeat_interval: 0.5}}
 topology: {algorithm: random, degree: 3}
 network: {latency: {model: constant, one_way: 20ms}}

@@ -101,7 +101,7 @@ def test_py_libp2p_nodes_are_refused_naming_the_timers_it_cannot_scale():
 
 def test_a_mixed_network_is_refused_at_its_first_adapter_group_and_undilated_runs_pass():
     problem = _refused(["dilation=3"], "scenarios/gossipsub-mixed.yaml")
-    assert problem.startswith("dilation: 3 runs every timer") and "nodes.groups[0].implementation is js-libp2p" in problem
+    assert problem.startswith("dilation: 3 runs every timer") and "nodes.groups[0].implementation is go-libp2p" in problem
     from orchestrator.model.scenario import load_scenario
     assert load_scenario("scenarios/gossipsub-mixed.yaml", ["dilation=1"]).dilation == 1
     assert load_scenario("scenarios/gossipsub-implementations.yaml", ["dilation=4"]).dilation == 4  # peerlab's
@@ -117,6 +117,6 @@ def test_peerlab_run_dilate_sets_the_field_and_refuses_before_anything_runs():
     from tests.support.cli import peerlab
     refused = peerlab("run", "scenarios/gossipsub-mixed.yaml", "--dilate", "2", timeout=60)
     assert refused.returncode == 2 and "dilation: 2 runs every timer of every node" in refused.stderr
-    assert "js-libp2p, which cannot scale all of its timers" in refused.stderr and not refused.stdout
+    assert "go-libp2p, which cannot scale all of its timers" in refused.stderr and not refused.stdout
     low = peerlab("run", "scenarios/quickstart.yaml", "--dilate", "0.5", timeout=60)
     assert low.returncode == 2 and "dilation: Input should be greater than or equal to 1 (got 0.5)" in low.stderr

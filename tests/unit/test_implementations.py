@@ -31,8 +31,8 @@ def test_an_adapter_node_gets_only_the_parameters_the_scenario_sets():
 
 
 def test_unknown_implementation_lists_the_known_ones():
-    assert "protocol.implementation: unknown implementation 'go-libp2p'; known: peerlab, js-libp2p, py-libp2p" in \
-        _problems(BASE, ["implementation=go-libp2p"])
+    assert ("protocol.implementation: unknown implementation 'nim-libp2p'; known: peerlab, go-libp2p, js-libp2p, "
+            "py-libp2p, rust-libp2p") in _problems(BASE, ["implementation=nim-libp2p"])
 
 
 def test_an_adapter_runs_only_its_protocols():

@@ -78,9 +78,20 @@ for (const [name, value] of Object.entries(cfg.params)) {
   options[OPTION[name]] = SECONDS.has(name) ? value * 1000 : value
 }
 
-// Ids on the wire are libp2p's default, from || seqno (StrictSign, as go-libp2p-pubsub); the event log
-// names a message by its payload up to the first newline (the contract's payload format), the same
-// in every implementation.
+// Ids on the wire are go-libp2p-pubsub's default, from || seqno: the origin's peer id (its multihash
+// bytes) then the 8-byte big-endian sequence number, with StrictSign. @libp2p/gossipsub's own default
+// puts the public key's protobuf (two bytes shorter) where the peer id goes, so in a network mixed with
+// go, rust or py nodes its IHAVE/IWANT/IDONTWANT ids would name nothing the others know: set here. The
+// event log names a message by its payload up to the first newline (the contract's payload format),
+// the same in every implementation.
+function msgIdFn (msg) {
+  if (msg.type !== 'signed' || msg.sequenceNumber == null) throw new Error('StrictSign: a message without from and seqno')
+  const from = msg.from.toMultihash().bytes
+  const id = new Uint8Array(from.length + 8)
+  id.set(from)
+  new DataView(id.buffer).setBigUint64(from.length, msg.sequenceNumber)
+  return id
+}
 const NEWLINE = 10
 const decoder = new TextDecoder()
 const label = (data) => {
@@ -103,6 +114,7 @@ const node = await createLibp2p({
       emitSelf: false,
       allowPublishToZeroTopicPeers: true,
       fallbackToFloodsub: false,
+      msgIdFn,
       ...options
     })
   },
