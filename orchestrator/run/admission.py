@@ -23,8 +23,8 @@ from node.adapters import PEERLAB
 from orchestrator.model.scenario import Scenario
 
 MIB = 2**20
-NODE_MEMORY_MIB = {PEERLAB: 11.1, "js-libp2p": 124.0, "py-libp2p": 89.0, "go-libp2p": 26.0, "rust-libp2p": 7.0}
-NODE_CPU_SHARE = {PEERLAB: 0.004, "js-libp2p": 0.028, "py-libp2p": 0.019, "go-libp2p": 0.003, "rust-libp2p": 0.003}
+NODE_MEMORY_MIB = {PEERLAB: 11.1, "go-libp2p": 27.0, "rust-libp2p": 10.0, "js-libp2p": 127.0, "py-libp2p": 88.0}
+NODE_CPU_SHARE = {PEERLAB: 0.004, "go-libp2p": 0.004, "rust-libp2p": 0.0022, "js-libp2p": 0.035, "py-libp2p": 0.027}
 ORCHESTRATOR_MIB = 80.0         # its RSS at 200 nodes was 77 MiB
 ORCHESTRATOR_FDS_PER_NODE = 6   # process pipes, control connection, namespace and probe handles
 ORCHESTRATOR_FDS = 64
