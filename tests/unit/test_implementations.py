@@ -85,3 +85,12 @@ def test_implementation_is_a_matrix_axis(tmp_path):
     path.write_text(BASE + "matrix: {implementation: [peerlab, js-libp2p]}\n")
     combos = expand(path)
     assert [c.scenario.protocol.implementation for c in combos] == ["peerlab", "js-libp2p"]
+
+
+@pytest.mark.parametrize("name", ["go-libp2p", "rust-libp2p", "js-libp2p", "py-libp2p"])
+def test_every_adapter_refuses_what_it_cannot_take_and_names_what_it_can(name):
+    text = _problems(BASE, [f"implementation={name}", "gossipsub.stagger_parallel=2"])
+    assert f"protocol.params.stagger_parallel: {name} does not take stagger_parallel" in text
+    assert "heartbeat_interval" in text  # the ones it takes
+    fixed = _problems(BASE, [f"implementation={name}", "gossipsub.msg_id=hash"])
+    assert "protocol.params.msg_id" in fixed and name in fixed
