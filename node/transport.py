@@ -181,9 +181,7 @@ class Transport:
             backoff = DIAL_BACKOFF_FIRST
             await self._run_connection(reader, writer, outbound=True, expected=peer)
             if not self._stopping:
-                # jittered: two nodes that dialled each other at once each keep one connection and refuse
-                # the other's, so both can lose both; redialling in step, they could do so again and
-                # again (a pair of 60 nodes stayed apart for 42 s on a loaded machine)
+                # jittered, so that nodes that lost their links at once do not redial in step
                 await asyncio.sleep(REDIAL_AFTER_CLOSE * random.uniform(1.0, 3.0) * self.time_scale)
 
     async def _accepted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -217,9 +215,17 @@ class Transport:
         except (OSError, asyncio.TimeoutError, DecodeError, FrameTooLarge):
             hello, decoder, pending = None, None, []
         peer = hello.node_id if hello else None
-        if peer is None or (expected and peer != expected) or peer in self.connections or self._stopping:
+        if peer is None or (expected and peer != expected) or self._stopping:
             writer.close()
             return
+        existing = self.connections.get(peer)
+        if existing is not None:
+            if not self._replaces(existing, outbound, peer):
+                writer.close()
+                return
+            existing.close()  # (its read loop ends; it is no longer registered, so no second peer_down)
+            del self.connections[peer]
+            self.events.peer_down(peer, "replaced by a newer connection")
         conn = PeerConnection(self, peer, reader, writer, outbound)
         self.connections[peer] = conn
         self.events.peer_up(peer, outbound)
@@ -242,6 +248,15 @@ class Transport:
             if self.connections.get(peer) is conn:
                 del self.connections[peer]
                 self.events.peer_down(peer, reason)
+
+    def _replaces(self, existing: PeerConnection, outbound: bool, peer: str) -> bool:
+        """Whether a new connection to `peer` takes the place of `existing`. Both ends decide alike, so
+        they keep the same one: a redial by the side that dialled the existing connection (it lost that
+        one: a restart, a reset) replaces it; of two dialled at once, one by each side, the connection
+        the lower node id dialled stays (each end keeping its own and refusing the other's lost both)."""
+        dialer_new = self.node_id if outbound else peer
+        dialer_old = self.node_id if existing.outbound else peer
+        return dialer_new == dialer_old or dialer_new == min(self.node_id, peer)
 
     def delay_to(self, peer: str) -> float:
         """Seconds a frame to `peer` is held: the planned latency plus any degradation."""

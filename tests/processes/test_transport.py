@@ -6,6 +6,7 @@ import socket
 
 import pytest
 
+from node.framing import encode_frame
 from node.linkmodel import DIAL_BACKOFF_FIRST, REDIAL_AFTER_CLOSE
 from node.transport import Transport, TransportEvents
 
@@ -69,6 +70,46 @@ def test_a_peer_connected_inbound_is_not_dialled_again(monkeypatch):
         await asyncio.sleep(4 * DIAL_BACKOFF_FIRST)  # a dial, had it been made, would be done by now
         assert attempts == [port["a"]]          # only b's dial: a never tries (and is never refused)
         assert len(ups) == 2 and not downs
+        await a.close()
+        await b.close()
+    asyncio.run(main())
+
+
+def test_two_peers_dialling_each_other_at_once_keep_the_connection_the_lower_id_dialled():
+    """Both dial in the same instant, so each end has its own outbound connection and the other's
+    inbound one: both keep the same one, a's (the lower id), and it stays (each keeping its own and
+    refusing the other's closed both; a pair of 60 scoutsubs nodes stayed apart 42 s that way)."""
+    async def main():
+        a, b, port, ups, downs = await pair()
+        a.dial("b", "127.0.0.1", port["b"])
+        b.dial("a", "127.0.0.1", port["a"])
+        assert await settle(lambda: "b" in a.connections and "a" in b.connections)
+        await asyncio.sleep(4 * REDIAL_AFTER_CLOSE)  # any flapping would show by now
+        ab, ba = a.connections["b"], b.connections["a"]
+        assert ab.outbound and not ba.outbound  # the one a dialled
+        assert ab.writer.get_extra_info("sockname") == ba.writer.get_extra_info("peername")  # one TCP connection
+        assert not [d for d in downs if d[0] == "a"]  # a never lost b
+        assert all(r == "replaced by a newer connection" for _, _, r in downs), downs
+        await a.close()
+        await b.close()
+    for _ in range(5):  # the race, five times
+        asyncio.run(main())
+
+
+def test_a_peer_that_dials_again_replaces_the_connection_it_had_dialled():
+    """b restarted (or lost its end) and dials a again while a still holds b's old connection: the new
+    one replaces it at once, rather than being refused until a notices the old one is dead."""
+    async def main():
+        a, b, port, ups, downs = await pair()
+        b.dial("a", "127.0.0.1", port["a"])
+        assert await settle(lambda: "b" in a.connections)
+        old = a.connections["b"]
+        reader, writer = await asyncio.open_connection("127.0.0.1", port["a"])  # b's second dial, by hand
+        writer.write(encode_frame(b.hello))
+        await writer.drain()
+        assert await settle(lambda: a.connections.get("b") not in (None, old))
+        assert old.closed and ("a", "b", "replaced by a newer connection") in downs
+        writer.close()
         await a.close()
         await b.close()
     asyncio.run(main())
