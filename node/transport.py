@@ -146,6 +146,7 @@ class Transport:
         self.time_scale = time_scale
         self.connections: dict[str, PeerConnection] = {}
         self._dialers: dict[str, asyncio.Task] = {}  # peers we keep a connection to (redialled if lost)
+        self._replacing: set[str] = set()  # peers whose connection is being replaced by a newer one
         self._tasks: set[asyncio.Task] = set()
         self._server: asyncio.AbstractServer | None = None
         self._stopping = False
@@ -225,7 +226,14 @@ class Transport:
                 return
             existing.close()  # (its read loop ends; it is no longer registered, so no second peer_down)
             del self.connections[peer]
-            self.events.peer_down(peer, "replaced by a newer connection")
+            # the core hears the link go down and come up (what it sent on the old one may be lost, and a
+            # restarted peer needs its state again); a disconnect it asks for in between, as the DHT
+            # cores' on-demand links do on every peer_down, would drop the link that replaces this one
+            self._replacing.add(peer)
+            try:
+                self.events.peer_down(peer, "replaced by a newer connection")
+            finally:
+                self._replacing.discard(peer)
         conn = PeerConnection(self, peer, reader, writer, outbound)
         self.connections[peer] = conn
         self.events.peer_up(peer, outbound)
@@ -290,7 +298,10 @@ class Transport:
         return conn.queued_bytes + conn.writer.transport.get_write_buffer_size()
 
     def disconnect(self, peer: str) -> None:
-        """Close the connection to `peer` and stop redialling it."""
+        """Close the connection to `peer` and stop redialling it (not while its connection is being
+        replaced: the link stays; see _run_connection)."""
+        if peer in self._replacing:
+            return
         dialer = self._dialers.pop(peer, None)
         if dialer is not None:
             dialer.cancel()
