@@ -33,6 +33,7 @@ from orchestrator.run.node_client import ControlClient
 
 CHART = ROOT / "charts" / "peerlab"
 REST_TIMEOUT = 30     # seconds for one API call (connect and read)
+STILL_TERMINATING = "still exists"  # helm 4: an uninstall whose deleted objects have not gone yet
 CONNECT_TIMEOUT = 30  # seconds for an exec stream's websocket handshake
 TIMED_OUT = 124       # ExecResult.code: the command did not end in time
 NO_STATUS = 125       # ExecResult.code: the stream closed without the command's exit status
@@ -155,7 +156,7 @@ class KubeCluster:
         result = self._helm("uninstall", release, "--wait", "--cascade", "foreground", "--timeout", f"{int(timeout)}s",
                             "--ignore-not-found",
                             timeout=timeout + 30)
-        if result.returncode != 0:
+        if result.returncode != 0 and not (STILL_TERMINATING in result.stderr and self._gone(release, timeout)):
             raise RuntimeError(f"helm uninstall {release} failed: {result.stderr.strip()}")
         if self.lease and self.lease.release == release:
             self.lease.drop()
@@ -172,6 +173,22 @@ class KubeCluster:
             raise RuntimeError(f"helm list failed: {result.stderr.strip()}")
         releases = [r["name"] for r in json.loads(result.stdout or "[]")]
         return kube_lease.owners(self.api_client, self.namespace, releases)
+
+    def _gone(self, release: str, timeout: float) -> bool:
+        """Whether the release's StatefulSets and pods are all gone within `timeout` (helm 4 can end an
+        uninstall with an error while a StatefulSet it deleted is still Terminating)."""
+        from kubernetes import client
+
+        apps = client.AppsV1Api(self.api_client)
+        selector = f"{kube_lease.LABEL}={release[2:]}"  # the chart's label on every object of the run
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            sets = apps.list_namespaced_stateful_set(self.namespace, label_selector=selector, _request_timeout=REST_TIMEOUT)
+            pods = self.core.list_namespaced_pod(self.namespace, label_selector=selector, _request_timeout=REST_TIMEOUT)
+            if not sets.items and not pods.items:
+                return True
+            time.sleep(1)
+        return False
 
     # pods --------------------------------------------------------------------------------------
     def wait_pods(self, selector: str, names: list[str], timeout: float,
