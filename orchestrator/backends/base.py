@@ -199,6 +199,12 @@ class Backend(abc.ABC):
         (headers, handshakes and retransmissions included). None where the backend cannot read them."""
         return None
 
+    def host_pids(self) -> list[int]:
+        """The run's processes on this host outside the orchestrator's own process tree (each with
+        its descendants), for the run's memory (orchestrator/run/memory_watch.py): none where every
+        process is the orchestrator's child (local) or on other machines (kubernetes)."""
+        return []
+
     @abc.abstractmethod
     def start_node(self, node_id: str, config: ContractConfig) -> None:
         """Start the node's process: peerlab's node for a `NodeConfig`, else its adapter's command."""

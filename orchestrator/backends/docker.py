@@ -128,6 +128,7 @@ class DockerBackend(Backend):
         self.sysctls: dict[str, str] = {}  # every node namespace's (create_network)
         self.sandbox_pid: dict[str, int] = {}
         self.containers: dict[str, Any] = {}
+        self.node_pid: dict[str, int] = {}  # of each node container's init, as this host sees it
         # progress on stderr: stdout's last line is the run directory
         say = lambda m: print(f"  {m}", file=sys.stderr, flush=True)  # noqa: E731
         self.image = image.build(self.client, say=say)
@@ -237,6 +238,13 @@ class DockerBackend(Backend):
             cap_drop=["ALL"], security_opt=["no-new-privileges"], init=True,
             volumes={self.volume.name: {"bind": EVENTS_DIR, "mode": "rw"},
                      str(self.ctx.scratch / "configs"): {"bind": CONFIG_DIR, "mode": "ro"}})
+        self.containers[node_id].reload()
+        self.node_pid[node_id] = self.containers[node_id].attrs["State"]["Pid"]
+
+    def host_pids(self) -> list[int]:
+        """Every sandbox's and node container's processes, with the containerd shim that holds each."""
+        pids = [*self.sandbox_pid.values(), *self.node_pid.values()]
+        return [*pids, *(p for p in map(_parent, pids) if p and _command(p).startswith("containerd-shim"))]
 
     def _save_output(self, node_id: str, container: Any) -> None:
         """Keep what a node printed before its container is replaced or removed."""
@@ -303,3 +311,19 @@ class DockerBackend(Backend):
                 shutil.copyfile(log, events / log.name)
         self.containers.clear()
         remove_docker_objects(self.ctx.short, self.client)
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (FileNotFoundError, ProcessLookupError, ValueError):
+        return None
+
+
+def _command(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except (FileNotFoundError, ProcessLookupError):
+        return ""

@@ -10,7 +10,7 @@ TARGETS = {
     "local": "how many nodes the local backend runs (floodsub).",
     "gossipsub": "a GossipSub scenario (--scenario, default scenarios/gossipsub-large.yaml) at each --nodes "
                  "count, and the largest with delivery 1.0; with scenarios/gossipsub-implementations.yaml and "
-                 "--set implementation=js-libp2p (or py-libp2p), that implementation's.",
+                 "--set implementation=go-libp2p (rust-libp2p, js-libp2p, py-libp2p), that implementation's.",
     "router": "GossipSub CPU per relayed message, at each of --sizes.",
     "topiary-sweep": "Topiary parameters (--matrix) on the in-memory network against random-overlay.",
     "sim": "the simulation's memory per node and per frame in flight, and its speed on each --sim-scenario "
@@ -20,6 +20,11 @@ TARGETS = {
     "soak": "one long local GossipSub run (--duration, default 30m; --nodes, default 20) with churn and a "
             "partition every 5 minutes, printing the orchestrator's RSS and descriptors, the run's namespaces "
             "and processes every --every, and the run's accounting at the end.",
+    "admission": "what a node costs in memory on each of --backends (default local,docker): peerlab's GossipSub at "
+                 "two node counts (the run's fixed cost and the cost per node), each other protocol and each libp2p "
+                 "implementation at one, and GossipSub's large messages against small ones (how many seconds of "
+                 "what is published a node holds); writes orchestrator/run/admission_costs.json, the table "
+                 "admission reads (about 25 minutes for both backends on 2 cores).",
     "delayline": "the delay line alone: --senders namespaces (default 4) with an HTB uplink at --bandwidth (default "
                  "50mbit) write a --message-size message (default 200KB) on each of --streams connections at once "
                  "(default 8), round after round, to --receivers namespaces (default 2) through a one-way --delay "
@@ -36,7 +41,8 @@ def add(sub: argparse._SubParsersAction) -> None:
                               "peerlab bench gossipsub --nodes 50,100 --duration 30s",
                               "peerlab bench sim", "peerlab bench analysis --events 1000000",
                               "peerlab bench soak --duration 10m --every 30s",
-                              "peerlab bench delayline --duration 15s"])
+                              "peerlab bench delayline --duration 15s",
+                              "peerlab bench admission --backends local"])
     p.add_argument("target", choices=list(TARGETS), help="what to measure (above)")
     p.add_argument("--sim-scenario", dest="scenarios", action="append", default=[], metavar="FILE",
                    help="sim: a scenario to simulate (repeat for several)")
@@ -58,6 +64,7 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--bandwidth", default="50mbit", help="delayline: each sender's uplink (default 50mbit)")
     p.add_argument("--delay", default="100ms", help="delayline: one-way delay between any two (default 100ms)")
     p.add_argument("--message-size", default="200KB", help="delayline: bytes per message (default 200KB)")
+    p.add_argument("--backends", default="local,docker", help="admission: the backends to measure (default local,docker)")
     p.add_argument("--store", default="file://./runs", help="where the benchmark runs are kept")
     p.add_argument("--events", type=int, default=10_000_000, help="analysis: synthetic events (default 10000000)")
     p.add_argument("--master", default="local[*]",
@@ -99,6 +106,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if os.geteuid() != 0:
         err.print(f"[bold red]error:[/] the {args.target} benchmark needs root (it runs on the local backend)")
         return 1
+    if args.target == "admission":
+        from orchestrator.tools.bench_admission import bench_admission
+
+        backends = [b for b in args.backends.split(",") if b]
+        unknown = [b for b in backends if b not in ("local", "docker")]
+        if unknown or not backends:
+            raise UsageError(f"--backends: {','.join(unknown) or '(none)'}: admission measures local and docker")
+        bench_admission(backends, args.store, err)
+        return 0
     if args.target == "delayline":
         from orchestrator.model.units import parse_bandwidth
         from orchestrator.tools.bench_delayline import bench_delayline

@@ -84,14 +84,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _admission_line(scenario: Any) -> str:
-    """What a local or docker run of it needs here, against what this machine has (orchestrator/run/admission.py)."""
+    """What a local run of it needs here (and a docker run's memory), against what this machine has
+    (orchestrator/run/admission.py)."""
     from orchestrator.run import admission
 
-    need, here = admission.estimate(scenario), admission.Machine.here()
+    need, here = admission.estimate(scenario, "local"), admission.Machine.here()
+    docker = admission.estimate(scenario, "docker")
     found = admission.problems(need, here)
     verdict = ("fits" if not found else "does not fit (" + "; ".join(found) + f"); at most "
                f"{admission.largest_fit(need, here)} nodes fit, or run with --force")
-    return (f"  on this machine (local/docker backends): needs {need.memory_mib / 1024:.2f} GiB memory, "
-            f"{need.cpu_cores:.2f} cores, {need.fds} file descriptors, {need.disk_mib:.0f} MiB of logs; has "
-            f"{here.memory_mib / 1024:.1f} GiB, {here.cpus} cores, {here.fds} fds, {here.disk_mib / 1024:.0f} GiB free: "
-            f"{verdict}")
+    return (f"  on this machine (local backend): needs {need.memory_mib / 1024:.2f} GiB memory "
+            f"({docker.memory_mib / 1024:.2f} on docker), {need.cpu_cores:.2f} cores, {need.fds} file descriptors, "
+            f"{need.disk_mib:.0f} MiB of logs; has {here.memory_mib / 1024:.1f} GiB, {here.cpus} cores, "
+            f"{here.fds} fds, {here.disk_mib / 1024:.0f} GiB free: {verdict}")

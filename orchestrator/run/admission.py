@@ -1,21 +1,26 @@
 """Admission: before anything is planned or created, what a run needs on this machine (memory, CPU,
 file descriptors, disk for its event logs) against what the machine has. A run that does not fit is
 refused with the figures and the largest node count that fits; `--force` runs it anyway and the
-manifest records the estimate and that it was forced.
+manifest records the estimate and that it was forced. Every run's manifest also records its measured
+peak (orchestrator/run/memory_watch.py) beside the estimate.
 
-The per-node costs are measured (docs/development.md, "Admission"): peerlab's node 11.1 MiB PSS
-(`peerlab bench local`), the adapters' nodes their peak RSS, and each kind's share of a core in the
-gossipsub-implementations comparison. On the kubernetes backend the pods' requests are checked
-against the namespace's quotas and the cluster's allocatable instead (kube_admission.py); the sim
-backend's one process is not checked.
+Memory comes from admission_costs.json, measured by `peerlab bench admission` on each backend: the
+run's fixed cost, each kind of node's (peerlab's node per protocol, each libp2p implementation),
+and how many seconds of what is published a node holds (message size times rate). CPU is each
+kind's share of a core in the gossipsub-implementations comparison (docs/development.md,
+"Admission"). On the kubernetes backend the pods' requests are checked against the namespace's
+quotas and the cluster's allocatable instead (kube_admission.py); the sim backend's one process is
+not checked.
 """
 from __future__ import annotations
 
+import json
 import os
 import resource
 import shutil
 import tempfile
 from dataclasses import asdict, dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -23,15 +28,31 @@ from node.adapters import PEERLAB
 from orchestrator.model.scenario import Scenario
 
 MIB = 2**20
-NODE_MEMORY_MIB = {PEERLAB: 11.1, "go-libp2p": 27.0, "rust-libp2p": 10.0, "js-libp2p": 127.0, "py-libp2p": 88.0}
+COSTS_FILE = Path(__file__).with_name("admission_costs.json")
 NODE_CPU_SHARE = {PEERLAB: 0.004, "go-libp2p": 0.004, "rust-libp2p": 0.0022, "js-libp2p": 0.035, "py-libp2p": 0.027}
-ORCHESTRATOR_MIB = 80.0         # its RSS at 200 nodes was 77 MiB
 ORCHESTRATOR_FDS_PER_NODE = 6   # process pipes, control connection, namespace and probe handles
 ORCHESTRATOR_FDS = 64
 EVENT_BYTES = 160               # a JSON line, uncompressed (119-156 B measured)
 EVENTS_PER_NODE_PER_MESSAGE = 90  # every event a node logs per message published (GossipSub, degree 8: 52-86)
 HEADROOM = 0.8                  # of the available memory, descriptors and disk a run may take
 CHECKED_BACKENDS = ("local", "docker")
+
+
+@cache
+def costs() -> dict[str, Any]:
+    """The measured table (`peerlab bench admission` writes it)."""
+    return json.loads(COSTS_FILE.read_text())
+
+
+def node_mib(backend: str, kind: str) -> float:
+    """One node's memory on `backend`; a peerlab protocol not measured costs the most of those measured."""
+    table = costs()["backends"][backend]["node_mib"]
+    if kind in table:
+        return table[kind]
+    peerlab = [v for k, v in table.items() if k.startswith(f"{PEERLAB}/")]
+    if kind.startswith(f"{PEERLAB}/") and peerlab:
+        return max(peerlab)
+    raise KeyError(f"no measured memory for {kind} nodes on the {backend} backend (peerlab bench admission)")
 
 
 class AdmissionError(RuntimeError):
@@ -64,25 +85,32 @@ class Estimate:
     cpu_cores: float
     fds: int
     disk_mib: float
+    fixed_mib: float = 0.0  # of memory_mib, what does not grow with the nodes
 
     def scaled(self, nodes: int) -> "Estimate":
-        """The same run with `nodes` nodes of the same mix (everything but the orchestrator scales)."""
+        """The same run with `nodes` nodes of the same mix (everything but the fixed memory scales)."""
         f = nodes / self.nodes
-        return Estimate(nodes, ORCHESTRATOR_MIB + (self.memory_mib - ORCHESTRATOR_MIB) * f, self.cpu_cores * f,
-                        ORCHESTRATOR_FDS + round((self.fds - ORCHESTRATOR_FDS) * f), self.disk_mib * f)
+        return Estimate(nodes, self.fixed_mib + (self.memory_mib - self.fixed_mib) * f, self.cpu_cores * f,
+                        ORCHESTRATOR_FDS + round((self.fds - ORCHESTRATOR_FDS) * f), self.disk_mib * f,
+                        self.fixed_mib)
 
 
-def estimate(scenario: Scenario) -> Estimate:
-    """What the scenario's run needs, from its node count and mix, publish load and duration."""
-    mix = _implementations(scenario)
+def estimate(scenario: Scenario, backend: str = "local") -> Estimate:
+    """What the scenario's run needs on `backend`, from its node count and mix, the bytes published per
+    second (each node holds some seconds of them), the messages and the duration."""
+    mix = _kinds(scenario)
     n = sum(mix.values())
     messages = _messages(scenario)
+    table = costs()["backends"][backend]
+    held_mib = (table.get("held_s") or 0.0) * messages / max(scenario.workload.duration, 1e-9) \
+        * scenario.workload.message_size / MIB
     return Estimate(
         nodes=n,
-        memory_mib=ORCHESTRATOR_MIB + sum(NODE_MEMORY_MIB[k] * c for k, c in mix.items()),
-        cpu_cores=sum(NODE_CPU_SHARE[k] * c for k, c in mix.items()) / scenario.dilation,  # per real second
+        memory_mib=round(table["fixed_mib"] + sum((node_mib(backend, k) + held_mib) * c for k, c in mix.items()), 1),
+        cpu_cores=sum(NODE_CPU_SHARE[k.split("/")[0]] * c for k, c in mix.items()) / scenario.dilation,
         fds=ORCHESTRATOR_FDS + ORCHESTRATOR_FDS_PER_NODE * n,
-        disk_mib=n * messages * EVENTS_PER_NODE_PER_MESSAGE * EVENT_BYTES / MIB)
+        disk_mib=n * messages * EVENTS_PER_NODE_PER_MESSAGE * EVENT_BYTES / MIB,
+        fixed_mib=table["fixed_mib"])
 
 
 def problems(need: Estimate, machine: Machine) -> list[str]:
@@ -120,8 +148,10 @@ def admit(scenario: Scenario, backend: str, force: bool = False, machine: Machin
         return _admit_kubernetes(scenario, force)
     if backend not in CHECKED_BACKENDS:
         return {"checked": False, "why": f"the {backend} backend's nodes do not run on this machine's processes"}
+    if not COSTS_FILE.exists():  # (only while `peerlab bench admission` measures its first table)
+        return {"checked": False, "why": f"{COSTS_FILE.name} is missing: peerlab bench admission writes it"}
     machine = machine or Machine.here()
-    need = estimate(scenario)
+    need = estimate(scenario, backend)
     found = problems(need, machine)
     record = {"checked": True, "estimate": asdict(need), "machine": asdict(machine), "problems": found,
               "forced": bool(found) and force}
@@ -162,7 +192,8 @@ def _size(mib: float) -> str:
     return f"{mib / 1024:.1f} GiB" if mib >= 1024 else f"{mib:.0f} MiB"
 
 
-def _implementations(scenario: Scenario) -> dict[str, int]:
+def _kinds(scenario: Scenario) -> dict[str, int]:
+    """How many nodes of each kind: `peerlab/<protocol>` for peerlab's node, else the implementation."""
     total = scenario.nodes.count
     default = scenario.protocol.implementation
     mix: dict[str, int] = {}
@@ -170,7 +201,12 @@ def _implementations(scenario: Scenario) -> dict[str, int]:
         name = group.implementation or default
         mix[name] = mix.get(name, 0) + group.count
     mix[default] = mix.get(default, 0) + max(0, total - sum(mix.values()))
-    return {k: v for k, v in mix.items() if v}
+    return {(f"{PEERLAB}/{scenario.protocol.name}" if k == PEERLAB else k): v for k, v in mix.items() if v}
+
+
+def kind_of(scenario: Scenario) -> str:
+    """The one kind of node the scenario runs (for a mix: the kinds joined by '+')."""
+    return "+".join(sorted(_kinds(scenario)))
 
 
 def _messages(scenario: Scenario) -> float:

@@ -47,7 +47,10 @@ async def calibrate(plan: RunPlan, clients: dict[str, ControlClient | ProbeClien
         measured = statistics.median(reply["rtt_ms"])
         configured = plan.one_way_ms(a, b) + plan.one_way_ms(b, a)
         ok = abs(measured - configured) <= cal.tolerance * configured + RTT_SLACK_MS
+        # measured: the median, what frames took; min_ms: the quickest ping, the shaper's own delay
+        # plus the least host time (a loaded host only adds to a round trip)
         return {"a": a, "b": b, "configured_ms": configured, "measured_ms": round(measured, 3),
+                "min_ms": round(min(reply["rtt_ms"]), 3),
                 "error_pct": round(_error_pct(measured, configured), 2), "ok": ok}
 
     rtts = await asyncio.gather(*(rtt(a, b) for a, b in pairs))

@@ -97,6 +97,9 @@ class NamespaceProbes:
         """The node's probe server, started once (probes of several pairs may reach it at once)."""
         if node_id not in self.starting:
             self.starting[node_id] = asyncio.ensure_future(self._start_server(node_id))
+            # its failure is raised to every probe awaiting it; if none is left (cancelled, or the run's
+            # end killed the server as it started), it is dropped here rather than logged as unretrieved
+            self.starting[node_id].add_done_callback(_retrieve)
         await asyncio.shield(self.starting[node_id])
 
     async def _start_server(self, node_id: str) -> None:
@@ -115,9 +118,14 @@ class NamespaceProbes:
         proc = await asyncio.create_subprocess_exec(
             *self._exec(a), CLIENT, self.backend.address(b), str(PORT), what, str(n),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        reading = asyncio.gather(proc.stdout.read(), proc.stderr.read(), proc.wait())
         try:  # stdin open until the probe ends (as the server's: in a pod, its end would end the probe)
-            out, err, _ = await asyncio.wait_for(asyncio.gather(proc.stdout.read(), proc.stderr.read(), proc.wait()),
-                                                 timeout)
+            out, err, _ = await asyncio.wait_for(asyncio.shield(reading), timeout)
+        except BaseException:  # a timeout (a loaded host) or a cancellation: the probe ends with it
+            if proc.returncode is None:
+                proc.kill()
+            reading.add_done_callback(_retrieve)
+            raise
         finally:
             proc.stdin.close()
         if proc.returncode != 0:
@@ -175,3 +183,9 @@ class ProbeClient:
         if path == "/calibrate/throughput":
             return await self.probes.throughput(self.node_id, body["peer"], int(body["bytes"]), timeout)
         raise ValueError(f"a probe answers /calibrate/ping and /calibrate/throughput, not {path}")
+
+
+def _retrieve(future: asyncio.Future) -> None:
+    """Mark a background future's outcome as seen (asyncio logs an unseen exception with a traceback)."""
+    if not future.cancelled():
+        future.exception()

@@ -34,6 +34,7 @@ from orchestrator.run.cleanup import RunState, forget_run, record_run, scratch_r
 from orchestrator.run.contract_client import ContractClient
 from orchestrator.run.link_sampler import LinkSampler
 from orchestrator.run.live_faults import LiveFaults
+from orchestrator.run.memory_watch import MemoryWatch
 from orchestrator.run.netprobe import NamespaceProbes
 from orchestrator.run.node_client import ControlClient, NodeError
 from orchestrator.run.readiness import Readiness
@@ -80,6 +81,7 @@ class Runner(Readiness, RunRecord):
         self.manifest["clock"] = {"method": "shared host clock (all nodes on this machine)",
                                   "offsets_ns": {n.id: 0 for n in self.plan.nodes}}
         self.fidelity = FidelityWatch(self)  # orchestrator/fidelity: can the run's timing be trusted
+        self.memory = MemoryWatch(self.backend.host_pids)  # the run's peak, beside admission's estimate
 
     @property
     def present(self) -> list[str]:
@@ -169,6 +171,16 @@ class Runner(Readiness, RunRecord):
         """T0 on the node's own clock."""
         assert self.t0_ns is not None
         return self.t0_ns + self.manifest["clock"]["offsets_ns"].get(node_id, 0)
+
+    def _record_memory(self) -> None:
+        """The run's measured peak beside the estimate that admitted it (on this host's backends)."""
+        peak = self.memory.finish()
+        record = self.manifest["admission"]
+        if peak is None or self.backend.name not in admission.CHECKED_BACKENDS:
+            return
+        record["peak_mib"] = peak
+        if "estimate" in record:
+            record["estimate_error_pct"] = round(100 * (record["estimate"]["memory_mib"] - peak) / peak, 1)
 
     def _shaper_report(self) -> None:
         """The shaping mechanism's accounting into the manifest (the delay line's), and its warnings
@@ -301,6 +313,7 @@ class Runner(Readiness, RunRecord):
                   f"{plan.publishes()} publishes over {plan.duration:g}s, seed {plan.seed}")
         started = time.monotonic()
         self.fidelity.start()
+        self.memory.start()
         self._check_adapters()
         self.step(f"deploy: {self.backend.name} backend, {n} network namespaces")
         # pyroute2's sync API runs an event loop of its own: netlink work goes to a worker thread
@@ -374,6 +387,7 @@ class Runner(Readiness, RunRecord):
                 await client.close()
             await self.probes.close()
             await self.sampler.stop()  # (after an error: what was sampled is kept)
+            self._record_memory()
             self.step("teardown: stopping processes, removing namespaces")
             if self.shaper:
                 self._shaper_report()

@@ -7,7 +7,8 @@ that every node joins, 1 message/s network-wide, for the given duration.
 (any variant or size through --set), plus L100, and the largest count that kept delivery 1.0.
 Both run without the Spark report. Memory is sampled every 2 s from /proc for the orchestrator, the
 fork server and every node process: RSS per process, and PSS (shared pages split between sharers)
-for the total the run occupies.
+for the total the run occupies; and each node process's CPU time, as a mean share of a core from
+start-up to teardown (set-up, warm-up and drain included).
 `peerlab bench router`: GossipSub router CPU per relayed message, on the in-memory network.
 """
 from __future__ import annotations
@@ -25,6 +26,7 @@ from rich.console import Console
 
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.paths import ROOT
+from orchestrator.run.memory_watch import memory_kib
 from orchestrator.run.runner import Runner
 
 SCENARIO = """
@@ -41,24 +43,19 @@ output: {{store: '{store}'}}
 """
 
 
-def _memory_kib(pid: int) -> tuple[int, int]:
-    """(RSS, PSS) in KiB. Forked nodes share their parent's pages, so RSS counts those pages in every
-    node while PSS splits them: the sum of PSS is what the run really occupies."""
-    rss = pss = 0
+def _cpu_s(pid: int) -> float | None:
+    """CPU time (user + system) the process has used so far, in seconds."""
     try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                if line.startswith("Rss:"):
-                    rss = int(line.split()[1])
-                elif line.startswith("Pss:"):
-                    pss = int(line.split()[1])
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
     except (FileNotFoundError, ProcessLookupError, PermissionError):
-        pass
-    return rss, pss
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
 class MemorySampler(threading.Thread):
-    """Samples the orchestrator, the fork server and every node process of a run every 2 s."""
+    """Samples the orchestrator, the fork server and every node process of a run every 2 s: memory,
+    and each node process's CPU time between the first and the last sample that saw it."""
 
     def __init__(self, runner: Runner):
         super().__init__(daemon=True)
@@ -68,20 +65,31 @@ class MemorySampler(threading.Thread):
         self.peak_total_pss = 0
         self.node_rss: dict[int, int] = {}
         self.node_pss: dict[int, int] = {}
+        self.node_cpu: dict[int, tuple[float, float, float, float]] = {}  # first (t, cpu), last (t, cpu)
+
+    def cpu_share(self) -> float | None:
+        """Mean share of a core per node process: CPU seconds over wall seconds, over the samples."""
+        spans = [(c1 - c0, t1 - t0) for t0, c0, t1, c1 in self.node_cpu.values() if t1 > t0]
+        wall = sum(dt for _, dt in spans)
+        return sum(dc for dc, _ in spans) / wall if wall else None
 
     def run(self) -> None:
         while not self.stop.wait(2.0):
             backend = self.runner.backend
             node_pids = list(getattr(backend, "pids", {}).values())
             server = getattr(backend, "forkserver", None)
-            orch_rss, orch_pss = _memory_kib(os.getpid())
-            total = orch_pss + (_memory_kib(server.pid)[1] if server else 0)
+            orch_rss, orch_pss = memory_kib(os.getpid())
+            total = orch_pss + (memory_kib(server.pid)[1] if server else 0)
             for pid in node_pids:
-                rss, pss = _memory_kib(pid)
+                rss, pss = memory_kib(pid)
                 if rss:
                     self.node_rss[pid] = max(self.node_rss.get(pid, 0), rss)
                     self.node_pss[pid] = max(self.node_pss.get(pid, 0), pss)
                 total += pss
+                cpu, now = _cpu_s(pid), time.monotonic()
+                if cpu is not None:
+                    first = self.node_cpu.get(pid, (now, cpu, now, cpu))
+                    self.node_cpu[pid] = (first[0], first[1], now, cpu)
             self.peak_orch = max(self.peak_orch, orch_rss)
             self.peak_total_pss = max(self.peak_total_pss, total)
 
@@ -146,6 +154,7 @@ def bench_scale(scenarios: list[Any], console: Console) -> list[dict[str, Any]]:
             "node_rss_mib_mean": round(sum(rss) / len(rss) / 1024, 1),
             "node_rss_mib_max": round(max(rss) / 1024, 1),
             "node_pss_mib_mean": round(sum(pss) / len(pss) / 1024, 1),
+            "node_cpu_pct_mean": None if sampler.cpu_share() is None else round(100 * sampler.cpu_share(), 2),
             "total_pss_gib": round(sampler.peak_total_pss / 1024**2, 2),
             "run_dir": str(run_dir),
         }

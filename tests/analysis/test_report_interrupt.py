@@ -51,9 +51,12 @@ def test_a_signal_stops_the_analysis_and_its_jvm(tmp_path: Path, sig, spark):
     _, err = proc.communicate(timeout=60)
     took = time.monotonic() - signalled
     print(f"{sig.name}: exit {proc.returncode} after {took:.1f} s")
-    assert proc.returncode == 130 and took < 10, err[-2000:]
+    # loose: a busy host slows the JVM's end; that the analysis stopped short is metrics.json's absence
+    assert proc.returncode == 130 and took < 30, err[-2000:]
     assert "interrupted: the analysis of" in err and "Traceback" not in err, err[-3000:]
-    time.sleep(0.5)
+    deadline = time.monotonic() + 10  # the JVM ends with the report; the kernel may take a moment to reap it
+    while alive(jvm) and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert not alive(jvm), alive(jvm)
     assert list(scratch.iterdir()) == []  # Spark's blockmgr-* and spark-* directories went with it
     assert not (run_dir / "analysis" / "metrics.json").exists()

@@ -83,9 +83,9 @@ def test_ci_smoke_on_the_charts_pods_run_by_an_unprivileged_user(request, docker
     cal = manifest["calibration"]
     assert len(cal["rtt"]) == 4 and len(cal["throughput"]) == 2
     for r in cal["throughput"]:  # download capped on the pod's ifb, upload on its eth0
-        assert abs(r["measured_mbit"] - 50.0) <= 5.0, r
-    for r in cal["rtt"]:
-        assert abs(r["measured_ms"] - 40.0) <= 4.0, r
+        assert r["measured_mbit"] >= 45.0 and min(r["rounds_mbit"]) <= 55.0, r  # (load only slows a round)
+    for r in cal["rtt"]:  # the quickest ping: the shaping's own (load only adds)
+        assert abs(r["min_ms"] - 40.0) <= 4.0, r
 
     metrics = analyse(run_dir, spark)
     print("ci-smoke on the chart's pods:", json.dumps({k: metrics[k] for k in
@@ -140,7 +140,7 @@ def test_every_adapters_nodes_run_in_pods_of_their_own_images(tmp_path: Path, mo
     assert sorted(line["packets"]) == [f"n{i}" for i in range(8)] and min(line["packets"].values()) > 100
     assert line["errors"] == []
     cal = manifest["calibration"]  # probes from the pods' shaper sidecars, through the delay lines
-    assert cal["rtt"] and all(40 <= r["measured_ms"] < 80 for r in cal["rtt"]), cal["rtt"]
+    assert cal["rtt"] and all(40 <= r["min_ms"] < 50 for r in cal["rtt"]), cal["rtt"]
     assert [(f["action"], f.get("node")) for f in manifest["faults_executed"]] == [("kill", "n4"), ("restart", "n4")]
 
     events = {}

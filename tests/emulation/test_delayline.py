@@ -20,6 +20,7 @@ IP = {"a": "10.9.1.1", "b": "10.9.1.2"}
 ECHO = """
 import socket, threading
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("10.9.1.2", 5002)); s.listen()
+print("ready", flush=True)
 def serve(c):
     while True:
         data = c.recv(1 << 20)
@@ -32,12 +33,12 @@ CLIENT = """
 import socket, sys, time
 c = socket.create_connection(("10.9.1.2", 5002), timeout=5); c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 rtts = []
-for _ in range(5):
+for _ in range(10):
     t = time.monotonic(); c.sendall(b"p"); c.recv(10); rtts.append((time.monotonic() - t) * 1000)
 chunk, sent, t = b"x" * 65536, 0, time.monotonic()
 while time.monotonic() - t < 2:
     c.sendall(chunk); sent += len(chunk)
-print(sorted(rtts)[2], sent * 8 / (time.monotonic() - t) / 1e6)
+print(min(rtts), sent * 8 / (time.monotonic() - t) / 1e6)
 """
 
 
@@ -57,8 +58,9 @@ def pair():
                 ns.addr("add", index=idx, address=ip, prefixlen=24)
                 ns.link("set", index=idx, state="up")
                 ns.link("set", index=ns.link_lookup(ifname="lo")[0], state="up")
-        server = subprocess.Popen(["ip", "netns", "exec", B, sys.executable, "-c", ECHO])
-        time.sleep(0.5)
+        server = subprocess.Popen(["ip", "netns", "exec", B, sys.executable, "-c", ECHO], stdout=subprocess.PIPE,
+                                  text=True)
+        assert server.stdout.readline() == "ready\n"  # listening (a fixed pause may be too short on a busy host)
         line = DelayLineProcess(seed=1)
         yield line
     finally:
@@ -72,6 +74,7 @@ def pair():
 
 
 def _measure() -> tuple[float, float]:
+    """(the least of 10 round trips, ms: a busy host only adds to some; a 2 s stream's Mbit/s)."""
     out = subprocess.run(["ip", "netns", "exec", A, sys.executable, "-c", CLIENT], capture_output=True,
                          text=True, timeout=30)
     assert out.returncode == 0, out.stderr
@@ -84,19 +87,20 @@ def test_each_direction_gets_its_latency_and_bulk_transfer_is_not_capped(pair):
     pair.request(op="attach", netns=B, ifname="eth0", node="b", delays_ms={IP["a"]: 30.0})
     pair.request(op="attach", netns=A, ifname="eth0", node="a", delays_ms={IP["b"]: 10.0})
     rtt, mbit = _measure()
-    assert 40.0 <= rtt <= 55.0  # 30 ms a->b plus 10 ms b->a: never less, a little more on a busy host
+    assert 40.0 <= rtt <= 44.0  # 30 ms a->b plus 10 ms b->a: never less
     # packets are held at the receiver, after the sender's socket let go of them: TCP small queues do
-    # not cap a connection at a few packets per round trip (it would be ~1 Mbit/s at 40 ms)
-    assert mbit > 60
+    # not cap a connection at a few packets per round trip (it would be ~1 Mbit/s at 40 ms); 20, not
+    # the 60+ an idle host gives, as a busy one slows this one Python sender
+    assert mbit > 20
     stats = pair.request(op="stats")
     assert stats["packets"]["a"] > 0 and stats["packets"]["b"] > 0 and not stats["errors"]
 
     pair.request(op="degrade", node="a", delay_ms=50, loss=0)  # a's access link: both directions
     rtt, _ = _measure()
-    assert 140.0 <= rtt <= 160.0
+    assert 140.0 <= rtt <= 144.0
     pair.request(op="degrade", node="a", delay_ms=0, loss=0)
     rtt, _ = _measure()
-    assert 40.0 <= rtt <= 55.0
+    assert 40.0 <= rtt <= 44.0
 
 
 def test_without_the_delay_line_packets_stop_rather_than_flow_undelayed(pair):
@@ -115,12 +119,14 @@ def test_a_namespace_that_does_not_exist_is_an_error_naming_it(pair):
 
 UDP_RECEIVE = """
 import json, socket, time
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("10.9.1.2", 5003)); s.settimeout(1.5)
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("10.9.1.2", 5003)); s.settimeout(30)
+print("ready", flush=True)
 got = []
 try:
     while True:
         seq, sent = s.recv(64).split()
         got.append((int(seq), (time.monotonic() - float(sent)) * 1000))
+        s.settimeout(1.5)  # the stream has begun (the sender may be slow to start)
 except socket.timeout:
     print(json.dumps(got))
 """
@@ -137,7 +143,7 @@ def _datagrams(count: int) -> list[tuple[int, float]]:
     the order it got them (the namespaces share CLOCK_MONOTONIC)."""
     receiver = subprocess.Popen(["ip", "netns", "exec", B, sys.executable, "-c", UDP_RECEIVE], stdout=subprocess.PIPE,
                                 text=True)
-    time.sleep(0.5)
+    assert receiver.stdout.readline() == "ready\n"  # bound: none of the first datagrams is refused
     subprocess.run(["ip", "netns", "exec", A, sys.executable, "-c", UDP_SEND, str(count)], check=True, timeout=30)
     out, _ = receiver.communicate(timeout=30)
     return [tuple(x) for x in json.loads(out)]
@@ -149,7 +155,9 @@ def test_jitter_never_reorders_a_direction_and_loss_drops_its_share(pair):
     got = _datagrams(1000)
     seqs, delays = [seq for seq, _ in got], [ms for _, ms in got]
     assert seqs == sorted(seqs)  # 1 ms apart with +-5 ms of jitter: only the line's ordering keeps them in order
-    assert 14.5 <= min(delays) < 18 and 22 < max(delays) <= 35  # 20 +- 5 ms, a little more on a busy host
+    # 20 +- 5 ms; the upper bound on the 95th percentile, not the maximum: the Python receiver stamps a
+    # datagram when it wakes, and a busy host may wake it late now and then (never early)
+    assert 14.5 <= min(delays) < 18 and 22 < max(delays) and sorted(delays)[len(delays) * 95 // 100] <= 28
     assert 720 <= len(got) <= 880  # 20% lost: 800 +- 5 standard deviations
     assert abs(pair.request(op="stats")["dropped"]["b"] - (1000 - len(got))) <= 2
 
@@ -188,4 +196,6 @@ def test_a_burst_of_parallel_streams_at_full_rate_leaves_on_time(pair):
     released = sum(stats["late_ms"].values())
     print(f"{released} packets released in {time.monotonic() - t:.1f} s: {stats['late_ms']}")
     assert released > 10_000 and not stats["errors"]  # it was a burst: ACKs both ways, data from a to b
-    assert stats["late_10ms_share"] < 0.01, stats["late_ms"]
+    # 5%, not the run's warning threshold (1%): a busy host delays the line's own wake-ups now and then;
+    # the Python line this replaced let most packets out late
+    assert stats["late_10ms_share"] < 0.05, stats["late_ms"]

@@ -55,8 +55,9 @@ def _run(tmp_path: Path, k: float) -> tuple[Observed, dict, list[float]]:
     latencies = [(e["ts"] - published[e["msg_id"]]) / 1e6 for e in events if e["type"] == "deliver_message"]
     assert len(published) == 16 and len(latencies) == 16 * 9  # every message reached the 9 others
     # the schedule held in experiment time: publishes from warm-up (2 s) on, 1/4 s apart, network-wide
+    # (a loaded machine can only make a publish late)
     offsets = sorted((t - manifest["t0_ns"]) / 1e9 for t in published.values())
-    assert offsets == pytest.approx([2 + i / 4 for i in range(16)], abs=0.1)
+    assert all(-0.01 <= off - (2 + i / 4) <= 0.3 for i, off in enumerate(offsets)), offsets
     assert run_netns(run_dir) == set()
     return runner, manifest, latencies
 
@@ -67,9 +68,9 @@ def test_a_run_dilated_x2_takes_twice_as_long_and_reports_its_twins_latencies(tm
     assert manifest["dilation"]["factor"] == 2 and manifest["dilation"]["applied"]
     assert plain_manifest["dilation"]["factor"] == 1
 
-    # T0 to the end: the plan's 8 s, in real time 8 s and 16 s
-    assert plain.timeline_s == pytest.approx(8, abs=0.8)
-    assert dilated.timeline_s / plain.timeline_s == pytest.approx(2, abs=0.2)
+    # T0 to the end: the plan's 8 s, in real time 8 s and 16 s (and what a loaded machine adds)
+    assert 7.9 <= plain.timeline_s <= 10, plain.timeline_s
+    assert 15.9 <= dilated.timeline_s <= 18, dilated.timeline_s
 
     # the network is shaped k times slower: HTB at 8 Mbit/s, 120 ms held in the transport
     assert "class htb 1:1 parent root rate 16000000bit" in plain.tree

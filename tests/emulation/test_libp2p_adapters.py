@@ -52,10 +52,11 @@ def test_the_run_completes_with_latency_applied_outside_the_nodes(adapter_run):
     assert manifest["shaping"]["mode"] in ("netem", "delayline")
     # calibrated before the nodes started, by probes in their namespaces: RTT of 2 x 20 ms
     cal = manifest["calibration"]
-    # (bounds a loaded host cannot break: this test runs beside others; the calibration's accuracy is
-    # checked alone, in tests/emulation/test_local_backend.py)
-    assert cal["rtt"] and all(40 <= r["measured_ms"] < 80 for r in cal["rtt"]), cal["rtt"]
-    assert cal["throughput"] and all(20 < r["measured_mbit"] <= 55 for r in cal["throughput"]), cal["throughput"]
+    # (bounds a loaded host cannot break, this test running beside others: the quickest ping and the
+    # slowest round; the calibration's accuracy is checked in tests/emulation/test_local_backend.py)
+    assert cal["rtt"] and all(40 <= r["min_ms"] < 50 for r in cal["rtt"]), cal["rtt"]
+    assert cal["throughput"] and all(20 < r["measured_mbit"] and min(r["rounds_mbit"]) <= 55
+                                     for r in cal["throughput"]), cal["throughput"]
     events = [json.loads(line) for lines in logs.values() for line in lines]
     published = {e["msg_id"]: e for e in events if e["type"] == "publish_message"}
     delivered = [e for e in events if e["type"] == "deliver_message"]
@@ -74,9 +75,9 @@ def test_every_message_reaches_every_node_that_was_up(adapter_run):
         done = sum(e["node"] == node for e in published)
         assert done <= count if node == "n5" else done == count, node
     # A restarted node that publishes before its peers have its subscription (a few hundred ms after
-    # its start) sends to nobody: the libraries' behaviour, not a loss of the network's.
+    # its start, more on a loaded machine: 2 s allowed) sends to nobody: the libraries' behaviour, not a loss of the network's.
     ready = {n: max(e["ts"] for e in evs if e["type"] == "ready") for n, evs in events.items()}
-    expected = {e["msg_id"] for e in published if e["ts"] > ready[e["node"]] + 1e9}
+    expected = {e["msg_id"] for e in published if e["ts"] > ready[e["node"]] + 2e9}
     assert {e["msg_id"] for e in published if e["node"] != "n5"} <= expected  # publishers up all along
     for node, evs in events.items():
         got = {e["msg_id"] for e in evs if e["type"] in ("deliver_message", "publish_message")}
@@ -175,9 +176,13 @@ def test_a_mixed_network_delivers_to_every_node_up_through_kill_restart_and_part
     cut = next(f for f in manifest["faults_executed"] if f["action"] == "partition")
     heal = next(f for f in manifest["faults_executed"] if f["action"] == "heal")
     side = {n: i for i, group in enumerate(cut["groups"]) for n in group}
+    # (messages published once it was in place: one sent before may still be read late by a loaded node)
+    published_at = {e["msg_id"]: e["ts"] for e in published}
     crossed = [e for evs in events.values() for e in evs if e["type"] == "deliver_message"
-               and cut["t_ns"] + 0.2e9 < e["ts"] < heal["issued_ns"] and side[e["peer"]] != side[e["node"]]]
+               and cut["t_ns"] < published_at.get(e["msg_id"], 0) and e["ts"] < heal["issued_ns"]
+               and side[e["peer"]] != side[e["node"]]]
     assert not crossed
+    assert any(cut["t_ns"] < t < heal["issued_ns"] for t in published_at.values())  # something to hold
 
 
 def test_mixed_logs_follow_the_contract(mixed_run):

@@ -1,11 +1,12 @@
 """A signal stops a run promptly in its longest blocking phase: SIGTERM while 300 nodes' namespaces
-are being created ends `peerlab run` within 10 s, tears down what exists, and leaves the run marked
-interrupted (the deploy stops between two nodes: Backend.check_stop). A second signal during the
+are being created stops the deploy at its next node (Backend.check_stop), ends `peerlab run`, tears
+down what exists, and leaves the run marked interrupted. A second signal during the
 teardown stops the storing of the logs, never the teardown."""
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -20,7 +21,7 @@ from tests.support.cli import ROOT, run_leftovers, run_netns
 pytestmark = [pytest.mark.emulation, pytest.mark.slow]
 
 
-def test_sigterm_while_deploying_300_nodes_ends_within_10_s_with_nothing_left(tmp_path: Path):
+def test_sigterm_while_deploying_300_nodes_stops_the_deploy_with_nothing_left(tmp_path: Path):
     log = tmp_path / "stderr.log"
     with open(log, "w") as err:
         proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", "scenarios/quickstart.yaml",
@@ -40,15 +41,22 @@ def test_sigterm_while_deploying_300_nodes_ends_within_10_s_with_nothing_left(tm
         made = len(run_netns(run_dir))
         signalled = time.monotonic()
         proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
+        most = made  # the most namespaces seen from the signal to the exit
+        while proc.poll() is None and time.monotonic() - signalled < 60:
+            most = max(most, len(run_netns(run_dir)))
+            time.sleep(0.1)
+        proc.wait(timeout=1)
         took = time.monotonic() - signalled
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    print(f"SIGTERM with {made} of 300 namespaces made: exit {proc.returncode} after {took:.1f} s")
+    print(f"SIGTERM with {made} of 300 namespaces made, {most} at most after: exit {proc.returncode} after "
+          f"{took:.1f} s")
     assert proc.returncode == 130, log.read_text()[-2000:]
-    assert took < 10
+    # the deploy stopped between two nodes (one or two more on a busy host), not after all 300; the
+    # time is loose, as teardown of the namespaces made is slower on a busy host
+    assert most - made <= 10 and took < 30, (made, most, took)
     assert run_leftovers(run_dir) == {}
     assert json.loads((run_dir / "status").read_text())["status"] == "interrupted"
 
@@ -77,7 +85,13 @@ def test_a_second_signal_during_teardown_stops_only_the_storing_of_logs(tmp_path
         proc.send_signal(signal.SIGTERM)
         wait_for_line(proc, "teardown:", 30)
         proc.send_signal(signal.SIGTERM)
-        time.sleep(0.5)  # the orchestrator's handler runs between two bytecodes of its main thread
+        # the fork server is let go once the orchestrator has taken the signal (it is no longer pending:
+        # /proc's ShdPnd); its handler then runs at its main thread's next bytecode, which comes before
+        # the teardown can end, as the main thread waits for it
+        status, deadline = Path(f"/proc/{proc.pid}/status"), time.monotonic() + 10
+        while int(re.search(r"ShdPnd:\s*(\w+)", status.read_text())[1], 16) & 1 << signal.SIGTERM - 1:
+            assert time.monotonic() < deadline, "the second SIGTERM is still pending after 10 s"
+            time.sleep(0.01)
         os.kill(forkserver, signal.SIGCONT)
         out, err = proc.communicate(timeout=120)
     finally:

@@ -77,10 +77,10 @@ def test_nodes_deliver_measure_and_stop(three_nodes):
 
     async def scenario():
         await _wait_connected(clients)
-        rtts = (await clients[0].post("/calibrate/ping", {"peer": "n1", "count": 3}))["rtt_ms"]
+        rtts = (await clients[0].post("/calibrate/ping", {"peer": "n1", "count": 7}))["rtt_ms"]
         # 2 x 30 ms transport delay: every round trip at least that (the delay is applied), the quickest
-        # within 15 ms of it (applied once, not twice); one ping may wait for a busy core (CI: 78 ms)
-        assert len(rtts) == 3 and all(r >= 59 for r in rtts) and min(rtts) <= 75, rtts
+        # of 7 within 20 ms of it (applied once, not twice: 120); any may wait for a busy core (CI: 78 ms)
+        assert len(rtts) == 7 and all(r >= 59 for r in rtts) and min(rtts) <= 80, rtts
         t0 = time.time_ns()
         await asyncio.gather(*(c.post("/start", {"t0": t0}) for c in clients))
         await delivered_at_n1(clients[1], 1)  # n0's scheduled message

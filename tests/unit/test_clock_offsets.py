@@ -49,7 +49,10 @@ def test_the_shortest_round_trip_is_the_one_kept():
     """Queued once on the way out (40 ms, then 30 ms) and once not: only the quick round trip gives the
     offset within 1 ms; the first or the last would be 15-20 ms off."""
     node = VaryingNode(7_000_000, [(0.040, 0.001), (0.001, 0.001), (0.030, 0.001)])
-    offset, rtt = asyncio.run(clock.node_offset(node, rounds=3))
-    assert rtt < 20_000_000, rtt
+    stamps: list[int] = []
+    offset, rtt = asyncio.run(clock.node_offset(node, rounds=3,
+                                                now_ns=lambda: stamps.append(time.time_ns()) or stamps[-1]))
+    # the round trips as they were, not as planned: a busy host may stretch the quick one
+    assert rtt == min(b - a for a, b in zip(stamps[::2], stamps[1::2])), (rtt, stamps)
     assert abs(offset - 7_000_000) <= rtt // 2 + 1_000_000, offset
     assert node.paths == []

@@ -71,7 +71,7 @@ def test_link_samples_are_stamped_and_spaced_in_experiment_time(tmp_path, monkey
     asyncio.run(go())
     (first, *_) = [json.loads(line) for line in (tmp_path / "k.jsonl").read_text().splitlines()]
     assert (first["ts"] - dilation.epoch_ns) / 1e9 == pytest.approx(10, abs=1)
-    assert slept[0] == pytest.approx(4 * link_sampler.INTERVAL_S, abs=0.2)
+    assert 3.0 < slept[0] <= 4 * link_sampler.INTERVAL_S  # 4 real s, less the moment since the loop began
 
 
 def test_clock_offsets_are_measured_on_the_experiment_clock():

@@ -1,0 +1,115 @@
+"""`peerlab bench admission`: what a node costs in memory, measured by runs, written into the table
+admission reads (orchestrator/run/admission_costs.json).
+
+Every run's memory is the peak of the sum of PSS over its processes (orchestrator/run/memory_watch.py:
+the orchestrator, the fork server and the nodes it forked, the delay line, and on docker every
+container with its shim). Per backend:
+- peerlab's GossipSub at two node counts: the line through the two peaks gives the run's fixed cost
+  (its intercept: orchestrator, fork server, delay line) and GossipSub's cost per node (its slope);
+- every other kind of node (peerlab's other protocols, each libp2p implementation) at one count:
+  (peak - fixed) / nodes;
+- (local) GossipSub with large messages at a high rate against the same with 1 KiB ones: the extra
+  memory per node over the bytes published per second is how many seconds' worth of messages a node
+  holds (message cache, socket buffers), the estimate's term for message size and rate.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+from rich.console import Console
+
+from orchestrator.model.scenario import load_scenario, parse_scenario
+from orchestrator.paths import ROOT
+from orchestrator.run.admission import COSTS_FILE, kind_of
+from orchestrator.run.runner import Runner
+
+TEMPLATE = """
+name: admission-{label}
+seed: 1
+nodes: {{count: {n}}}
+protocol: {{name: {protocol}, implementation: {implementation}}}
+topology: {{algorithm: random, degree: 8}}
+network: {{latency: {{model: constant, one_way: 25ms}}}}
+topics: {{count: 1}}
+workload: {{publishers: {publishers}, rate: {rate}/s, warmup: 5s, duration: 15s, drain: 3s, message_size: {size}}}
+calibration: {{pairs: 2, throughput_nodes: 1}}
+output: {{store: '{store}'}}
+"""
+BASE = {"peerlab/gossipsub": (10, 40)}           # the two counts of the line (local; docker: DOCKER_BASE)
+DOCKER_BASE = (6, 16)
+OTHERS = ["peerlab/floodsub", "peerlab/topiary", "peerlab/pulsarcast", "peerlab/scoutsubs",
+          "peerlab/fastdelivery", "go-libp2p", "rust-libp2p", "js-libp2p", "py-libp2p"]
+ONE_COUNT = {"local": 30, "docker": 10}
+# content-based protocols need their predicates and events: their own scenarios, shortened
+CONTENT_BASED = {"peerlab/scoutsubs": "scenarios/smartpubsub-normal.yaml",
+                 "peerlab/fastdelivery": "scenarios/smartpubsub-fastdelivery.yaml"}
+SMALL, LARGE = ("1KiB", 1024, 4), ("64KiB", 65536, 8)  # message size (text, bytes), rate per second
+
+
+def _scenario(kind: str, n: int, store: str, message: tuple[str, int, int] = SMALL) -> Any:
+    if kind in CONTENT_BASED:  # (at its own node count where its groups fix it)
+        path = ROOT / CONTENT_BASED[kind]
+        count = [] if "groups:" in path.read_text() else [f"nodes.count={n}"]
+        return load_scenario(path, [*count, "workload.duration=15s", f"output.store={store}"])
+    protocol, implementation = ("gossipsub", kind) if "/" not in kind else (kind.split("/")[1], "peerlab")
+    return parse_scenario(TEMPLATE.format(label=kind.replace("/", "-"), n=n, publishers=min(n, 10), protocol=protocol,
+                                          implementation=implementation, size=message[0], rate=message[2],
+                                          store=store))
+
+
+def _peak(scenario: Any, backend: str, console: Console) -> float:
+    """The run's peak memory in MiB, as its manifest records it."""
+    runner = Runner(scenario, backend=backend, console=console, force=True)
+    run_dir = runner.run()
+    peak = json.loads((run_dir / "manifest.json").read_text())["admission"].get("peak_mib")
+    if peak is None:
+        raise RuntimeError(f"{run_dir}: no memory was sampled")
+    return peak
+
+
+def bench_admission(backends: list[str], store: str, console: Console, table: Path = COSTS_FILE,
+                    say: Callable[[str], None] = lambda m: print(m, flush=True)) -> dict[str, Any]:
+    out: dict[str, Any] = {"measured": datetime.date.today().isoformat(), "command": "peerlab bench admission",
+                           "host": f"{os.cpu_count()} cores", "backends": {}}
+    for backend in backends:
+        lo, hi = BASE["peerlab/gossipsub"] if backend == "local" else DOCKER_BASE
+        peaks = {n: _peak(_scenario("peerlab/gossipsub", n, store), backend, console) for n in (lo, hi)}
+        per_node = {"peerlab/gossipsub": round((peaks[hi] - peaks[lo]) / (hi - lo), 2)}
+        fixed = round(peaks[lo] - lo * per_node["peerlab/gossipsub"], 1)
+        say(f"{backend}: GossipSub {lo} nodes {peaks[lo]} MiB, {hi} nodes {peaks[hi]} MiB: fixed {fixed} MiB, "
+            f"{per_node['peerlab/gossipsub']} MiB per node")
+        runs = {f"peerlab/gossipsub x{n}": p for n, p in peaks.items()}
+        for kind in OTHERS:
+            if backend == "docker" and kind.startswith("peerlab/") and kind != "peerlab/floodsub":
+                continue  # on docker a peerlab node is the same process in a container: floodsub says enough
+            n = ONE_COUNT[backend]
+            scenario = _scenario(kind, n, store)
+            n = scenario.nodes.count
+            if kind_of(scenario) != kind:
+                raise RuntimeError(f"{scenario.name}: its nodes are {kind_of(scenario)}, not {kind}")
+            peak = _peak(scenario, backend, console)
+            per_node[kind] = round((peak - fixed) / n, 2)
+            runs[f"{kind} x{n}"] = peak
+            say(f"{backend}: {kind} {n} nodes {peak} MiB: {per_node[kind]} MiB per node")
+        entry: dict[str, Any] = {"fixed_mib": fixed, "node_mib": per_node, "peaks_mib": runs}
+        if backend == "local":
+            n, small = hi, peaks[hi]
+            large = _peak(_scenario("peerlab/gossipsub", n, store, LARGE), backend, console)
+            per_second = LARGE[1] * LARGE[2] - SMALL[1] * SMALL[2]  # bytes published per second, network-wide
+            held = max(0.0, (large - small) * 2**20 / n / per_second)
+            entry["held_s"] = round(held, 2)
+            runs[f"peerlab/gossipsub x{n}, {SMALL[0]} at {SMALL[2]}/s"] = small
+            runs[f"peerlab/gossipsub x{n}, {LARGE[0]} at {LARGE[2]}/s"] = large
+            say(f"{backend}: {LARGE[0]} messages at {LARGE[2]}/s against {SMALL[0]} at {SMALL[2]}/s: "
+                f"{large} against {small} MiB, each node holds {held:.2f} s of what is published")
+        out["backends"][backend] = entry
+    held = out["backends"].get("local", {}).get("held_s")
+    for entry in out["backends"].values():
+        entry.setdefault("held_s", held)  # (docker's nodes are the same programs)
+    table.write_text(json.dumps(out, indent=1) + "\n")
+    say(f"written: {table}")
+    return out
