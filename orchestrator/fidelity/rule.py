@@ -8,6 +8,7 @@ thresholds, all here. A phase is unfaithful when any one of these holds; each th
   late (their p95 is above it, with the defaults): every timer of a node, the transport's held
   frames included, fires as late as its ticks;
 - delay line: DELAYLINE_LATE_SHARE or more of its packets left 10 ms or more after their time;
+- faults (the run, not a phase): a fault of the timeline more than fault_late_s after its time;
 - host: for more than HOST_SHARE of the phase's samples, CPU pressure (PSI some, per sample) above
   PSI_SOME_PCT, or steal above STEAL_SHARE; runnable tasks above RUNNABLE_PER_CORE per core only
   where the kernel has no PSI (a run queue counts tasks that may not wait at all: a floodsub burst
@@ -40,6 +41,7 @@ class Thresholds:
     runnable_per_core: float = 1.5
     steal_share: float = 0.10
     host_share: float = 1 / 3
+    fault_late_s: float = 1.0
 
     def as_dict(self) -> dict[str, float]:
         return {k: round(v, 4) for k, v in asdict(self).items()}
@@ -85,6 +87,26 @@ def reasons(fig: dict[str, Any], th: Thresholds = THRESHOLDS) -> list[str]:
     return out
 
 
+def fault_lateness(executed: list[dict[str, Any]]) -> list[tuple[dict[str, Any], float]]:
+    """Each executed fault and how late it was, in seconds: a network-wide one (partition, heal) from
+    its planned time to when it took effect (changing the links is part of it); a node's from its
+    planned time to when it was issued (a restart then takes a process start, the node's own cost)."""
+    out = []
+    for rec in executed:
+        took = rec["offset_s"]
+        issued = took - (rec["t_ns"] - rec["issued_ns"]) / 1e9
+        out.append((rec, (issued if rec.get("node") else took) - rec["at"]))
+    return out
+
+
+def fault_reasons(executed: list[dict[str, Any]], th: Thresholds = THRESHOLDS) -> list[str]:
+    """The fault timeline's reasons: a fault more than `fault_late_s` after its time (a partition
+    applied late shortens it, and what the analysis counts during it)."""
+    return [f"fault timeline: {rec['action']}{' ' + rec['node'] if rec.get('node') else ''} planned at "
+            f"T0+{rec['at']:g}s came {late:.1f} s late (> {th.fault_late_s:g} s)"
+            for rec, late in fault_lateness(executed) if late > th.fault_late_s]
+
+
 def measured(fig: dict[str, Any]) -> bool:
     return any((fig.get(k) or {}).get(n) for k, n in (("host", "samples"), ("loop_lag", "nodes"),
                                                      ("probes", "count"), ("delay_line", "packets")))
@@ -121,4 +143,5 @@ def describe(th: Thresholds = THRESHOLDS) -> str:
             f"{_pct(th.lag_late_share)} of the nodes' loop-lag ticks (all together) are over {th.lag_ms:g} ms, or {th.delayline_late_share:.0%} or more of the delay line's packets are "
             f"10 ms late, or in more than {_pct(th.host_share)} of the host samples CPU pressure (PSI some) is "
             f"above {th.psi_some_pct:g}%, runnable tasks above {th.runnable_per_core:g} per core or steal above "
-            f"{_pct(th.steal_share)}; the run is unfaithful if its load or drain phase is")
+            f"{_pct(th.steal_share)}; the run is unfaithful if its load or drain phase is, or if a fault of its "
+            f"timeline came more than {th.fault_late_s:g} s after its time")

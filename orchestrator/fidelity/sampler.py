@@ -174,7 +174,13 @@ class FidelityWatch:
                 fig["delay_line"] = figures.delay_line_figures(self.late.get(p))
             phases[p] = rule.judge_phase(fig)
         verdict, why = rule.overall(phases)
+        executed = self.run.manifest.get("faults_executed") or []
+        late = rule.fault_reasons(executed)
+        if late:
+            verdict, why = rule.UNFAITHFUL, [*why, *late]
         return {"verdict": verdict, "reasons": why, "line": rule.line(verdict, why),
+                "faults": {"count": len(executed), "threshold_s": rule.THRESHOLDS.fault_late_s,
+                           "late_s_max": round(max((x for _, x in rule.fault_lateness(executed)), default=0.0), 3)},
                 "rule": rule.describe(), "thresholds": rule.THRESHOLDS.as_dict(), "phases": phases,
                 "sampling": {"host_interval_s": INTERVAL_S, "run_queue_reads": RUNQ_READS, "cores": self.cores, "psi": host.has_psi(),
                              "probe_interval_s": PROBE_INTERVAL_S, "probe_pairs": PAIRS, "pings_per_probe": PINGS,

@@ -19,8 +19,8 @@ from typing import Any
 from rich.console import Console
 
 from orchestrator.model.scenario import parse_scenario
+from orchestrator.run.memory_watch import memory_kib
 from orchestrator.run.runner import Runner
-from orchestrator.tools.bench import _memory_kib
 
 SCENARIO = """
 name: soak
@@ -74,7 +74,7 @@ def sample(runner: Runner) -> dict[str, Any]:
     from pyroute2 import netns
 
     prefix = f"pl{runner.short}-"
-    return {"rss_mib": round(_memory_kib(os.getpid())[0] / 1024, 1), "fds": len(os.listdir("/proc/self/fd")),
+    return {"rss_mib": round(memory_kib(os.getpid())[0] / 1024, 1), "fds": len(os.listdir("/proc/self/fd")),
             "namespaces": sum(1 for n in netns.listnetns() if n.startswith(prefix)),
             "processes": len(descendants(os.getpid()))}
 

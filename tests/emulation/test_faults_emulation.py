@@ -49,7 +49,10 @@ def events_of(run_dir: Path, node: str) -> list[dict]:
         return [json.loads(line) for line in f]
 
 
+# exclusive: in the parallel phase a partition once took effect 12.6 s late, as did another run's at
+# the same moment (docs/analysis.md, Fidelity), leaving nothing to count during it
 @pytest.mark.spark
+@pytest.mark.exclusive
 def test_partition_then_heal_and_a_degraded_node(tmp_path: Path, spark):
     run_dir = run(tmp_path, header("cut", 3, "publishers: 4, duration: 32s") + """faults:
   - {at: 8s, action: partition, groups: [[n0, n1, n2, n3, n4, n5]], duration: 10s}
@@ -57,11 +60,14 @@ def test_partition_then_heal_and_a_degraded_node(tmp_path: Path, spark):
 """)
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert [f["action"] for f in manifest["faults_executed"]] == ["partition", "heal", "degrade", "restore"]
+    late = manifest["fidelity"]["faults"]["late_s_max"]
+    assert (late > 1.0) == any(r.startswith("fault timeline") for r in manifest["fidelity"]["reasons"]), manifest["fidelity"]
     metrics = analyse(run_dir, spark)
     (cut,) = metrics["partitions"]
     print("partition:", json.dumps(cut))
     # 40 published in the partition's 10 s, counted from when the cut was in place on every link: on a
-    # loaded machine that took up to 3 s (27 counted once, in a full parallel phase)
+    # loaded machine that took up to 3 s (27 counted once, in a full parallel phase); the verdict says
+    # when a fault came late (more than 1 s)
     assert cut["messages_during"] >= 20 and cut["sides"] == [6, 6]
     assert cut["across_delivered_before_heal"] == 0          # nothing crossed the cut
     assert cut["own_side_delivery_before_heal"] == 1.0       # each side kept delivering

@@ -137,6 +137,7 @@ def mixed_run(tmp_path_factory):
     return run(without_store, tmp_path_factory.mktemp("runs"))
 
 
+@pytest.mark.exclusive  # its partition's timing: one run at a time (test_faults_emulation.py)
 def test_a_mixed_network_delivers_to_every_node_up_through_kill_restart_and_partition(mixed_run):
     run_dir, manifest, logs = mixed_run
     assert json.loads((run_dir / "status").read_text())["status"] == "completed"
@@ -185,6 +186,7 @@ def test_a_mixed_network_delivers_to_every_node_up_through_kill_restart_and_part
     assert any(cut["t_ns"] < t < heal["issued_ns"] for t in published_at.values())  # something to hold
 
 
+@pytest.mark.exclusive  # its partition's timing: one run at a time (test_faults_emulation.py)
 def test_mixed_logs_follow_the_contract(mixed_run):
     _, _, logs = mixed_run
     for node, lines in logs.items():

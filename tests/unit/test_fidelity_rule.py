@@ -105,3 +105,23 @@ def test_thresholds_in_one_place():
     assert phase["verdict"] == rule.FAITHFUL
     assert "over 20 ms" in rule.describe() and "over 50 ms" in rule.describe(th)
     assert rule.THRESHOLDS.as_dict()["host_share"] == 0.3333
+
+
+def _executed(action, at, took_s, issued_s=None, node=None):
+    t0 = 10**12
+    rec = {"action": action, "at": at, "offset_s": took_s, "t_ns": t0 + int(took_s * 1e9),
+           "issued_ns": t0 + int((took_s if issued_s is None else issued_s) * 1e9)}
+    return {**rec, "node": node} if node else rec
+
+
+def test_a_fault_late_makes_the_run_unfaithful_and_says_which():
+    on_time = [_executed("partition", 8.0, 8.16), _executed("heal", 18.0, 18.0),
+               # a restart is issued on time; the node's own start-up is not lateness
+               _executed("kill", 4.0, 4.0, node="n5"), _executed("restart", 6.0, 8.5, issued_s=6.05, node="n5")]
+    assert rule.fault_reasons(on_time) == []
+    late = [_executed("partition", 8.0, 20.66, issued_s=8.0), _executed("heal", 18.0, 20.67, issued_s=20.66),
+            _executed("restart", 6.0, 9.0, issued_s=7.5, node="n5")]
+    why = rule.fault_reasons(late)
+    assert len(why) == 3 and "partition planned at T0+8s came 12.7 s late" in why[0], why
+    assert "restart n5" in why[2] and "1.5 s late" in why[2], why
+    assert "fault of its timeline" in rule.describe()
