@@ -129,6 +129,7 @@ def test_a_run_into_s3_is_reported_in_place_through_s3a_as_from_a_directory(s3_e
     assert secret not in result.stderr + again.stderr
 
 
+@pytest.mark.slow  # a server of its own, started and stopped (make test runs it)
 def test_a_server_stopped_mid_upload_fails_the_run_and_the_retry_completes(tmp_path: Path, monkeypatch):
     """The store goes down while a run's large log is going up: the run is `failed` with a `store:`
     detail naming the retry, every byte is still on local disk; with the server back, `peerlab
@@ -187,6 +188,7 @@ def test_a_server_stopped_mid_upload_fails_the_run_and_the_retry_completes(tmp_p
     assert not left and not list(Path("/tmp").glob("seaweedfs-weed*"))   # no socket, no log file left
 
 
+@pytest.mark.slow  # a server of its own, started and stopped (make test runs it)
 def test_store_serve_runs_the_bundled_server_until_told_to_stop(tmp_path: Path):
     import subprocess
     import sys
