@@ -38,7 +38,7 @@ from orchestrator.backends.base import (
     file_tail,
     side_by_side,
 )
-from orchestrator.run import cleanup
+from orchestrator.run import cleanup, procfs
 from orchestrator.run.node_client import ControlClient
 from orchestrator.shaping import ops, tcp
 from orchestrator.tools import image
@@ -244,7 +244,7 @@ class DockerBackend(Backend):
     def host_pids(self) -> list[int]:
         """Every sandbox's and node container's processes, with the containerd shim that holds each."""
         pids = [*self.sandbox_pid.values(), *self.node_pid.values()]
-        return [*pids, *(p for p in map(_parent, pids) if p and _command(p).startswith("containerd-shim"))]
+        return [*pids, *(p for p in map(procfs.parent, pids) if p and procfs.command(p).startswith("containerd-shim"))]
 
     def _save_output(self, node_id: str, container: Any) -> None:
         """Keep what a node printed before its container is replaced or removed."""
@@ -312,18 +312,3 @@ class DockerBackend(Backend):
         self.containers.clear()
         remove_docker_objects(self.ctx.short, self.client)
 
-
-def _parent(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[1])
-    except (FileNotFoundError, ProcessLookupError, ValueError):
-        return None
-
-
-def _command(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/comm") as f:
-            return f.read().strip()
-    except (FileNotFoundError, ProcessLookupError):
-        return ""

@@ -11,40 +11,12 @@ from __future__ import annotations
 import os
 import threading
 import time
-from pathlib import Path
 from typing import Callable, Iterable
+
+from orchestrator.run.procfs import memory_kib, tree
 
 INTERVAL_S = 2.0
 COST_SHARE = 0.02  # of a core the sampling may take: reading smaps costs 1-1.5 ms per process
-
-
-def memory_kib(pid: int) -> tuple[int, int]:
-    """(RSS, PSS) of one process in KiB; (0, 0) once it is gone."""
-    rss = pss = 0
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                if line.startswith("Rss:"):
-                    rss = int(line.split()[1])
-                elif line.startswith("Pss:"):
-                    pss = int(line.split()[1])
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        pass
-    return rss, pss
-
-
-def tree(pid: int) -> list[int]:
-    """`pid` and all its descendants alive now."""
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        try:
-            for task in Path(f"/proc/{p}/task").iterdir():
-                todo.extend(int(c) for c in (task / "children").read_text().split())
-        except (FileNotFoundError, ProcessLookupError, PermissionError):
-            continue
-    return out
 
 
 def occupied_kib(roots: Iterable[int]) -> int:

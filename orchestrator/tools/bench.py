@@ -7,7 +7,7 @@ that every node joins, 1 message/s network-wide, for the given duration.
 (any variant or size through --set), plus L100, and the largest count that kept delivery 1.0.
 Both run without the Spark report. Memory is sampled every 2 s from /proc for the orchestrator, the
 fork server and every node process: RSS per process, and PSS (shared pages split between sharers)
-for the total the run occupies; and each node process's CPU time, as a mean share of a core from
+for the total the run occupies (the run's memory watch, delay line and probes included); and each node process's CPU time, as a mean share of a core from
 start-up to teardown (set-up, warm-up and drain included).
 `peerlab bench router`: GossipSub router CPU per relayed message, on the in-memory network.
 """
@@ -26,7 +26,7 @@ from rich.console import Console
 
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.paths import ROOT
-from orchestrator.run.memory_watch import memory_kib
+from orchestrator.run.procfs import cpu_s, memory_kib
 from orchestrator.run.runner import Runner
 
 SCENARIO = """
@@ -43,26 +43,16 @@ output: {{store: '{store}'}}
 """
 
 
-def _cpu_s(pid: int) -> float | None:
-    """CPU time (user + system) the process has used so far, in seconds."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
-
-
 class MemorySampler(threading.Thread):
-    """Samples the orchestrator, the fork server and every node process of a run every 2 s: memory,
-    and each node process's CPU time between the first and the last sample that saw it."""
+    """Samples the orchestrator and every node process of a run every 2 s: RSS and PSS, and each node
+    process's CPU time between the first and the last sample that saw it (the run's total PSS is its
+    own memory watch's)."""
 
     def __init__(self, runner: Runner):
         super().__init__(daemon=True)
         self.runner = runner
         self.stop = threading.Event()
         self.peak_orch = 0
-        self.peak_total_pss = 0
         self.node_rss: dict[int, int] = {}
         self.node_pss: dict[int, int] = {}
         self.node_cpu: dict[int, tuple[float, float, float, float]] = {}  # first (t, cpu), last (t, cpu)
@@ -77,21 +67,17 @@ class MemorySampler(threading.Thread):
         while not self.stop.wait(2.0):
             backend = self.runner.backend
             node_pids = list(getattr(backend, "pids", {}).values())
-            server = getattr(backend, "forkserver", None)
-            orch_rss, orch_pss = memory_kib(os.getpid())
-            total = orch_pss + (memory_kib(server.pid)[1] if server else 0)
+            orch_rss, _ = memory_kib(os.getpid())
             for pid in node_pids:
                 rss, pss = memory_kib(pid)
                 if rss:
                     self.node_rss[pid] = max(self.node_rss.get(pid, 0), rss)
                     self.node_pss[pid] = max(self.node_pss.get(pid, 0), pss)
-                total += pss
-                cpu, now = _cpu_s(pid), time.monotonic()
+                cpu, now = cpu_s(pid), time.monotonic()
                 if cpu is not None:
                     first = self.node_cpu.get(pid, (now, cpu, now, cpu))
                     self.node_cpu[pid] = (first[0], first[1], now, cpu)
             self.peak_orch = max(self.peak_orch, orch_rss)
-            self.peak_total_pss = max(self.peak_total_pss, total)
 
 
 def _delivery(run_dir: Path) -> tuple[float | None, float | None]:
@@ -155,7 +141,8 @@ def bench_scale(scenarios: list[Any], console: Console) -> list[dict[str, Any]]:
             "node_rss_mib_max": round(max(rss) / 1024, 1),
             "node_pss_mib_mean": round(sum(pss) / len(pss) / 1024, 1),
             "node_cpu_pct_mean": None if sampler.cpu_share() is None else round(100 * sampler.cpu_share(), 2),
-            "total_pss_gib": round(sampler.peak_total_pss / 1024**2, 2),
+            # the run's own watch (orchestrator/run/memory_watch.py), as its manifest records it
+            "total_pss_gib": round((runner.manifest["admission"].get("peak_mib") or 0) / 1024, 2),
             "run_dir": str(run_dir),
         }
         result["delivery_ratio"], l100 = _delivery(run_dir)

@@ -22,6 +22,7 @@ from typing import Any
 from pyroute2 import NetNS
 
 from orchestrator import shaping
+from orchestrator.run.procfs import cpu_s
 from orchestrator.shaping import delayline
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,13 +61,6 @@ def _start(node: str, *args: str) -> subprocess.Popen:
     return subprocess.Popen(["ip", "netns", "exec", _ns(node), sys.executable, "-m",
                              "orchestrator.tools.bench_delayline_node", *args],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
-
-
-def _cpu_s(pid: int) -> float:
-    """CPU seconds the process has used (all its threads)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _machine_busy() -> tuple[int, int]:
@@ -110,9 +104,9 @@ def bench_delayline(senders: int, receivers: int, rate_bps: int, delay_ms: float
                 for s in senders_]
         procs = recv + send
         time.sleep(max(0.0, start - time.monotonic()))
-        before, cpu, busy = line.request(op="stats"), _cpu_s(line.proc.pid), _machine_busy()
+        before, cpu, busy = line.request(op="stats"), cpu_s(line.proc.pid), _machine_busy()
         time.sleep(duration)
-        cpu, busy = _cpu_s(line.proc.pid) - cpu, [b - a for a, b in zip(busy, _machine_busy())]
+        cpu, busy = cpu_s(line.proc.pid) - cpu, [b - a for a, b in zip(busy, _machine_busy())]
         outs = [json.loads(p.communicate(timeout=duration + 60)[0].strip().splitlines()[-1]) for p in procs]
         stats = _delta(line.request(op="stats"), before)
     finally:

@@ -19,7 +19,7 @@ from typing import Any
 from rich.console import Console
 
 from orchestrator.model.scenario import parse_scenario
-from orchestrator.run.memory_watch import memory_kib
+from orchestrator.run.procfs import descendants, memory_kib
 from orchestrator.run.runner import Runner
 
 SCENARIO = """
@@ -48,26 +48,6 @@ def soak_scenario(duration_s: float, nodes: int, rate: float, store: str, seed: 
                            for t in starts if t + PARTITION_S < duration_s)
     return SCENARIO.format(seed=seed, nodes=nodes, rate=rate, duration=int(duration_s), store=store,
                            partitions=partitions)
-
-
-def descendants(pid: int) -> set[int]:
-    """Processes below `pid` (nodes, the fork server, the delay line, tc and ip children, a JVM)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    below, todo = set(), list(children.get(pid, []))
-    while todo:
-        p = todo.pop()
-        below.add(p)
-        todo.extend(children.get(p, []))
-    return below
 
 
 def sample(runner: Runner) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from analysis.job import analyse
-from orchestrator.tools.bench_soak import descendants
+from orchestrator.run.procfs import descendants
 from tests.support.cli import ROOT
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

@@ -7,7 +7,8 @@ import subprocess
 import sys
 import time
 
-from orchestrator.run.memory_watch import MemoryWatch, memory_kib, occupied_kib, tree
+from orchestrator.run.memory_watch import MemoryWatch, occupied_kib
+from orchestrator.run.procfs import memory_kib, tree
 
 HOLD = """
 import sys, time
