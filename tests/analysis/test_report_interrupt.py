@@ -16,7 +16,7 @@ import pytest
 
 from analysis.job import analyse
 from orchestrator.run.procfs import descendants
-from tests.support.cli import ROOT
+from tests.support.cli import ROOT, patient
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 STORED = Path(__file__).parent / "runs" / "ci-smoke"
@@ -35,7 +35,7 @@ def test_a_signal_stops_the_analysis_and_its_jvm(tmp_path: Path, sig, spark):
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "report", str(run_dir)], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "TMPDIR": str(scratch)})
-    seen, deadline = "", time.monotonic() + 120
+    seen, deadline = "", time.monotonic() + patient(120)
     while "analysis: session" not in seen:  # the session is up: the analysis is under way
         assert time.monotonic() < deadline and proc.poll() is None, seen
         if select.select([proc.stderr], [], [], 1)[0]:
@@ -48,13 +48,13 @@ def test_a_signal_stops_the_analysis_and_its_jvm(tmp_path: Path, sig, spark):
     assert any(a.startswith(f"spark.local.dir={scratch}/".encode()) for a in java[0]), java[0]
     signalled = time.monotonic()
     proc.send_signal(sig)
-    _, err = proc.communicate(timeout=60)
+    _, err = proc.communicate(timeout=patient(60))
     took = time.monotonic() - signalled
     print(f"{sig.name}: exit {proc.returncode} after {took:.1f} s")
     # loose: a busy host slows the JVM's end; that the analysis stopped short is metrics.json's absence
-    assert proc.returncode == 130 and took < 30, err[-2000:]
+    assert proc.returncode == 130 and took < patient(30), err[-2000:]
     assert "interrupted: the analysis of" in err and "Traceback" not in err, err[-3000:]
-    deadline = time.monotonic() + 10  # the JVM ends with the report; the kernel may take a moment to reap it
+    deadline = time.monotonic() + patient(10)  # the JVM ends with the report; the kernel may take a moment to reap it
     while alive(jvm) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not alive(jvm), alive(jvm)

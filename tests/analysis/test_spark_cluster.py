@@ -13,7 +13,7 @@ import pyspark
 import pytest
 
 from analysis.job import analyse
-from tests.support.cli import peerlab
+from tests.support.cli import patient, peerlab
 from tests.support.runs import write_run
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -26,7 +26,7 @@ def _free_port() -> int:
 
 
 def _wait_for(path: Path, text: str, timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + patient(timeout)
     while time.monotonic() < deadline:
         if path.exists() and text in path.read_text(errors="replace"):
             return
@@ -56,7 +56,7 @@ def cluster(tmp_path):
         for p in procs:
             os.killpg(p.pid, signal.SIGTERM)
         for p in procs:
-            p.wait(timeout=30)
+            p.wait(timeout=patient(30))
 
 
 def test_report_on_a_standalone_cluster_equals_the_local_analysis(tmp_path, cluster, spark):

@@ -15,6 +15,7 @@ import pytest
 from node import contract
 from node.adapters import get_adapter
 from tests.support.adapters import require_adapters
+from tests.support.cli import patient
 
 COMPILED = ["go-libp2p", "rust-libp2p"]
 
@@ -38,7 +39,7 @@ def start(name: str, path: Path) -> subprocess.Popen:
 def test_a_parameter_it_cannot_take_is_refused_by_the_program(name, tmp_path):
     require_adapters(name)
     proc = start(name, config(tmp_path, name, params={"stagger_parallel": 2}))
-    _, err = proc.communicate(timeout=30)
+    _, err = proc.communicate(timeout=patient(30))
     assert proc.returncode == 2 and "stagger_parallel" in err, err
     assert "heartbeat_interval" in err  # and it says what it takes
     assert not (tmp_path / "n0.jsonl").exists() or "ready" not in (tmp_path / "n0.jsonl").read_text()
@@ -49,7 +50,7 @@ def test_a_peer_id_that_is_not_the_seeds_is_refused(name, tmp_path):
     require_adapters(name)
     other = contract.peer_id(contract.identity_seed(1, "n1"))
     proc = start(name, config(tmp_path, name, peer_ids={"n0": other}))
-    _, err = proc.communicate(timeout=30)
+    _, err = proc.communicate(timeout=patient(30))
     assert proc.returncode == 2 and other in err, err
 
 
@@ -59,12 +60,12 @@ def test_sigterm_stops_a_started_node_with_stop_and_exit_0(name, tmp_path):
     proc = start(name, config(tmp_path, name))
     log = tmp_path / "n0.jsonl"
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + patient(30)
         while '"ready"' not in (log.read_text() if log.exists() else "") and time.monotonic() < deadline:
             assert proc.poll() is None, proc.communicate()[1]
             time.sleep(0.1)
         proc.send_signal(signal.SIGTERM)
-        proc.communicate(timeout=30)
+        proc.communicate(timeout=patient(30))
     finally:
         if proc.poll() is None:
             proc.kill()

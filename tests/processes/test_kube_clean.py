@@ -14,7 +14,7 @@ from datetime import timedelta
 import pytest
 
 from orchestrator.backends import kube_cluster, kube_lease
-from tests.support.cli import peerlab
+from tests.support.cli import patient, peerlab
 from tests.support.kube_api import KubeAPI, helm_release
 
 pytestmark = pytest.mark.slow
@@ -100,7 +100,7 @@ def test_a_runs_lease_is_made_before_its_release_and_renewed_until_dropped(api, 
             assert f"{kube_lease.LABEL}={args[1][2:]}" in args  # installed with peerlab's label
             api.put("lab", "secrets", ours(args[1]))
             return kube_cluster.subprocess.CompletedProcess(args, 0, "", "")
-        return real_helm(*args, timeout=timeout)
+        return real_helm(*args, timeout=patient(timeout))
 
     real_helm = cluster._helm
     monkeypatch.setattr(cluster, "_helm", helm)

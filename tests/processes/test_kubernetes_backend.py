@@ -19,7 +19,7 @@ from orchestrator.backends.kube_cluster import CHART, helm_binary, write_values
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.run.runner import Runner
 from orchestrator.tools import image
-from tests.support.cli import ROOT
+from tests.support.cli import ROOT, patient
 from tests.support.kubeconfig import KUBECONFIG
 
 pytestmark = [pytest.mark.slow]
@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.slow]
 
 def supervisor(directory: Path, cmd: str, *args: str, stdin: str | None = None) -> dict:
     out = subprocess.run([sys.executable, "-m", "node.supervisor", cmd, "--dir", str(directory), *args],
-                         input=stdin, capture_output=True, text=True, timeout=60, cwd=ROOT)
+                         input=stdin, capture_output=True, text=True, timeout=patient(60), cwd=ROOT)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -112,7 +112,7 @@ def test_values_name_the_image_and_counts_by_role(monkeypatch, tmp_path: Path):
         values["run"]["short"] = "606e96"  # a short id that helm would read as a number if left bare
         write_values(values, tmp_path / "values.yaml")
         render = subprocess.run([helm_binary(), "template", "r", str(CHART), "-f", str(tmp_path / "values.yaml")],
-                                capture_output=True, text=True, timeout=120)
+                                capture_output=True, text=True, timeout=patient(120))
         assert render.returncode == 0, render.stderr
         sets = {d["metadata"]["name"]: d["spec"]["replicas"] for d in yaml.safe_load_all(render.stdout)
                 if d and d["kind"] == "StatefulSet"}
@@ -137,14 +137,14 @@ def test_unreachable_or_missing_cluster_is_a_clear_error(tmp_path: Path):
     env = {**os.environ, "KUBECONFIG": str(tmp_path / "missing"), "PEERLAB_STATE_DIR": str(tmp_path / "state")}
     missing = subprocess.run([sys.executable, "-m", "orchestrator.cli", "run", str(scenario), "--backend",
                               "kubernetes", "--no-report"], capture_output=True, text=True, env=env, cwd=ROOT,
-                             timeout=120)
+                             timeout=patient(120))
     assert missing.returncode == 1 and "no Kubernetes cluster configured" in missing.stderr, missing.stderr
     assert not list((tmp_path / "runs").glob("*"))  # nothing ran: no run directory
     (tmp_path / "kubeconfig").write_text(KUBECONFIG)
     env["KUBECONFIG"] = str(tmp_path / "kubeconfig")
     refused = subprocess.run([sys.executable, "-m", "orchestrator.cli", "run", str(scenario), "--backend",
                               "kubernetes", "--no-report"], capture_output=True, text=True, env=env, cwd=ROOT,
-                             timeout=300)
+                             timeout=patient(300))
     assert refused.returncode == 1, refused.stderr
     assert "API server at https://127.0.0.1:1 does not answer" in refused.stderr, refused.stderr[-2000:]
     assert "Traceback" not in refused.stderr

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.tools.prepare import PLAYBOOKS, prepare
-from tests.support.cli import peerlab
+from tests.support.cli import patient, peerlab
 
 pytestmark = [pytest.mark.slow]
 
@@ -35,7 +35,7 @@ def test_storage_playbook_creates_the_bucket(s3_endpoint):
 def test_playbook_syntax(name):
     playbook = Path(sys.executable).parent / "ansible-playbook"
     result = subprocess.run([str(playbook), "--syntax-check", "-i", "localhost,", str(PLAYBOOKS[name])],
-                            capture_output=True, text=True, timeout=120)
+                            capture_output=True, text=True, timeout=patient(120))
     assert result.returncode == 0, result.stdout + result.stderr
 
 

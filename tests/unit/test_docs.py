@@ -4,12 +4,12 @@ import subprocess
 import sys
 
 from orchestrator.tools import schema_docs
-from tests.support.cli import ROOT
+from tests.support.cli import ROOT, patient
 
 
 def test_site_builds_strict_with_every_link_resolved(tmp_path):
     done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+                          cwd=ROOT, capture_output=True, text=True, timeout=patient(120))
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "extending" / "index.html").exists()
 

