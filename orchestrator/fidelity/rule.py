@@ -103,8 +103,17 @@ def fault_reasons(executed: list[dict[str, Any]], th: Thresholds = THRESHOLDS) -
     """The fault timeline's reasons: a fault more than `fault_late_s` after its time (a partition
     applied late shortens it, and what the analysis counts during it)."""
     return [f"fault timeline: {rec['action']}{' ' + rec['node'] if rec.get('node') else ''} planned at "
-            f"T0+{rec['at']:g}s came {late:.1f} s late (> {th.fault_late_s:g} s)"
+            f"T0+{rec['at']:g}s came {late:.1f} s late (> {th.fault_late_s:g} s){_where_late(rec, late)}"
             for rec, late in fault_lateness(executed) if late > th.fault_late_s]
+
+
+def _where_late(rec: dict[str, Any], late: float) -> str:
+    """Of a network-wide fault's lateness, how much was spent before it began (the run's event loop,
+    faults before it) and how much changing the links (the kernel's tc, contended or slow)."""
+    if rec.get("node"):
+        return ""
+    changing = (rec["t_ns"] - rec["issued_ns"]) / 1e9
+    return f": began {late - changing:.1f} s late, then {changing:.1f} s changing the links"
 
 
 def measured(fig: dict[str, Any]) -> bool:

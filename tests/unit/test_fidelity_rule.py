@@ -123,5 +123,7 @@ def test_a_fault_late_makes_the_run_unfaithful_and_says_which():
             _executed("restart", 6.0, 9.0, issued_s=7.5, node="n5")]
     why = rule.fault_reasons(late)
     assert len(why) == 3 and "partition planned at T0+8s came 12.7 s late" in why[0], why
+    assert "began 0.0 s late, then 12.7 s changing the links" in why[0], why  # where the time went
+    assert "began 2.7 s late, then 0.0 s changing" in why[1], why
     assert "restart n5" in why[2] and "1.5 s late" in why[2], why
     assert "fault of its timeline" in rule.describe()
