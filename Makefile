@@ -21,7 +21,7 @@ delayline: $(STAMP)
 	@$(PY) -c "import sys; from orchestrator.shaping import native_build; sys.exit(native_build.main())" >/dev/null
 
 # the bundled S3 server (SeaweedFS's weed, pinned in orchestrator/store/seaweedfs) into ~/.cache/peerlab/bin,
-# once per pin and Go version (orchestrator/gobuild.py): the s3:// store's tests and `peerlab store serve`
+# once per pin and Go version (orchestrator/builds/gobuild.py): the s3:// store's tests and `peerlab store serve`
 # run it. The first build on a machine downloads and compiles its modules (about 11 minutes on 2 cores),
 # so `make test` builds it, not the quickstart's set-up (`peerlab store serve` builds it on first use)
 s3-server: $(STAMP)

@@ -18,9 +18,12 @@ from pyspark.sql import functions as F
 
 from analysis.extras import ExtraResult, RunFrames, register
 from analysis.report import series_plot
+from node.protocols import PROTOCOLS
+from node.protocols.static_overlay import StaticOverlay
 
 CONVERGED_WINDOWS = 5
-OVERLAY_PROTOCOLS = ("topiary", "static-overlay", "random-overlay", "complete-overlay", "degree-split", "scribe")
+# every registered core that is a static overlay (Topiary and the baselines): one added there is analysed here
+OVERLAY_PROTOCOLS = tuple(sorted(name for name, core in PROTOCOLS.items() if issubclass(core, StaticOverlay)))
 
 
 def epoch_width(manifest: dict[str, Any]) -> float:

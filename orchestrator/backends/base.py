@@ -19,8 +19,8 @@ from typing import Any, Callable, Iterable, Iterator, TypeVar
 from pyroute2 import NetNS
 
 from node.contract import ContractConfig
+from orchestrator.control.node_client import ControlClient
 from orchestrator.model.plan import RunPlan
-from orchestrator.run.node_client import ControlClient
 from orchestrator.shaping import ops, tc
 
 T = TypeVar("T")
@@ -92,6 +92,7 @@ class Backend(abc.ABC):
     has_delayline = False  # the delay line (orchestrator/shaping/delayline.py) reaches its namespaces
     delayline_per_node = False  # one delay line inside each node's namespace (python_in_netns), not one for all
     logs_on_host = True  # event_log() is the file the node writes, on this machine, during the run
+    needs_root = True  # makes namespaces, containers or tc qdiscs on this machine (`peerlab run` says so first)
 
     def __init__(self, ctx: RunContext):
         self.ctx = ctx

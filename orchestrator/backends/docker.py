@@ -29,6 +29,7 @@ from node import ids
 from node.adapters import PEERLAB, get_adapter
 from node.config import NodeConfig
 from node.contract import ContractConfig
+from orchestrator import procfs
 from orchestrator.backends.base import (
     SIDE_BY_SIDE,
     Backend,
@@ -38,10 +39,10 @@ from orchestrator.backends.base import (
     file_tail,
     side_by_side,
 )
-from orchestrator.run import cleanup, procfs
-from orchestrator.run.node_client import ControlClient
+from orchestrator.builds import node_image as image
+from orchestrator.control.node_client import ControlClient
+from orchestrator.record import host_state
 from orchestrator.shaping import ops, tcp
-from orchestrator.tools import image
 
 DATA_PORT = 4001
 CONTROL_PORT = 7000
@@ -122,7 +123,7 @@ class DockerBackend(Backend):
         super().__init__(ctx)
         self.client = docker_client()
         self.prefix = f"pl{ctx.short}"
-        self.labels = {LABEL: ctx.short, OWNER: cleanup.holder()}
+        self.labels = {LABEL: ctx.short, OWNER: host_state.holder()}
         self.subnet = 200 + int(ctx.short, 16) % 50
         self.host_ifname: dict[str, str] = {}
         self.sysctls: dict[str, str] = {}  # every node namespace's (create_network)

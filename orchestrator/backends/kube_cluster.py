@@ -28,8 +28,8 @@ from typing import Any, Callable
 from websocket import WebSocketException
 
 from orchestrator.backends import kube_lease
+from orchestrator.control.node_client import ControlClient
 from orchestrator.paths import ROOT
-from orchestrator.run.node_client import ControlClient
 
 CHART = ROOT / "charts" / "peerlab"
 REST_TIMEOUT = 30     # seconds for one API call (connect and read)

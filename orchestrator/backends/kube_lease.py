@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from orchestrator.run import cleanup
+from orchestrator.record import host_state
 
 LABEL = "peerlab.run"
 LEASE_S = 60    # a lease not renewed for this long belongs to a dead orchestrator
@@ -31,7 +31,7 @@ def now_utc() -> datetime:
 
 
 def holder() -> str:
-    return cleanup.holder()
+    return host_state.holder()
 
 
 class RunLease:
@@ -117,7 +117,7 @@ class Owner:
     def gone_from_this_host(self) -> bool:
         """The holder ran on this host (its name) and no process has its pid any more: it died without
         dropping the lease (SIGKILL, a crash), so there is no need to wait for the lease to lapse."""
-        return cleanup.holder_here(self.holder or "") is False
+        return host_state.holder_here(self.holder or "") is False
 
     def alive(self, now: datetime) -> bool:
         return (self.renewed is not None and now - self.renewed <= timedelta(seconds=self.duration_s)

@@ -32,9 +32,9 @@ from node.adapters import PEERLAB, get_adapter
 from node.contract import ContractConfig
 from orchestrator.backends import kube_cluster
 from orchestrator.backends.base import Backend, LinkEnds, RunContext
-from orchestrator.run.node_client import ControlClient
+from orchestrator.builds import node_image as image
+from orchestrator.control.node_client import ControlClient
 from orchestrator.shaping import ops, tcp
-from orchestrator.tools import image
 
 DATA_PORT = 4001
 CONTROL_PORT = 7000
@@ -65,6 +65,7 @@ class KubernetesBackend(Backend):
     has_delayline = True
     delayline_per_node = True
     logs_on_host = False  # copied out of the pods at teardown
+    needs_root = False  # the cluster's API server and helm do the privileged work
 
     def __init__(self, ctx: RunContext):
         super().__init__(ctx)

@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any, Callable, TypeVar
 
 from pyroute2 import NetNS, netns
 from pyroute2.netlink.rtnl import ndmsg
@@ -26,12 +30,43 @@ from node.adapters import get_adapter
 from node.config import NodeConfig
 from node.contract import ContractConfig
 from orchestrator.backends.base import Backend, LinkEnds, RunContext, far_end_counters, file_tail
-from orchestrator.run.cleanup import remove_run_objects
-from orchestrator.run.node_client import ControlClient
-from orchestrator.shaping import tcp
+from orchestrator.control.node_client import ControlClient
+from orchestrator.shaping import ops, tcp
 
 DATA_PORT = 4001
 NUD_PERMANENT = ndmsg.states["permanent"]
+T = TypeVar("T")
+
+
+class NamespaceHandle:
+    """A netlink handle in one network namespace, opened once and used from a thread of its own.
+
+    Opening a handle in a namespace forks this process (pyroute2 enters the namespace in a child,
+    which passes the socket back), and pyroute2's handles keep per-thread state, hence the one thread.
+    The switch's handle is used every second (the link counters) and by every partition, heal and
+    rate change: opened each time, that was a fork of the orchestrator per second and per fault."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix=f"netns-{name}")
+        self._handle: NetNS | None = None
+
+    def call(self, fn: Callable[[NetNS], T]) -> T:
+        def run() -> T:
+            if self._handle is None:
+                self._handle = NetNS(self.name, flags=0)
+            return fn(self._handle)
+        return self._thread.submit(run).result()
+
+    def close(self) -> None:
+        """Before the namespace is removed: an open socket would keep it, and its links, alive."""
+        def run() -> None:
+            if self._handle is not None:
+                self._handle.close()
+                self._handle = None
+        if self._handle is not None:  # (a second teardown finds it closed)
+            self._thread.submit(run).result()
+        self._thread.shutdown()
 
 
 class LocalBackend(Backend):
@@ -50,6 +85,7 @@ class LocalBackend(Backend):
         self.pids: dict[str, int] = {}          # node -> pid of its current process
         self.exit_codes: dict[int, int] = {}    # pid -> exit code, as the fork server reports
         self._cond = threading.Condition()
+        self.switch_ns = NamespaceHandle(self.switch)
         (ctx.scratch / "configs").mkdir(parents=True, exist_ok=True)
         (ctx.scratch / "events").mkdir(parents=True, exist_ok=True)
         (ctx.scratch / "out").mkdir(parents=True, exist_ok=True)
@@ -106,8 +142,14 @@ class LocalBackend(Backend):
     def link_counters(self) -> dict[str, dict[str, int]]:
         """One dump of the switch namespace: every node's port v<i>, whose receive side is what the node
         sent and whose transmit side is what it was given."""
-        with NetNS(self.switch, flags=0) as sw:
-            return far_end_counters(sw, {f"v{node.index}": node.id for node in self.ctx.plan.nodes})
+        ports = {f"v{node.index}": node.id for node in self.ctx.plan.nodes}
+        return self.switch_ns.call(lambda sw: far_end_counters(sw, ports))
+
+    def shape(self, where: str, todo: list[ops.Op]) -> list[dict[str, Any]]:
+        """In the switch's namespace through its one handle (partitions, heals and rates are made there)."""
+        if where == self.switch:
+            return self.switch_ns.call(lambda sw: ops.apply(sw, todo))
+        return super().shape(where, todo)
 
     def _paths(self, node_id: str) -> dict[str, Path]:
         s = self.ctx.scratch
@@ -209,4 +251,65 @@ class LocalBackend(Backend):
             except subprocess.TimeoutExpired:
                 self.forkserver.kill()
                 self.forkserver.wait()
+        self.switch_ns.close()
         remove_run_objects(self.ctx.short)
+
+
+# what a run leaves in the kernel: its namespaces and the processes in them (teardown and `peerlab clean`)
+NETNS_DIR = Path("/run/netns")
+
+
+def run_netns(short: str) -> list[str]:
+    return sorted(n for n in netns.listnetns() if n.startswith(f"pl{short}-"))
+
+
+def pids_in_netns(name: str) -> list[int]:
+    """Processes whose network namespace is the named one."""
+    try:
+        target = os.stat(NETNS_DIR / name).st_ino
+    except FileNotFoundError:
+        return []
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.stat(entry / "ns" / "net").st_ino == target:
+                pids.append(int(entry.name))
+        except (FileNotFoundError, PermissionError, ProcessLookupError):
+            continue
+    return pids
+
+
+def remove_run_objects(short: str, scratch: str | None = None) -> dict[str, int]:
+    """Kill every process in the run's namespaces, delete the namespaces (their veths go with them)
+    and the scratch directory. Returns what was removed."""
+    names = run_netns(short)
+    killed = 0
+    for name in names:
+        for pid in pids_in_netns(name):
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + 5
+    while any(pids_in_netns(n) for n in names) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    failed = []
+    for name in names:
+        for attempt in range(20):
+            try:
+                netns.remove(name)
+            except OSError:
+                pass
+            if not (NETNS_DIR / name).exists():
+                break
+            time.sleep(0.05 * (attempt + 1))
+        else:
+            failed.append(name)
+    if scratch:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if failed:
+        raise OSError(f"could not remove network namespaces {', '.join(failed)}; try `peerlab clean` again")
+    return {"processes": killed, "namespaces": len(names)}

@@ -107,12 +107,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
         err.print(f"[bold red]error:[/] the {args.target} benchmark needs root (it runs on the local backend)")
         return 1
     if args.target == "admission":
+        from orchestrator.run.admission import CHECKED_BACKENDS
         from orchestrator.tools.bench_admission import bench_admission
 
         backends = [b for b in args.backends.split(",") if b]
-        unknown = [b for b in backends if b not in ("local", "docker")]
+        unknown = [b for b in backends if b not in CHECKED_BACKENDS]
         if unknown or not backends:
-            raise UsageError(f"--backends: {','.join(unknown) or '(none)'}: admission measures local and docker")
+            raise UsageError(f"--backends: {','.join(unknown) or '(none)'}: admission measures "
+                             f"{' and '.join(CHECKED_BACKENDS)}")
         bench_admission(backends, args.store, err)
         return 0
     if args.target == "delayline":

@@ -1,5 +1,5 @@
 """`peerlab fuzz`: malformed frames into every wire decoder (node/fuzz.py), and mutated scenarios into
-validate and plan (orchestrator/tools/scenario_fuzz.py)."""
+validate and plan (orchestrator/cli/scenario_fuzz.py)."""
 from __future__ import annotations
 
 import argparse
@@ -56,7 +56,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     for name in names:
         if name == SCENARIO:
             err.print(f"fuzzing {name}: {args.frames:,} mutated scenarios (seed {args.seed}) ...")
-            command = ["-m", "orchestrator.tools.scenario_fuzz", str(args.frames), str(args.seed)]
+            command = ["-m", "orchestrator.cli.scenario_fuzz", str(args.frames), str(args.seed)]
         else:
             err.print(f"fuzzing {name}: {args.frames:,} frames with {engine} ...")
             command = ["-m", "node.fuzz", name, str(args.frames), engine]

@@ -66,7 +66,7 @@ def add(sub: argparse._SubParsersAction) -> None:
 def cmd_image(args: argparse.Namespace) -> int:
     from node.adapters import IMPLEMENTATIONS
     from orchestrator.backends.docker import docker_client
-    from orchestrator.tools import image
+    from orchestrator.builds import node_image as image
 
     base = args.base_image or image.base_image()
     names = list(IMPLEMENTATIONS) if args.implementation == "all" else [args.implementation]
@@ -134,12 +134,12 @@ def cmd_clean(args: argparse.Namespace) -> int:
     if args.namespace or args.kube_context:
         raise UsageError("--namespace and --kube-context go with --kubernetes")
     from orchestrator.backends.docker import docker_leftovers, event_volume_dirs, remove_docker_objects
-    from orchestrator.run.cleanup import (
+    from orchestrator.backends.local import remove_run_objects
+    from orchestrator.record.host_state import (
         find_runs,
         forget_run,
         holder_here,
         mark_status,
-        remove_run_objects,
         salvage_logs,
     )
 

@@ -67,7 +67,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.dilate is not None:
         args.overrides.append(f"dilation={args.dilate:g}")
     combos = load(args)  # invalid input (in any combination) stops here, before anything is created
-    from orchestrator.backends import BACKENDS
+    from orchestrator.backends import BACKENDS, get_backend
 
     known = [*BACKENDS, "sim"]
     if args.backend not in known:
@@ -84,7 +84,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     except AdmissionError as e:
         err.print("refused: " + str(e), style="bold red", markup=False, highlight=False)
         return 3
-    if args.backend not in ("sim", "kubernetes") and os.geteuid() != 0:
+    if args.backend != "sim" and get_backend(args.backend).needs_root and os.geteuid() != 0:
         err.print(f"[bold red]error:[/] the {args.backend} backend creates network namespaces or containers and tc "
                   "qdiscs: run peerlab as root (or with CAP_NET_ADMIN and CAP_SYS_ADMIN), or simulate with --backend sim")
         return 1

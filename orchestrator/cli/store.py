@@ -47,7 +47,7 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from orchestrator import gobuild
+    from orchestrator.builds import gobuild
     from orchestrator.store.s3server import S3Server
 
     key = os.environ.get("AWS_ACCESS_KEY_ID") or "peerlab"
@@ -80,7 +80,7 @@ def _interrupt(*_: object) -> None:
 
 
 def cmd_upload(args: argparse.Namespace) -> int:
-    from orchestrator.run.record import store_retry
+    from orchestrator.record.run_record import store_retry
     from orchestrator.store import StoreError, open_store
 
     manifest_path = args.run_dir / "manifest.json"

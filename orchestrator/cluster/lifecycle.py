@@ -82,7 +82,7 @@ def _component(s: Layout, name: str, progs: dict[str, Path], node_ip: str) -> co
 def node_images() -> list[str]:
     """The node images of this checkout that the Docker engine has (`peerlab image build` makes them)."""
     from node.adapters import IMPLEMENTATIONS
-    from orchestrator.tools.image import image_tag
+    from orchestrator.builds.node_image import image_tag
     tags = [image_tag(implementation=i) for i in IMPLEMENTATIONS]
     return [t for t in tags if images.docker_has(t)]
 

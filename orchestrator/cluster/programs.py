@@ -1,5 +1,5 @@
 """The local cluster's programs: Kubernetes 1.34, etcd, CoreDNS and crictl built from their published
-Go modules as pinned in orchestrator/cluster/pins (into the user's cache, once: orchestrator/gobuild),
+Go modules as pinned in orchestrator/cluster/pins (into the user's cache, once: orchestrator/builds/gobuild.py),
 containerd, ctr, runc and the CNI plugins from Debian's packages (.ci/system-packages cluster).
 
 `python -m orchestrator.cluster.programs` builds what is missing (set-up runs it) and prints the paths.
@@ -10,7 +10,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from orchestrator import gobuild
+from orchestrator.builds import gobuild
 
 PINS = Path(__file__).resolve().parent / "pins"
 

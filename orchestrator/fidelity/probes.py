@@ -2,7 +2,7 @@
 calibration pings them (orchestrator/run/calibrate.py), so through the same shaping as the
 protocol's frames: between two of peerlab's nodes over their data connection (POST /calibrate/ping:
 probe frames, which the nodes never log as protocol traffic); where either end is an adapter's node,
-from probe processes in the namespaces (orchestrator/run/netprobe.py), on a port of their own.
+from probe processes in the namespaces (orchestrator/fidelity/netprobe.py), on a port of their own.
 Each probe is PINGS pings; its RTT is their median, held against the plan's. A probe that fails
 (a node down by the fault timeline, a partition) is not counted; a pair with an end the fault
 timeline degraded (added delay on purpose) is not probed until it is restored."""
@@ -15,8 +15,8 @@ import time
 from typing import Any, Callable, Container
 
 from node.adapters import PEERLAB
+from orchestrator.fidelity.netprobe import NamespaceProbes
 from orchestrator.model.plan import RunPlan
-from orchestrator.run.netprobe import NamespaceProbes
 
 INTERVAL_S = 5.0
 PAIRS = 4

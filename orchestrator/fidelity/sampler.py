@@ -20,12 +20,12 @@ import time
 from typing import Any
 
 from node.adapters import PEERLAB
+from orchestrator.control.node_client import ControlClient
 from orchestrator.fidelity import figures, host, rule
+from orchestrator.fidelity.netprobe import NamespaceProbes
 from orchestrator.fidelity.probes import INTERVAL_S as PROBE_INTERVAL_S
 from orchestrator.fidelity.probes import PAIRS, PINGS, RttProbes
 from orchestrator.fidelity.text import phase_line
-from orchestrator.run.netprobe import NamespaceProbes
-from orchestrator.run.node_client import ControlClient
 
 INTERVAL_S = 1.0
 RUNQ_READS = 4  # run-queue readings per host sample

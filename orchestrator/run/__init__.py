@@ -1,2 +1,4 @@
-"""Executing a RunPlan on a real backend: the runner (the same steps for every backend), the run record
-in the store, calibration, clock offsets, the client of the nodes' control API, and clean-up."""
+"""Executing a RunPlan on a real backend: the runner (the same steps for every backend),
+readiness, calibration, clock offsets, admission, the memory watch and the live fault timeline. The
+top floor of the orchestrator's machinery: backends, the simulator and the fidelity watch never
+import it (what they share with it is in control/, record/, fidelity/netprobe.py and procfs.py)."""

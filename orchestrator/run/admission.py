@@ -166,9 +166,9 @@ def admit(scenario: Scenario, backend: str, force: bool = False, machine: Machin
 
 def _admit_kubernetes(scenario: Scenario, force: bool) -> dict[str, Any]:
     """The pods' requests against the namespace's quotas and the cluster's allocatable
-    (orchestrator/run/kube_admission.py); a cluster that cannot be asked is left to the backend."""
+    (orchestrator/backends/kube_admission.py); a cluster that cannot be asked is left to the backend."""
+    from orchestrator.backends import kube_admission
     from orchestrator.backends.kube_cluster import settings
-    from orchestrator.run import kube_admission
 
     opts = settings()
     try:

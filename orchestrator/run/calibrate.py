@@ -2,7 +2,7 @@
 
 RTT on sampled neighbour pairs and upload throughput on sampled nodes, through peerlab's nodes' own
 data connections (so transport-mode delays are measured too), or, for an adapter's nodes, which have
-no probes, through probes in their namespaces before they start (orchestrator/run/netprobe.py). Throughput is the fastest of
+no probes, through probes in their namespaces before they start (orchestrator/fidelity/netprobe.py). Throughput is the fastest of
 `throughput_rounds` probes: a loaded host can only slow a probe down, never speed it past the shaper.
 The receiver measures payload (goodput); the configured rate counts what HTB counts, Ethernet frames
 with their headers, so each probe also reads the sender's link class before and after (`link_sent`)
@@ -16,10 +16,10 @@ import random
 import statistics
 from typing import Any, Awaitable, Callable
 
+from orchestrator.control.node_client import ControlClient
+from orchestrator.fidelity.netprobe import ProbeClient
 from orchestrator.model.plan import RunPlan
 from orchestrator.model.sections import Calibration
-from orchestrator.run.netprobe import ProbeClient
-from orchestrator.run.node_client import ControlClient
 
 PINGS = 5
 RTT_SLACK_MS = 1.0  # scheduler and kernel time on a loaded 2-core machine

@@ -1,32 +1,42 @@
 """The fault timeline's actions on a live run (the `FaultExecutor` of orchestrator/faults.py): node
 processes killed, stopped and started through the backend; partitions, rates, latency and loss
-through the run's link shaper (orchestrator/shaping/mechanisms.py), whatever its mechanism."""
+through the run's link shaper (orchestrator/shaping/mechanisms.py), whatever its mechanism.
+
+It is given the parts of the run it acts on, not the runner: the backend, the shaper, the nodes'
+clients, the run's table of degraded links (which it keeps) and how the run restarts a node."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Awaitable, Callable
+
+from orchestrator.run.interrupts import blocking
 
 if TYPE_CHECKING:
-    from orchestrator.run.runner import Runner
+    from orchestrator.backends import Backend
+    from orchestrator.control.contract_client import ContractClient
+    from orchestrator.control.node_client import ControlClient
+    from orchestrator.shaping import LinkShaper
 
 
 class LiveFaults:
-    def __init__(self, runner: Runner):
-        assert runner.shaper is not None
-        self.runner = runner
-        self.backend = runner.backend
-        self.shaper = runner.shaper
+    def __init__(self, backend: Backend, shaper: LinkShaper, clients: dict[str, ControlClient | ContractClient],
+                 degraded: dict[str, dict[str, float]], restart: Callable[[str], Awaitable[None]]):
+        self.backend = backend
+        self.shaper = shaper
+        self.clients = clients
+        self.degraded = degraded  # node -> its links' degradation, until restored (shared with the run)
+        self.restart = restart
 
     async def kill(self, node: str) -> None:  # waiting for the exit happens off the loop: restarts go on
-        await self.runner._blocking(self.backend.kill_node, node)
+        await blocking(self.backend.kill_node, node)
 
     async def stop(self, node: str) -> None:
-        await self.runner.clients[node].post("/stop", {"reason": "fault timeline"})
-        if await self.runner._blocking(self.backend.wait_node, node, 10) is None:
-            await self.runner._blocking(self.backend.kill_node, node)
+        await self.clients[node].post("/stop", {"reason": "fault timeline"})
+        if await blocking(self.backend.wait_node, node, 10) is None:
+            await blocking(self.backend.kill_node, node)
 
     async def start(self, node: str) -> None:
-        await self.runner._restart(node)
-        await self.shaper.restarted(node, self.runner.degraded)
+        await self.restart(node)
+        await self.shaper.restarted(node, self.degraded)
 
     async def partition(self, groups: list[list[str]]) -> None:
         await self.shaper.cut(groups)
@@ -35,13 +45,13 @@ class LiveFaults:
         await self.shaper.heal()
 
     async def degrade(self, node: str, delay_ms: float, loss: float, bandwidth: int | None) -> None:
-        self.runner.degraded[node] = {"delay_ms": delay_ms, "loss": loss}
+        self.degraded[node] = {"delay_ms": delay_ms, "loss": loss}
         if bandwidth:
             await self.shaper.set_rate(node, bandwidth, bandwidth)
         await self.shaper.degrade(node, delay_ms, loss)
 
     async def restore(self, node: str) -> None:
         planned = self.shaper.plan.node(node)  # as shaping applies it (a dilated run's rates)
-        self.runner.degraded.pop(node, None)
+        self.degraded.pop(node, None)
         await self.shaper.set_rate(node, planned.bandwidth_up, planned.bandwidth_down)
         await self.shaper.restore(node)

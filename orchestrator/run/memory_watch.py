@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Callable, Iterable
 
-from orchestrator.run.procfs import memory_kib, tree
+from orchestrator.procfs import memory_kib, tree
 
 INTERVAL_S = 2.0
 COST_SHARE = 0.02  # of a core the sampling may take: reading smaps costs 1-1.5 ms per process

@@ -8,8 +8,8 @@ import asyncio
 import time
 
 from node import ids
-from orchestrator.run.node_client import ControlClient
-from orchestrator.run.record import RunError
+from orchestrator.control.node_client import ControlClient
+from orchestrator.record.run_record import RunError
 
 
 class Readiness:

@@ -24,21 +24,21 @@ from node.adapters import PEERLAB
 from node.dilation import Dilation
 from orchestrator import faults, shaping
 from orchestrator.backends import Backend, RunContext, get_backend
+from orchestrator.control.contract_client import ContractClient
+from orchestrator.control.node_client import ControlClient, NodeError
+from orchestrator.fidelity.netprobe import NamespaceProbes
 from orchestrator.fidelity.sampler import FidelityWatch
 from orchestrator.model.dilation import shaping_plan
 from orchestrator.model.plan import FaultEvent
 from orchestrator.model.scenario import Scenario
+from orchestrator.record.host_state import RunState, forget_run, record_run, scratch_root
+from orchestrator.record.run_record import RunError, RunRecord
 from orchestrator.run import admission, clock, interrupts, link_sampler, node_configs
 from orchestrator.run.calibrate import calibrate
-from orchestrator.run.cleanup import RunState, forget_run, record_run, scratch_root
-from orchestrator.run.contract_client import ContractClient
 from orchestrator.run.link_sampler import LinkSampler
 from orchestrator.run.live_faults import LiveFaults
 from orchestrator.run.memory_watch import MemoryWatch
-from orchestrator.run.netprobe import NamespaceProbes
-from orchestrator.run.node_client import ControlClient, NodeError
 from orchestrator.run.readiness import Readiness
-from orchestrator.run.record import RunError, RunRecord
 
 
 class RunInterrupted(RuntimeError):
@@ -145,27 +145,7 @@ class Runner(Readiness, RunRecord):
         section["offsets_ns"].update(measured["offsets_ns"])
         section["rtt_ns"].update(measured["rtt_ns"])
         section["max_error_ns"] = max(section["max_error_ns"], measured["max_error_ns"])
-        self._one_offset_per_machine(section)
-
-    def _one_offset_per_machine(self, section: dict[str, Any]) -> None:
-        """Nodes on one machine read one clock: each takes the offset measured with the shortest round
-        trip among them (an estimate's error is up to half its round trip, which through an API server's
-        proxy is tens of ms: on a one-node cluster, per-pod estimates spread over 17 ms)."""
-        domains = self.backend.clock_domains()
-        if not domains:
-            return
-        machines: dict[str, list[str]] = {}
-        for node_id in section["rtt_ns"]:
-            machines.setdefault(domains.get(node_id, node_id), []).append(node_id)
-        best = {m: min(members, key=lambda n: section["rtt_ns"][n]) for m, members in machines.items()}
-        for machine, members in machines.items():
-            for node_id in members:
-                section["offsets_ns"][node_id] = section["offsets_ns"][best[machine]]
-        section["max_error_ns"] = max(section["rtt_ns"][b] // 2 for b in best.values())
-        section["machines"] = {m: sorted(members) for m, members in machines.items()}
-        rule = "; nodes on one machine share its clock: each takes the offset of the shortest round trip among them"
-        if rule not in section["method"]:
-            section["method"] += rule
+        clock.one_offset_per_machine(section, self.backend.clock_domains())
 
     def _t0_for(self, node_id: str) -> int:
         """T0 on the node's own clock."""
@@ -195,7 +175,7 @@ class Runner(Readiness, RunRecord):
     async def _calibrate(self, clients: dict[str, Any]) -> None:
         """RTT and throughput through the data plane, before T0: through peerlab's nodes (their probes
         see transport-mode delays too), or, for adapter nodes, before they start, by probes in their
-        namespaces (orchestrator/run/netprobe.py)."""
+        namespaces (orchestrator/fidelity/netprobe.py)."""
         if not self.scenario.calibration.enabled:
             return
         self.step("calibrate: RTT and throughput through the data plane")
@@ -238,14 +218,16 @@ class Runner(Readiness, RunRecord):
     async def _timeline(self) -> None:
         """Faults in time order. A kill, restart or join runs in the background (a restart is a process
         start, ~0.5 s; on a cluster each is an exec round trip through the API server, seconds on a
-        loaded one), so that later faults on other nodes keep their time; the next fault on the same
-        node waits for it. A network-wide fault (partition, heal, ...) waits for every fault still
-        running: a restarted node's links are shaped again as the network is then, which a heal or
-        partition in between would contradict."""
+        loaded one), so that later faults keep their time; the next fault on the same node waits for it.
+        A network-wide fault (partition, heal) waits for none: it changes the far ends of the links,
+        which a node's restart leaves as they are (what a restarted node is told again is its own and
+        its peers' degradations, per node). Waiting made a partition planned 2.5 s after a restart come
+        3.4 s late, behind a py-libp2p node's start on a loaded host."""
         assert self.t0_ns is not None
         pending: dict[str, asyncio.Task] = {}
 
-        live = LiveFaults(self)
+        assert self.shaper is not None
+        live = LiveFaults(self.backend, self.shaper, self.clients, self.degraded, self._restart)
 
         async def execute(fault: FaultEvent, shaped: FaultEvent) -> None:
             """`shaped`: the fault as shaping applies it (a dilated run's degradations)."""
@@ -267,10 +249,8 @@ class Runner(Readiness, RunRecord):
             delay = self.t0_ns / 1e9 + fault.at - self.dilation.time()
             if delay > 0:
                 await asyncio.sleep(self.dilation.real(delay))
-            busy = [pending.pop(fault.node)] if fault.node in pending else (
-                [] if fault.node else [pending.pop(k) for k in list(pending)])
-            if busy:
-                await asyncio.gather(*busy)
+            if fault.node in pending:
+                await pending.pop(fault.node)
             if fault.node:
                 pending[fault.node] = asyncio.create_task(execute(fault, shaped))
             else:

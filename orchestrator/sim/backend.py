@@ -12,7 +12,7 @@ from rich.console import Console
 
 from orchestrator.fidelity.text import virtual_time
 from orchestrator.model.scenario import Scenario
-from orchestrator.run.record import RunError, RunRecord
+from orchestrator.record.run_record import RunError, RunRecord
 from orchestrator.sim.engine import EventFiles, Simulation
 
 # virtual time is experiment time already, with an infinitely fast CPU: dilating it would scale every

@@ -1,6 +1,6 @@
 """The bundled S3 server: SeaweedFS's `weed server` (master, volume server, filer and S3 gateway in
 one process), pinned in orchestrator/store/seaweedfs and built by `make setup` into the user's cache
-(orchestrator/gobuild.py). The tests run the s3:// store against it, and `peerlab store serve` runs it
+(orchestrator/builds/gobuild.py). The tests run the s3:// store against it, and `peerlab store serve` runs it
 for users without an object store of their own.
 
 It listens on loopback only, keeps its data under one directory, and accepts one identity: the
@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from orchestrator import gobuild
+from orchestrator.builds import gobuild
 
 PIN = Path(__file__).resolve().parent / "seaweedfs"
 PACKAGE = "github.com/seaweedfs/seaweedfs/weed"

@@ -1,1 +1,2 @@
-"""The commands around runs: benchmarks, `doctor`, the node image, and `prepare` (Ansible playbooks)."""
+"""The commands around runs, beside the CLI: benchmarks, `doctor`, `prepare` (Ansible playbooks), the
+Spark class archive and the generated references (chart schema, scenario docs)."""

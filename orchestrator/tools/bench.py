@@ -26,7 +26,7 @@ from rich.console import Console
 
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.paths import ROOT
-from orchestrator.run.procfs import cpu_s, memory_kib
+from orchestrator.procfs import cpu_s, memory_kib
 from orchestrator.run.runner import Runner
 
 SCENARIO = """

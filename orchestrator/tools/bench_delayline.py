@@ -22,7 +22,7 @@ from typing import Any
 from pyroute2 import NetNS
 
 from orchestrator import shaping
-from orchestrator.run.procfs import cpu_s
+from orchestrator.procfs import cpu_s
 from orchestrator.shaping import delayline
 
 ROOT = Path(__file__).resolve().parents[2]

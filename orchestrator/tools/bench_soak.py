@@ -19,7 +19,7 @@ from typing import Any
 from rich.console import Console
 
 from orchestrator.model.scenario import parse_scenario
-from orchestrator.run.procfs import descendants, memory_kib
+from orchestrator.procfs import descendants, memory_kib
 from orchestrator.run.runner import Runner
 
 SCENARIO = """

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from analysis.job import analyse
-from orchestrator.run.procfs import descendants
+from orchestrator.procfs import descendants
 from tests.support.cli import ROOT, patient
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

@@ -69,7 +69,7 @@ def test_an_adapter_image_runs_its_node_as_a_kubernetes_pod_does(name, docker_en
     node started through the supervisor logs `ready`; `stop` (SIGTERM) ends it cleanly."""
     from orchestrator.backends.docker import LABEL
     from orchestrator.backends.kubernetes import image_values
-    from orchestrator.tools import image
+    from orchestrator.builds import node_image as image
     from tests.support.pod_spec import render, run_pod
 
     tag = image.build(docker_engine, implementation=name, say=lambda _m: None)

@@ -144,7 +144,7 @@ def test_image_runs_the_charts_pod_layout(docker_engine, tmp_path):
     download cap. No Kubernetes here: the containers are the pod's."""
     from orchestrator.backends.docker import LABEL
     from orchestrator.backends.kubernetes import image_values
-    from orchestrator.tools import image
+    from orchestrator.builds import node_image as image
     from tests.support.pod_spec import render, run_pod
 
     tag = image.build(docker_engine, say=lambda _: None)

@@ -20,9 +20,9 @@ import pytest
 
 from analysis.job import analyse
 from orchestrator.backends import kubernetes as k8s_backend
+from orchestrator.builds import node_image as image
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.run.runner import Runner
-from orchestrator.tools import image
 from tests.support.adapters import ADAPTERS, MIXED_SMALL, require_adapters
 from tests.support.cli import ROOT, docker_objects, run_netns
 from tests.support.docker_pods import DockerPods

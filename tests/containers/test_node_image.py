@@ -3,7 +3,7 @@ and its tag follows its content and base."""
 import shutil
 import tomllib
 
-from orchestrator.tools import image
+from orchestrator.builds import node_image as image
 from tests.support.cli import ROOT
 
 

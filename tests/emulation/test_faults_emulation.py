@@ -15,7 +15,7 @@ import pytest
 from pyroute2 import netns
 
 from analysis.job import analyse
-from orchestrator.run.cleanup import STATE_DIR
+from orchestrator.record.host_state import STATE_DIR
 from tests.support.cli import ROOT
 
 pytestmark = pytest.mark.emulation

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from orchestrator.backends import kube_admission
 from orchestrator.model.scenario import parse_scenario
-from orchestrator.run import admission, kube_admission
+from orchestrator.run import admission
 from tests.support.cli import peerlab
 from tests.support.kube_api import KubeAPI
 

@@ -7,8 +7,8 @@ import subprocess
 import sys
 import time
 
+from orchestrator.procfs import memory_kib, tree
 from orchestrator.run.memory_watch import MemoryWatch, occupied_kib
-from orchestrator.run.procfs import memory_kib, tree
 
 HOLD = """
 import sys, time

@@ -1,4 +1,4 @@
-"""Probes beside adapter nodes (orchestrator/run/netprobe.py), here against 127.0.0.1 with no namespace:
+"""Probes beside adapter nodes (orchestrator/fidelity/netprobe.py), here against 127.0.0.1 with no namespace:
 a ping answers; a probe that outlives its timeout, or is cancelled as the run ends, ends with its
 process killed and nothing logged about it afterwards (a loaded host times probes out: the run goes
 on, and its output stays free of tracebacks)."""
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from orchestrator.run import netprobe
+from orchestrator.fidelity import netprobe
 
 
 class HostBackend:

@@ -10,7 +10,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from orchestrator.run.node_client import ControlClient, NodeError
+from orchestrator.control.node_client import ControlClient, NodeError
 
 pytestmark = pytest.mark.exclusive
 

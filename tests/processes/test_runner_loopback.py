@@ -4,9 +4,11 @@ restart of a real process, a partition and a degrade asked of the shaping layer)
 teardown, checked from the run directory a user gets."""
 import gzip
 import json
+import subprocess
+import sys
 
 from orchestrator.model.scenario import parse_scenario
-from orchestrator.run import cleanup
+from orchestrator.record import host_state
 from orchestrator.run.runner import Runner
 from tests.support.loopback_backend import LoopbackBackend
 from tests.support.scenarios import FLOODSUB_SIX, scenario_text
@@ -37,7 +39,7 @@ class StoredBeforeTeardown(LoopbackBackend):
 
 
 def test_a_run_with_faults_on_real_processes_needs_no_root(tmp_path, monkeypatch):
-    monkeypatch.setattr(cleanup, "STATE_DIR", tmp_path / "state")  # /run/peerlab is root's
+    monkeypatch.setattr(host_state, "STATE_DIR", tmp_path / "state")  # /run/peerlab is root's
     scenario = parse_scenario(SCENARIO + f"output: {{store: 'file://{tmp_path}/runs'}}\n")
     runner = Runner(scenario, backend=StoredBeforeTeardown, shaping_mode="transport")
     run_dir = runner.run()
@@ -75,12 +77,51 @@ def test_a_run_with_faults_on_real_processes_needs_no_root(tmp_path, monkeypatch
     assert not any(runner.backend.alive(n["id"]) for n in manifest["plan"]["nodes"])
 
 
+SLOW_RESTART = scenario_text("slowrestart", 3, FLOODSUB_SIX, """\
+workload: {publishers: 2, rate: 8/s, warmup: 0.5s, duration: 5s, drain: 1s, message_size: 256B}
+faults:
+  - {at: 1s, action: kill, nodes: [n5], restart_after: 0.5s}
+  - {at: 2s, action: partition, groups: [[n0, n1, n2], [n3, n4, n5]], duration: 1s}
+calibration: {pairs: 1, throughput_nodes: 1, throughput_rounds: 1}
+""")
+
+
+class SlowRestarts(LoopbackBackend):
+    """A node's second process answers only 4 s after it was started (as a py-libp2p node's did on a
+    loaded host, or a pod's exec through a busy API server)."""
+
+    def start_node(self, node_id, config):
+        if node_id not in self.procs:
+            return super().start_node(node_id, config)
+        path = self._path("configs", node_id)
+        path.write_text(config.model_dump_json())
+        with open(self._path("out", node_id), "ab") as out:
+            self.procs[node_id] = subprocess.Popen(
+                ["sh", "-c", 'sleep 4; exec "$0" -m node --config "$1"', sys.executable, str(path)],
+                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def test_a_partition_keeps_its_time_while_a_restart_is_slow(tmp_path, monkeypatch):
+    """A partition changes the far ends of the links, which a restart leaves alone: it does not wait
+    for a restart in flight (it did, and came as late as the restart was slow)."""
+    monkeypatch.setattr(host_state, "STATE_DIR", tmp_path / "state")
+    scenario = parse_scenario(SLOW_RESTART + f"output: {{store: 'file://{tmp_path}/runs'}}\n")
+    run_dir = Runner(scenario, backend=SlowRestarts, shaping_mode="transport").run()
+    executed = {f["action"]: f for f in json.loads((run_dir / "manifest.json").read_text())["faults_executed"]}
+    restart, cut, heal = executed["restart"], executed["partition"], executed["heal"]
+    assert restart["offset_s"] > 5.0  # the restart was slow: up 4 s after its 1.5 s
+    # the partition and heal kept their times (their own work here is a recorded operation);
+    # before, the partition waited until the restart was done, after its heal's time
+    assert cut["offset_s"] - 2.0 < 1.0 and heal["offset_s"] - 3.0 < 1.0, (cut, heal)
+    assert cut["t_ns"] < restart["t_ns"] and heal["t_ns"] < restart["t_ns"]
+
+
 def test_admission_stops_a_run_that_does_not_fit_unless_forced(tmp_path, monkeypatch):
     """On a machine too small for it (memory for 3 of its 6 nodes), the runner refuses before planning
     and no run directory appears; with force it runs, and the manifest records the estimate and the force."""
     from orchestrator.run import admission
 
-    monkeypatch.setattr(cleanup, "STATE_DIR", tmp_path / "state")
+    monkeypatch.setattr(host_state, "STATE_DIR", tmp_path / "state")
     monkeypatch.setattr(admission, "CHECKED_BACKENDS", ("loopback",))
     local = admission.costs()["backends"]["local"]  # the loopback backend's nodes are local processes
     monkeypatch.setattr(admission, "costs", lambda: {"backends": {"loopback": local}})
@@ -110,10 +151,8 @@ def test_the_shared_scratch_folder_is_left_open_to_every_user(tmp_path, monkeypa
     run as an unprivileged user (the kubernetes backend needs no root)."""
     import stat
 
-    from orchestrator.run import cleanup
-
-    monkeypatch.setattr(cleanup.tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setattr(host_state.tempfile, "gettempdir", lambda: str(tmp_path))
     (tmp_path / "peerlab").mkdir(mode=0o755)
-    root = cleanup.scratch_root()
+    root = host_state.scratch_root()
     assert root == tmp_path / "peerlab"
     assert stat.S_IMODE(root.stat().st_mode) == 0o1777

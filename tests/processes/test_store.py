@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.model.scenario import parse_scenario
-from orchestrator.run.record import store_failed
+from orchestrator.record.run_record import store_failed
 from orchestrator.store import MULTIPART, FileStore, S3Store, StoreError, open_store, split_run_url
 from orchestrator.store.s3server import S3Server
 from tests.support.cli import peerlab

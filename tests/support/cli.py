@@ -52,7 +52,7 @@ def run_processes(short: str) -> list[str]:
 def run_leftovers(run_dir: Path | str) -> dict[str, object]:
     """What a run that ended (however) must not leave: its namespaces, processes, scratch directory
     and state file (empty values: nothing left)."""
-    from orchestrator.run.cleanup import STATE_DIR
+    from orchestrator.record.host_state import STATE_DIR
 
     short = short_id(run_dir)
     return {k: v for k, v in {

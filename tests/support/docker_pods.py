@@ -19,7 +19,7 @@ import yaml
 
 from orchestrator.backends.docker import LABEL, docker_client, remove_docker_objects
 from orchestrator.backends.kube_cluster import CHART, ExecResult, helm_binary, write_values
-from orchestrator.run.node_client import ControlClient
+from orchestrator.control.node_client import ControlClient
 
 
 class DockerPods:

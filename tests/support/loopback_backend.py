@@ -14,7 +14,7 @@ from typing import Any
 from node import ids
 from node.config import NodeConfig
 from orchestrator.backends.base import Backend, LinkEnds, RunContext, file_tail
-from orchestrator.run.node_client import ControlClient
+from orchestrator.control.node_client import ControlClient
 
 
 def _free_port_block(count: int) -> int:

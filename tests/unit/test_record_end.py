@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 
 from orchestrator.model.scenario import parse_scenario
-from orchestrator.run.record import RESERVE, RunRecord
+from orchestrator.record.run_record import RESERVE, RunRecord
 
 
 def record_with_logs(tmp_path: Path, n: int = 3) -> tuple[RunRecord, Path, dict[str, Path]]:

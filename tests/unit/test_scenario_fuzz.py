@@ -1,10 +1,10 @@
-"""The scenario fuzz (orchestrator/tools/scenario_fuzz.py, `peerlab fuzz --decoder scenario`): mutated
+"""The scenario fuzz (orchestrator/cli/scenario_fuzz.py, `peerlab fuzz --decoder scenario`): mutated
 scenarios through validate and plan end in exit 0 or a refusal naming its field, never a traceback; and
 what the fuzz found, each refused now with the field named."""
 import pytest
 
+from orchestrator.cli.scenario_fuzz import problem
 from orchestrator.model.scenario import ScenarioError, parse_scenario
-from orchestrator.tools.scenario_fuzz import problem
 from tests.support.cli import ROOT, peerlab
 
 QUICKSTART = (ROOT / "scenarios" / "quickstart.yaml").read_text()

@@ -2,7 +2,7 @@
 
 One image per implementation: peerlab's node (node/Dockerfile: the protocol node and the shaper) and
 each adapter's (node/adapters/<name>/Dockerfile: the adapter and what it runs on; a compiled adapter's
-program is built and installed first: orchestrator/tools/adapter_programs.py). A tag is a hash
+program is built and installed first: orchestrator/builds/adapter_programs.py). A tag is a hash
 of everything the image holds and of the base image's name, so a changed node is never run from a
 stale image: the Docker backend builds an image when its tag is missing.
 """
@@ -59,7 +59,7 @@ def build(client, base: str | None = None, say: Callable[[str], None] = print, i
     """Build the implementation's image (unless its tag exists); its tag. `client`: a docker.DockerClient."""
     import docker.errors
 
-    from orchestrator.tools import adapter_programs
+    from orchestrator.builds import adapter_programs
 
     if implementation in adapter_programs.PROGRAMS:  # the binary its Dockerfile copies, as its sources say now
         try:

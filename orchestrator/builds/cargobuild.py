@@ -7,7 +7,7 @@ Cargo.lock, build.rs, every file under src/ and `rustc --version`; so a fresh cl
 directory (`<cache>/cargo-target`) and its registry (CARGO_HOME, ~/.cargo) are outside the checkout as
 well: the first build on a machine downloads and compiles every crate (minutes), a rebuild after a
 change of the sources only the crate itself.
-(orchestrator/tools/adapter_programs.py builds the rust-libp2p adapter's program with it.)
+(orchestrator/builds/adapter_programs.py builds the rust-libp2p adapter's program with it.)
 """
 from __future__ import annotations
 

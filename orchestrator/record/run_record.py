@@ -22,7 +22,7 @@ from rich.console import Console
 
 from orchestrator.model.plan import RunPlan, make_plan
 from orchestrator.model.scenario import Scenario
-from orchestrator.run.cleanup import mark_status
+from orchestrator.record.host_state import mark_status
 from orchestrator.store import DISK_FULL, Store, StoreError, open_store
 
 

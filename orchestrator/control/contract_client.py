@@ -4,7 +4,7 @@ It answers the same calls as `ControlClient`, from what the contract gives: read
 connections from the node's own event log (`ready`, `connect`, `disconnect`, read as it grows), a
 stop as SIGTERM through the backend. T0 is in the node's config, so `/start` only checks that the
 runner's T0 is that one. Such nodes are calibrated before they start, by probes in their namespaces
-(orchestrator/run/netprobe.py), and their links are degraded from outside (the delay line,
+(orchestrator/fidelity/netprobe.py), and their links are degraded from outside (the delay line,
 orchestrator/shaping/delayline.py), never through the node.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ import asyncio
 import json
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.run.node_client import NodeError
+from orchestrator.control.node_client import NodeError
 
 if TYPE_CHECKING:
     from orchestrator.backends import Backend

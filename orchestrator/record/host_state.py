@@ -1,16 +1,16 @@
-"""Finding and removing what runs leave behind: node processes, network namespaces, scratch files.
+"""The runs this host has, by their state files: which, whose, and where their scratch is.
 
 Every run registers itself in a state file (`<state dir>/<short>.json`: /run/peerlab as root) holding
-the orchestrator's pid; kernel objects are all named `pl<short>-...`. Teardown and `peerlab clean` use the same
-functions, so a run killed with SIGKILL is cleaned exactly as a finished one.
+the orchestrator's pid; kernel objects are all named `pl<short>-...`, so a run whose state file is
+gone is still found by its namespaces. Teardown and `peerlab clean` use the same functions (the
+namespaces themselves are removed by the local backend: orchestrator/backends/local.py), so a run
+killed with SIGKILL is cleaned exactly as a finished one.
 """
 from __future__ import annotations
 
 import json
 import os
 import re
-import shutil
-import signal
 import socket
 import tempfile
 import time
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pyroute2 import netns
 
-NETNS_DIR = Path("/run/netns")
+
 def default_state_dir() -> Path:
     """$PEERLAB_STATE_DIR, else /run/peerlab for root (the backends that make namespaces need root);
     otherwise the user's own runtime directory, since the kubernetes and sim backends need no root."""
@@ -95,62 +95,6 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
-
-
-def run_netns(short: str) -> list[str]:
-    return sorted(n for n in netns.listnetns() if n.startswith(f"pl{short}-"))
-
-
-def pids_in_netns(name: str) -> list[int]:
-    """Processes whose network namespace is the named one."""
-    try:
-        target = os.stat(NETNS_DIR / name).st_ino
-    except FileNotFoundError:
-        return []
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if os.stat(entry / "ns" / "net").st_ino == target:
-                pids.append(int(entry.name))
-        except (FileNotFoundError, PermissionError, ProcessLookupError):
-            continue
-    return pids
-
-
-def remove_run_objects(short: str, scratch: str | None = None) -> dict[str, int]:
-    """Kill every process in the run's namespaces, delete the namespaces (their veths go with them)
-    and the scratch directory. Returns what was removed."""
-    names = run_netns(short)
-    killed = 0
-    for name in names:
-        for pid in pids_in_netns(name):
-            try:
-                os.kill(pid, signal.SIGKILL)
-                killed += 1
-            except ProcessLookupError:
-                pass
-    deadline = time.monotonic() + 5
-    while any(pids_in_netns(n) for n in names) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    failed = []
-    for name in names:
-        for attempt in range(20):
-            try:
-                netns.remove(name)
-            except OSError:
-                pass
-            if not (NETNS_DIR / name).exists():
-                break
-            time.sleep(0.05 * (attempt + 1))
-        else:
-            failed.append(name)
-    if scratch:
-        shutil.rmtree(scratch, ignore_errors=True)
-    if failed:
-        raise OSError(f"could not remove network namespaces {', '.join(failed)}; try `peerlab clean` again")
-    return {"processes": killed, "namespaces": len(names)}
 
 
 def salvage_logs(run_dir: str, sources: list[Path]) -> int:

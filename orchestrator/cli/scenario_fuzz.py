@@ -12,7 +12,7 @@ FIFO, a symlink to /etc/shadow, a directory, a hard link, /dev/zero, a file over
 garbage bytes, CSVs and matrices of the wrong shape or with NaN. The generator is seeded: a crash
 report names the seed and input number, and `--seed` replays it.
 
-    python -m orchestrator.tools.scenario_fuzz INPUTS [SEED]
+    python -m orchestrator.cli.scenario_fuzz INPUTS [SEED]
         one line: decoder=scenario frames=N crashes=K engine=mutation seed=S accepted=A refused=R
 """
 from __future__ import annotations

@@ -1,12 +1,12 @@
-"""The compiled node adapters' programs: go-libp2p's (our Go code, built by orchestrator/gobuild) and
-rust-libp2p's (our Rust crate, built by orchestrator/cargobuild), each from its pinned sources in
+"""The compiled node adapters' programs: go-libp2p's (our Go code, built by orchestrator/builds/gobuild.py) and
+rust-libp2p's (our Rust crate, built by orchestrator/builds/cargobuild.py), each from its pinned sources in
 node/adapters/<name>/ into the user's cache, once per change of its sources or toolchain, then installed
 at .tools/<name>/<program> as a real file (a hard link to the cached binary, or a copy): the adapter's
 adapter.json command runs it there, and its Docker image copies it from there (a build context follows
 no symlink out of the checkout). `peerlab image build` installs it first, so an image never holds a
 binary older than its sources.
 
-    python -m orchestrator.tools.adapter_programs [NAME ...]   (.ci/adapters: every one) a line each
+    python -m orchestrator.builds.adapter_programs [NAME ...]   (.ci/adapters: every one) a line each
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator import cargobuild, gobuild
+from orchestrator.builds import cargobuild, gobuild
 from orchestrator.paths import ROOT
 
 ADAPTERS = ROOT / "node" / "adapters"
