@@ -29,7 +29,10 @@ def occupied_kib(roots: Iterable[int]) -> int:
 
 class MemoryWatch(threading.Thread):
     """Samples the run's memory every INTERVAL_S until stopped; `peak_mib` is the largest sample.
-    `others()`: the run's processes outside the orchestrator's tree (the backend's `host_pids`)."""
+    `others()`: the run's processes outside the orchestrator's tree (the backend's `host_pids`).
+    The runner also takes a sample when the drain ends, before the nodes stop: what the nodes hold
+    grows with what was published, so the end of a run is often its peak, which samples far apart
+    (a large run's) would miss by up to an interval."""
 
     def __init__(self, others: Callable[[], Iterable[int]] = lambda: ()):
         super().__init__(daemon=True, name="memory-watch")
@@ -37,6 +40,7 @@ class MemoryWatch(threading.Thread):
         self.halt = threading.Event()
         self.peak_kib = 0
         self.samples = 0
+        self._lock = threading.Lock()
 
     def sample(self) -> float:
         """One sample; the CPU time it took (seconds)."""
@@ -45,8 +49,10 @@ class MemoryWatch(threading.Thread):
             roots = [os.getpid(), *self.others()]
         except Exception:  # noqa: BLE001 - a backend mid-teardown: the next sample will do
             return 0.0
-        self.peak_kib = max(self.peak_kib, occupied_kib(roots))
-        self.samples += 1
+        kib = occupied_kib(roots)
+        with self._lock:  # (the runner's last sample comes from another thread)
+            self.peak_kib = max(self.peak_kib, kib)
+            self.samples += 1
         return time.thread_time() - started
 
     def run(self) -> None:

@@ -339,6 +339,7 @@ class Runner(Readiness, RunRecord):
                      f"x{plan.dilation:g}, rates /{plan.dilation:g}" if self.dilation.on else ""))
         await self._timeline()
         await self.fidelity.stop()
+        await self._blocking(self.memory.sample)  # the end of the run, often its peak (memory_watch.py)
         self.step("drain over: stopping nodes")
         await self._stop_all()
         await self.sampler.stop()
