@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from pyroute2 import NetNS, netns
+from pyroute2 import NetlinkError, NetNS, netns
 from pyroute2.netlink.rtnl import ndmsg
 
 from node import ids
@@ -50,23 +50,38 @@ class NamespaceHandle:
         self.name = name
         self._thread = ThreadPoolExecutor(1, thread_name_prefix=f"netns-{name}")
         self._handle: NetNS | None = None
+        self._closed = False
 
     def call(self, fn: Callable[[NetNS], T]) -> T:
         def run() -> T:
+            if self._closed:  # (a call queued behind the close must not open it again)
+                raise RuntimeError(f"namespace {self.name} is being removed")
             if self._handle is None:
                 self._handle = NetNS(self.name, flags=0)
-            return fn(self._handle)
+            try:
+                return fn(self._handle)
+            except NetlinkError:
+                raise  # the kernel refused the operation: the socket itself is fine
+            except Exception:
+                self._drop()  # a broken socket: the next call opens a new one
+                raise
         return self._thread.submit(run).result()
+
+    def _drop(self) -> None:
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            handle.close()
 
     def close(self) -> None:
         """Before the namespace is removed: an open socket would keep it, and its links, alive."""
         def run() -> None:
-            if self._handle is not None:
-                self._handle.close()
-                self._handle = None
-        if self._handle is not None:  # (a second teardown finds it closed)
-            self._thread.submit(run).result()
-        self._thread.shutdown()
+            self._closed = True
+            self._drop()
+        try:
+            if not self._closed:
+                self._thread.submit(run).result()
+        finally:
+            self._thread.shutdown()
 
 
 class LocalBackend(Backend):
@@ -251,8 +266,10 @@ class LocalBackend(Backend):
             except subprocess.TimeoutExpired:
                 self.forkserver.kill()
                 self.forkserver.wait()
-        self.switch_ns.close()
-        remove_run_objects(self.ctx.short)
+        try:
+            self.switch_ns.close()
+        finally:
+            remove_run_objects(self.ctx.short)
 
 
 # what a run leaves in the kernel: its namespaces and the processes in them (teardown and `peerlab clean`)
