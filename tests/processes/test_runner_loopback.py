@@ -7,6 +7,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.record import host_state
 from orchestrator.run.runner import Runner
@@ -101,6 +103,8 @@ class SlowRestarts(LoopbackBackend):
                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
 
+@pytest.mark.exclusive  # its faults' timing: in the foreground, one at a time, as the partition tests
+@pytest.mark.slow  # (12 s: `make test` runs it, test-fast does not)
 def test_a_partition_keeps_its_time_while_a_restart_is_slow(tmp_path, monkeypatch):
     """A partition changes the far ends of the links, which a restart leaves alone: it does not wait
     for a restart in flight (it did, and came as late as the restart was slow)."""
