@@ -22,8 +22,9 @@ from typing import Any
 from pyroute2 import NetNS
 
 from orchestrator import shaping
+from orchestrator.fidelity import host
 from orchestrator.procfs import cpu_s
-from orchestrator.shaping import delayline
+from orchestrator.shaping import delayline, tc
 
 ROOT = Path(__file__).resolve().parents[2]
 SUBNET = "10.77.0"
@@ -52,7 +53,7 @@ def _build(nodes: list[str], hub: str, rate_bps: int) -> dict[str, str]:
             ns.addr("add", index=idx, address=ips[node], prefixlen=24)
             ns.link("set", index=idx, state="up")
             ns.link("set", index=ns.link_lookup(ifname="lo")[0], state="up")
-            shaping.shape_egress(ns, "eth0", shaping.NodeShape(node, rate_bps, rate_bps), with_netem=False)
+            tc.shape_egress(ns, "eth0", shaping.NodeShape(node, rate_bps, rate_bps), with_netem=False)
     return ips
 
 
@@ -61,13 +62,6 @@ def _start(node: str, *args: str) -> subprocess.Popen:
     return subprocess.Popen(["ip", "netns", "exec", _ns(node), sys.executable, "-m",
                              "orchestrator.tools.bench_delayline_node", *args],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
-
-
-def _machine_busy() -> tuple[int, int]:
-    """(busy, total) jiffies of the whole machine so far (/proc/stat; idle and iowait are not busy)."""
-    with open("/proc/stat") as f:
-        ticks = [int(x) for x in f.readline().split()[1:]]
-    return sum(ticks) - ticks[3] - ticks[4], sum(ticks)
 
 
 def _delta(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
@@ -104,9 +98,9 @@ def bench_delayline(senders: int, receivers: int, rate_bps: int, delay_ms: float
                 for s in senders_]
         procs = recv + send
         time.sleep(max(0.0, start - time.monotonic()))
-        before, cpu, busy = line.request(op="stats"), cpu_s(line.proc.pid), _machine_busy()
+        before, cpu, machine = line.request(op="stats"), cpu_s(line.proc.pid), host.read(time.monotonic())
         time.sleep(duration)
-        cpu, busy = cpu_s(line.proc.pid) - cpu, [b - a for a, b in zip(busy, _machine_busy())]
+        cpu, busy = cpu_s(line.proc.pid) - cpu, host.sample(machine, host.read(time.monotonic()), host.cores()).busy
         outs = [json.loads(p.communicate(timeout=duration + 60)[0].strip().splitlines()[-1]) for p in procs]
         stats = _delta(line.request(op="stats"), before)
     finally:
@@ -133,7 +127,7 @@ def bench_delayline(senders: int, receivers: int, rate_bps: int, delay_ms: float
               "rtt_ms_median": statistics.median(rtts) if rtts else None,
               "rtt_ms_p99": rtts[int(0.99 * (len(rtts) - 1))] if rtts else None, "rtt_ms_configured": 2 * delay_ms,
               "goodput_mbit_per_sender": statistics.mean(goodput), "goodput_mbit_min": min(goodput),
-              "line_cpu_share": cpu / duration, "machine_busy_share": busy[0] / busy[1] if busy[1] else 0.0}
+              "line_cpu_share": cpu / duration, "machine_busy_share": busy}
     say(f"packets through the line: {packets} ({result['packets_per_s']:.0f}/s), dropped {result['dropped']}")
     say(f"released 10 ms or more late: {result['late_10ms_share']:.2%}  (by lateness: {stats['late_ms']})")
     if rtts:
