@@ -87,7 +87,7 @@ test: setup s3-server s3a-jars cluster-programs
 
 # the tests on the local Kubernetes cluster (tests/cluster: the module brings it up, runs the
 # kubernetes backend's paths on it, takes it down and checks nothing is left), one at a time
-test-cluster: setup cluster-programs
+test-cluster: setup s3-server cluster-programs
 	$(PY) -m pytest --no-skips --durations=12 -m cluster
 
 # the tests marked netem (tests/emulation/test_netem.py) on a stock Debian kernel: in a guest under

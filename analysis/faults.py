@@ -2,10 +2,13 @@
 accounted for, delivery among the nodes that were up, and each partition's effect and recovery.
 
 A node is *up* from its `t0` event (the moment its publish schedule was armed: at T0, or after a
-restart or join once it had started and dialled) until it left: its `stop` event, the kill the
-manifest records (`faults_executed`, the time it took effect), or, for a process that died on its
-own, its last event. Only nodes up for the whole dissemination window of a message
-(`analysis.dissemination_window` after its publication) count in `delivery_ratio_up`.
+restart or join once it had started), or from its first connection after its (re)start if that
+came later, until it left: its `stop` event, the kill the manifest records (`faults_executed`, the
+time it took effect), or, for a process that died on its own, its last event. A node restarted with
+its schedule armed at once (an adapter's: T0 is in its config) but no peer yet is not in the network:
+what it publishes then reaches no one, whatever the protocol. Only messages published while their
+publisher was up, to nodes up for the whole dissemination window of the message
+(`analysis.dissemination_window` after its publication), count in `delivery_ratio_up`.
 """
 from __future__ import annotations
 
@@ -44,7 +47,7 @@ def up_intervals(marks: list[Mark], last_ts: dict[str, int], manifest: dict[str,
             kills.setdefault(f["node"], []).append(int(f["t_ns"]))
     per_node: dict[str, list[tuple[int, str]]] = {}
     for node, kind, ts in marks:
-        if kind in ("t0", "stop"):
+        if kind in ("t0", "stop", "start", "connect"):
             per_node.setdefault(node, []).append((ts, kind))
     for node, ts in last_ts.items():
         per_node.setdefault(node, []).append((ts, "last"))
@@ -53,13 +56,24 @@ def up_intervals(marks: list[Mark], last_ts: dict[str, int], manifest: dict[str,
     out: Intervals = {}
     for node, items in per_node.items():
         last = max((t for t, kind in items if kind == "last"), default=0)
-        intervals, start = [], None
+        # a node that logs no connections at all (an older log) is up from its t0 alone
+        needs_link = any(kind == "connect" for _, kind in items)
+        intervals, start, armed, linked = [], None, None, not needs_link
         for t, kind in sorted(items):
-            if kind == "t0" and start is None:
-                start = t
-            elif kind in ("stop", "kill") and start is not None:
-                intervals.append((start, t))
-                start = None
+            if kind == "start":  # a new life: connected again only once it connects
+                linked = not needs_link
+            elif kind == "connect":
+                linked = True
+                if armed is not None and start is None:
+                    start = t  # armed before it had a peer: up from its first connection
+            elif kind == "t0" and start is None and armed is None:
+                armed = t
+                if linked:
+                    start = t
+            elif kind in ("stop", "kill"):
+                if start is not None:
+                    intervals.append((start, t))
+                start = armed = None
         if start is not None:  # never said goodbye: it ran to its last event (the end, or a crash)
             intervals.append((start, max(start, last)))
         out[node] = intervals
@@ -109,10 +123,16 @@ def intervals_frame(spark: SparkSession, intervals: Intervals) -> DataFrame:
     return local_frame(spark, rows, "receiver string, up_from long, up_to long")
 
 
-def deliveries_up(dl: DataFrame, up: DataFrame, window_ns: int) -> DataFrame:
-    """The expected deliveries whose receiver was up from publication to the end of the window."""
-    joined = dl.join(up, "receiver").where((F.col("up_from") <= F.col("t_pub"))
-                                           & (F.col("up_to") >= F.col("t_pub") + F.lit(window_ns)))
+def deliveries_up(dl: DataFrame, up: DataFrame, window_ns: int, pubs: DataFrame) -> DataFrame:
+    """The expected deliveries of messages published while their publisher was up, whose receiver was
+    up from publication to the end of the window."""
+    at_pub = (dl.join(pubs.select("msg_id", "origin"), "msg_id")
+              .join(up.select(F.col("receiver").alias("origin"), F.col("up_from").alias("o_from"),
+                              F.col("up_to").alias("o_to")), "origin")
+              .where((F.col("o_from") <= F.col("t_pub")) & (F.col("o_to") >= F.col("t_pub")))
+              .select(*dl.columns).dropDuplicates(["msg_id", "receiver"]))
+    joined = at_pub.join(up, "receiver").where((F.col("up_from") <= F.col("t_pub"))
+                                               & (F.col("up_to") >= F.col("t_pub") + F.lit(window_ns)))
     return joined.drop("up_from", "up_to").dropDuplicates(["msg_id", "receiver"])
 
 

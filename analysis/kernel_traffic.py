@@ -28,11 +28,13 @@ def load_samples(run: RunData) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     with gzip.open(path, "rt") as f:
-        return [json.loads(line) for line in f if line.strip()]
+        samples = [json.loads(line) for line in f if line.strip()]
+    return sorted(samples, key=lambda s: s["ts"])  # a sample at T0 may be written after a later one
 
 
 def per_node_totals(samples: list[dict[str, Any]], since_ns: int = 0, until_ns: int | None = None) -> dict[str, dict[str, int]]:
-    """Each node's counters' growth between its first and last sample inside [since, until]."""
+    """Each node's counters' growth between its first and last sample inside [since, until], and the
+    time between those two samples (`span_ns`)."""
     first: dict[str, dict[str, Any]] = {}
     last: dict[str, dict[str, Any]] = {}
     for s in samples:
@@ -40,7 +42,8 @@ def per_node_totals(samples: list[dict[str, Any]], since_ns: int = 0, until_ns: 
             continue
         first.setdefault(s["node"], s)
         last[s["node"]] = s
-    return {node: {c: last[node][c] - first[node][c] for c in COUNTERS} for node in first}
+    return {node: {**{c: last[node][c] - first[node][c] for c in COUNTERS},
+                   "span_ns": last[node]["ts"] - first[node]["ts"]} for node in first}
 
 
 def kernel_summary(samples: list[dict[str, Any]], window: tuple[int, int] | None,
@@ -56,10 +59,11 @@ def kernel_summary(samples: list[dict[str, Any]], window: tuple[int, int] | None
         "sent_packets": sum(t["sent_packets"] for t in whole.values()),
     }
     if window and window[1] > window[0]:
-        inside = per_node_totals(samples, *window)
-        seconds = (window[1] - window[0]) / 1e9
-        if inside:
-            out["mean_mbit_per_node"] = sum(t["sent_bytes"] for t in inside.values()) * 8 / 1e6 / seconds / len(inside)
+        # over the samples' own span inside the window (on Kubernetes they may be seconds apart)
+        rates = [t["sent_bytes"] * 8 / 1e6 / (t["span_ns"] / 1e9)
+                 for t in per_node_totals(samples, *window).values() if t["span_ns"] > 0]
+        if rates:
+            out["mean_mbit_per_node"] = sum(rates) / len(rates)
     # what the sockets carried: every packet's headers off (a GSO packet is counted once, with one set)
     out["sent_payload_bytes"] = out["sent_bytes"] - HEADER_BYTES * out["sent_packets"]
     logged = sum(logged_sent.values())
@@ -81,7 +85,9 @@ def _kernel_traffic(run: RunData) -> dict[str, Any] | None:
 
 @table("kernel_traffic")
 def _kernel_traffic_table(run: RunData) -> DataFrame | None:
-    """Per node per second since T0: bytes sent and received on its link (counter deltas)."""
+    """Per node per sample since T0: bytes sent and received on its link since its sample before
+    (counter deltas), at the second of the sample and over `seconds` (1 where it samples each second;
+    several on Kubernetes, where a sample is an exec per pod)."""
     samples = load_samples(run)
     if not samples:
         return None
@@ -90,6 +96,7 @@ def _kernel_traffic_table(run: RunData) -> DataFrame | None:
         before = previous.get(s["node"])
         previous[s["node"]] = s
         if before is not None:
-            rows.append((int((s["ts"] - run.t0) // 1e9), s["node"], s["sent_bytes"] - before["sent_bytes"],
-                         s["received_bytes"] - before["received_bytes"]))
-    return local_frame(run.spark, rows, "second long, node string, sent_bytes long, received_bytes long")
+            rows.append((int((s["ts"] - run.t0) // 1e9), round((s["ts"] - before["ts"]) / 1e9, 3), s["node"],
+                         s["sent_bytes"] - before["sent_bytes"], s["received_bytes"] - before["received_bytes"]))
+    return local_frame(run.spark, rows,
+                       "second long, seconds double, node string, sent_bytes long, received_bytes long")

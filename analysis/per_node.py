@@ -1,6 +1,7 @@
 """Everything counted per node, in one pass over the events: events, last event, duplicates, bytes
 and control entries sent and received, connections, resource samples; and, apart, the few events
-that up intervals and accounting read one by one (t0, stop, publish_message: `mark_times`).
+that up intervals and accounting read one by one (t0, stop, publish_message, start, connect:
+`mark_times`).
 
 The metrics that add these up (duplicates and bytes, control, connections, resources, the bytes the
 nodes logged beside the kernel's counters, when each node was last heard of) and the bytes_per_node
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from analysis.run_data import RunData
 
 
-MARKS = ("t0", "stop", "publish_message")
+MARKS = ("t0", "stop", "publish_message", "start", "connect")
 
 
 def node_totals(events: DataFrame, t0_ns: int, until_ns: int | None) -> DataFrame:
@@ -69,7 +70,7 @@ def node_totals(events: DataFrame, t0_ns: int, until_ns: int | None) -> DataFram
 
 
 def mark_times(events: DataFrame) -> DataFrame:
-    """(node, type, times): when each node logged its t0, stop and publish_message events."""
+    """(node, type, times): when each node logged its t0, stop, publish_message, start and connect events."""
     return (events.where(F.col("type").isin(*MARKS)).groupBy("node", "type")
             .agg(F.collect_list("ts").alias("times")))
 

@@ -175,7 +175,7 @@ class RunData:
     @shared
     def deliveries_up(self) -> DataFrame:
         up = faults.intervals_frame(self.spark, self.intervals)
-        return self._keep(faults.deliveries_up(self.deliveries, up, faults.window_ns(self.manifest)))
+        return self._keep(faults.deliveries_up(self.deliveries, up, faults.window_ns(self.manifest), self.publishes))
 
     @shared
     def topics(self) -> DataFrame:

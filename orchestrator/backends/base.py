@@ -86,6 +86,8 @@ class Backend(abc.ABC):
     name: str
     shared_clock = True  # every node reads this machine's clock; else the runner measures offsets
     download_side = "the switch"  # where the download cap sits (the far end of the node's link)
+    counters_where = "each node's link, at its switch port"  # where link_counters reads (the manifest says)
+    poll_s = 0.2  # how often the runner asks a starting node whether it is up (and connected)
     round_trips = False  # each call into a node's sandbox is a round trip to an engine: `each` runs them side by side
     runs_adapters = False  # can start an adapter's node (node/adapters) and stop it with SIGTERM
     adapters_in_images = False  # runs them from their images (node/adapters/*/Dockerfile), not from .tools/

@@ -118,6 +118,7 @@ class DockerBackend(Backend):
     runs_adapters = True
     adapters_in_images = True
     has_delayline = True
+    counters_where = "each node's veth, at its host end"
 
     def __init__(self, ctx: RunContext):
         super().__init__(ctx)

@@ -17,8 +17,9 @@ server's pod proxy; the pods' clocks are the cluster nodes' own, so the runner m
 An adapter's node has no control API: the runner follows its event log inside the pod, stops it with
 SIGTERM through the supervisor, and probes and delays its links from the shaper sidecar, where the
 delay line (one per pod, on cluster kernels without netem) and the calibration probes run through the
-exec API (`kube_cluster.KubeCluster.python_in`). The pods' kernel counters are not sampled.
-Everything else is the shared runner.
+exec API (`kube_cluster.KubeCluster.python_in`). The pods' kernel counters are read from inside each
+pod (its eth0 is the node's link), one exec per pod, all pods side by side. Everything else is the
+shared runner.
 """
 from __future__ import annotations
 
@@ -43,6 +44,9 @@ SUPERVISOR = ["python3", "-m", "node.supervisor"]
 SUPERVISOR_DIR = "/run/peerlab"
 IFB = "ifb0"
 STATUS_TTL = 1.0  # seconds a node's supervisor status is trusted (each query is an exec round trip)
+# the pod's link, as the pod sees it: what eth0 transmits is what the pod's node sent
+COUNTER_FILES = {"sent_bytes": "tx_bytes", "received_bytes": "rx_bytes",
+                 "sent_packets": "tx_packets", "received_packets": "rx_packets"}
 
 
 def image_values(tag: str) -> dict[str, str]:
@@ -60,6 +64,8 @@ class KubernetesBackend(Backend):
     round_trips = True
     shared_clock = False
     download_side = "an ifb in the pod, fed by its ingress"
+    counters_where = "each pod's eth0, read in the pod (an exec per pod)"
+    poll_s = 1.0  # each poll is an exec through the API server: a restarting pod's polls slowed its own start
     runs_adapters = True
     adapters_in_images = True
     has_delayline = True
@@ -163,6 +169,19 @@ class KubernetesBackend(Backend):
             why = done.get("error") if isinstance(done, dict) else result.stderr.strip() or f"exit code {result.code}"
             raise RuntimeError(f"shaper in pod {where} failed: {why}")
         return done
+
+    def link_counters(self) -> dict[str, dict[str, int]]:
+        """Every pod's eth0 counters, read in its shaper container (an exec per pod, side by side);
+        a pod that does not answer is left out of this sample."""
+        argv = ["cat", *(f"/sys/class/net/eth0/statistics/{name}" for name in COUNTER_FILES.values())]
+
+        def read(node_id: str) -> tuple[str, dict[str, int] | None]:
+            done = self.cluster.exec(self.pods[node_id], "shaper", argv, timeout=10)
+            values = done.stdout.split()
+            if done.code != 0 or len(values) != len(COUNTER_FILES):
+                return node_id, None
+            return node_id, dict(zip(COUNTER_FILES, map(int, values)))
+        return {node_id: c for node_id, c in self.each(read, list(self.ips)) if c is not None}
 
     # nodes, through each pod's supervisor ------------------------------------------------------
     def _supervisor(self, node_id: str, cmd: str, *args: str, stdin: str | None = None,

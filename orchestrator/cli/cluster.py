@@ -12,7 +12,8 @@ DESCRIPTION = """
 A real one-node Kubernetes 1.34 cluster on this machine, for --backend kubernetes where no other
 cluster is at hand: etcd, kube-apiserver (TLS, RBAC), controller-manager, scheduler, containerd with
 a CNI bridge, kubelet, kube-proxy and CoreDNS, all processes on the host (no VM, no registry: the
-images the pods run are imported from the Docker engine). The first `up` on a machine builds the
+images the pods run are imported from the Docker engine), and an S3 store in a pod (SeaweedFS, the
+bundled server of `peerlab store serve`) for the runs' logs. The first `up` on a machine builds the
 programs from their pinned Go modules (many minutes); later ones start in seconds. Runs as root.
 Everything is kept in one state directory ($PEERLAB_CLUSTER_DIR, default /var/lib/peerlab/cluster).
 """
@@ -23,6 +24,8 @@ def add(sub: argparse._SubParsersAction) -> None:
         sub, "cluster", help="a local one-node Kubernetes cluster: up, down, status, load",
         description=DESCRIPTION,
         examples=["peerlab cluster up              # as root; then: export KUBECONFIG=/var/lib/peerlab/cluster/kubeconfig",
+                  ". /var/lib/peerlab/cluster/store/credentials.env   # the store's endpoint and keys, for:",
+                  "peerlab run scenarios/quickstart.yaml --backend kubernetes --set output.store=s3://peerlab/runs",
                   "peerlab cluster status          # what runs, the node's condition, leftovers",
                   "peerlab cluster load my-node:dev   # an image of yours, from the Docker engine",
                   "peerlab cluster down --purge    # and its state directory"],
@@ -33,9 +36,14 @@ def add(sub: argparse._SubParsersAction) -> None:
                                    "node images the Docker engine has",
                         description="Start every component not running yet, wait until the node is Ready, "
                                     "import peerlab's node images (and --load ones) into its container runtime, "
-                                    "and print the kubeconfig to export.")
+                                    "start the S3 store (release peerlab-store: SeaweedFS, its data under the "
+                                    "state directory, reached at the node's address, port 30833, bucket "
+                                    "peerlab; its keys in store/credentials.env there), and print the "
+                                    "kubeconfig to export.")
     u.add_argument("--load", action="append", default=[], metavar="IMAGE",
                    help="also import this Docker image (repeatable)")
+    u.add_argument("--no-store", action="store_true",
+                   help="without the S3 store (runs then store to file:// or an S3 endpoint of yours)")
     u.set_defaults(func=cmd_up)
     d = csub.add_parser("down", help="stop the cluster and remove everything it made outside its state directory",
                         description="Remove the pods' sandboxes, stop every component, unmount, remove the "
@@ -63,7 +71,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     from orchestrator.cluster.layout import Layout
 
     try:
-        lifecycle.up(Layout.default(), say=_say, load=args.load)
+        lifecycle.up(Layout.default(), say=_say, load=args.load, with_store=not args.no_store)
     except lifecycle.ClusterError as e:
         err.print(f"[bold red]error:[/] {e}", highlight=False)
         return 1
@@ -96,6 +104,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"{'node':24} {'Ready' if st['node_ready'] else 'not Ready: ' + st['node']}")
         if st["kubeconfig"]:
             print(f"{'kubeconfig':24} {st['kubeconfig']}")
+        if st["store"]:
+            print(f"{'S3 store':24} {st['store']['endpoint']} "
+                  f"{'takes writes' if st['store']['answers'] else 'not answering'}; settings: {st['store']['settings']}")
         for left in st["leftovers"]:
             print(f"{'left over':24} {left}")
     return 0 if st["node_ready"] else 1

@@ -8,5 +8,6 @@
     daemons     starting, waiting for and stopping those processes
     network     the pods' bridge and iptables rules, and their removal
     images      the sandbox image and the node images imported into containerd
+    store       the S3 store in a pod (charts/peerlab-store): SeaweedFS, its keys, its endpoint
     lifecycle   up, down, status
 """

@@ -3,7 +3,8 @@ taken down leaving nothing behind but its state directory (and not that with `do
 
     up       programs (built once) -> certificates -> the pods' bridge -> etcd -> kube-apiserver ->
              controller-manager, scheduler -> CoreDNS -> containerd (+ images) -> kubelet (node Ready)
-             -> kube-proxy; writes <state>/kubeconfig (context `peerlab`)
+             -> kube-proxy -> the S3 store in a pod (store.py); writes <state>/kubeconfig (context
+             `peerlab`) and <state>/store/credentials.env
     down     kube-proxy, kubelet; every pod sandbox removed through the runtime (crictl: their network
              namespaces and veths go with them); containerd and its shims; mounts under the state
              directory; the kubepods cgroups; the network (network.tear_down); the control plane
@@ -18,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from orchestrator.cluster import components, daemons, images, network, pki, programs
+from orchestrator.cluster import components, daemons, images, network, pki, programs, store
 from orchestrator.cluster import layout as L
 from orchestrator.cluster.layout import Layout
 
@@ -87,8 +88,9 @@ def node_images() -> list[str]:
     return [t for t in tags if images.docker_has(t)]
 
 
-def up(s: Layout, say: Callable[[str], None] = print, load: list[str] | None = None) -> None:
-    """Bring the cluster up (what runs already is kept); import the node images Docker has, and `load`."""
+def up(s: Layout, say: Callable[[str], None] = print, load: list[str] | None = None, with_store: bool = True) -> None:
+    """Bring the cluster up (what runs already is kept); import the node images Docker has, and `load`;
+    then the bundled S3 store in it (cluster/store.py) unless not `with_store`."""
     if os.geteuid() != 0:
         raise ClusterError("the local cluster runs as root (kubelet, containerd and the pods' network): "
                            "run peerlab cluster up with sudo")
@@ -137,6 +139,12 @@ def up(s: Layout, say: Callable[[str], None] = print, load: list[str] | None = N
             if not ready:
                 raise ClusterError(f"the node is not Ready after 120 s ({why}); the kubelet's log "
                                    f"({s.logs / 'kubelet.log'}) ends:\n{daemons.log_tail(s, 'kubelet')}")
+    if with_store:
+        say("starting the S3 store (SeaweedFS in a pod)")
+        try:
+            store.up(s, progs["ctr"], _api(s), say)
+        except store.StoreError as err:
+            raise ClusterError(str(err)) from None
     say(f"cluster up in {time.monotonic() - started:.0f} s; kubeconfig {s.kubeconfig} (context {L.CONTEXT}):\n"
         f"  export KUBECONFIG={s.kubeconfig}")
 
@@ -253,5 +261,7 @@ def status(s: Layout) -> dict[str, Any]:
     leftovers = network.leftovers() + [f"shim {p}" for p in _shims(s)]
     leftovers += [f"cgroup {p}" for p in _kubepods_cgroups()]
     return {"state_dir": str(s.root), "processes": processes, "api_ready": api, "node_ready": ready,
+            "store": {"endpoint": store.endpoint(), "answers": store.answers(s),
+                      "settings": str(store.credentials_file(s))} if ready and store.credentials_file(s).exists() else None,
             "node": why, "kubeconfig": str(s.kubeconfig) if s.kubeconfig.exists() else None,
             "leftovers": leftovers if not any(processes.values()) else []}

@@ -2,11 +2,14 @@
 the nodes run, into the run's `kernel_traffic.jsonl.gz` (one line per node per sample: ts, node,
 sent/received bytes and packets, cumulative since the link was made). It exists for every node
 implementation, and for peerlab's own nodes it can be held against what they logged
-(analysis/kernel_traffic.py)."""
+(analysis/kernel_traffic.py). A backend whose sample is slow (Kubernetes: an exec per pod) is sampled
+less often, so that sampling takes at most a tenth of the time; one sample is always taken at T0 and
+one after the nodes stopped, so the totals from T0 are whole at any interval."""
 from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,6 +21,7 @@ if TYPE_CHECKING:
 
 FILE = "kernel_traffic.jsonl"
 INTERVAL_S = 1.0  # of experiment time: a dilated run's samples are stamped and spaced on its clock
+BUSY_SHARE = 0.1  # of the time between samples that taking one may last
 
 
 class LinkSampler:
@@ -26,29 +30,50 @@ class LinkSampler:
         self.path = path
         self.dilation = dilation
         self.samples = 0
+        self._took = 0.0
+        self._lock = threading.Lock()  # a mark and the periodic sample may overlap
+        self._marks: list[asyncio.Task] = []
+        self.longest_interval_s = INTERVAL_S  # of experiment time: the interval the slowest sample asked for
         self._task: asyncio.Task | None = None
 
     def sample(self) -> bool:
         """Append one sample (False where the backend cannot read link counters). Blocking netlink
         work: call it off the event loop."""
+        began, began_ns = time.monotonic(), self.dilation.time_ns()
         counters = self.backend.link_counters()
         if counters is None:
             return False
-        now = self.dilation.time_ns()
-        with open(self.path, "a") as f:
+        self._took = time.monotonic() - began
+        now = (began_ns + self.dilation.time_ns()) // 2  # a slow read (an exec per pod) is stamped at its middle
+        with self._lock, open(self.path, "a") as f:
             for node, c in sorted(counters.items()):
                 f.write(json.dumps({"ts": now, "node": node, **c}, separators=(",", ":")) + "\n")
-        self.samples += 1
+            self.samples += 1
         return True
+
+    def _interval(self) -> float:
+        """Real seconds to the next sample: a second of experiment time, or ten times what the last
+        sample took where that is longer."""
+        interval = max(self.dilation.real(INTERVAL_S), self._took / BUSY_SHARE)
+        self.longest_interval_s = max(self.longest_interval_s, self.dilation.experiment(interval))
+        return interval
 
     async def _loop(self) -> None:
         loop = asyncio.get_running_loop()
         started = time.monotonic()
-        interval = self.dilation.real(INTERVAL_S)
         while True:
-            await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
+            await asyncio.sleep(max(0.0, self._interval() - (time.monotonic() - started)))
             started = time.monotonic()
             await loop.run_in_executor(None, self.sample)
+
+    def mark_at(self, when_ns: int) -> None:
+        """One sample at experiment time `when_ns`, between the periodic ones (at T0: the totals from
+        T0 start there, whatever the interval)."""
+        async def mark() -> None:
+            await asyncio.sleep(max(0.0, self.dilation.real((when_ns - self.dilation.time_ns()) / 1e9)))
+            await asyncio.get_running_loop().run_in_executor(None, self.sample)
+        if self._task is not None:
+            self._marks.append(asyncio.create_task(mark()))
 
     async def start(self) -> bool:
         """Take the first sample and go on every second (False where the backend cannot read link
@@ -62,9 +87,10 @@ class LinkSampler:
         """One last sample, after the nodes stopped, so the totals are whole."""
         if self._task is None:
             return
-        self._task.cancel()
-        await asyncio.gather(self._task, return_exceptions=True)
-        self._task = None
+        for task in (self._task, *self._marks):
+            task.cancel()
+        await asyncio.gather(self._task, *self._marks, return_exceptions=True)
+        self._task, self._marks = None, []
         try:
             await asyncio.get_running_loop().run_in_executor(None, self.sample)
         except OSError:  # the network is gone already (a failed deploy): keep what was sampled

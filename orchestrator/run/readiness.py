@@ -38,7 +38,7 @@ class Readiness:
                 self.step(f"  {len(node_ids) - len(pending)}/{len(node_ids)} nodes answering")
                 report_at += 5
             if pending:
-                await asyncio.sleep(0.2)
+                await asyncio.sleep(self.backend.poll_s)
 
     async def _wait_connected(self, timeout: float, fail: bool = True) -> None:
         """Until every present node is connected to all its present neighbours; after `timeout`, a
@@ -64,4 +64,4 @@ class Readiness:
                     return
                 raise self._fail_node(node_id, f"is not connected to {', '.join(peers[:5])} after {timeout:.0f}s "
                                                f"({len(missing)} nodes short of their neighbours)")
-            await asyncio.sleep(0.25)
+            await asyncio.sleep(max(0.25, self.backend.poll_s))

@@ -135,8 +135,11 @@ def _local_cluster_row() -> dict[str, Any]:
     state = Layout.default()
     st = lifecycle.status(state)
     if st["node_ready"]:
+        store = st["store"]
+        store_note = (f"; S3 store {'takes writes' if store['answers'] else 'NOT answering'} at "
+                      f"{store['endpoint']} (. {store['settings']})" if store else "; no S3 store (up --no-store)")
         return {"what": "local kubernetes cluster", "ok": True,
-                "detail": f"up, node Ready: export KUBECONFIG={state.kubeconfig}"}
+                "detail": f"up, node Ready: export KUBECONFIG={state.kubeconfig}{store_note}"}
     running = [name for name, pid in st["processes"].items() if pid]
     return {"what": "local kubernetes cluster", "ok": True,
             "detail": (f"partly up ({', '.join(running)}; node {st['node']}): sudo peerlab cluster status"

@@ -189,6 +189,25 @@ def test_accounting_and_delivery_among_nodes_up(tmp_path, spark):
                                "unaccounted": 1}
 
 
+def test_a_message_its_publisher_sent_before_it_was_up_is_not_counted_among_nodes_up(spark):
+    """delivery_ratio_up counts a message only where its publisher was up when it published it (a
+    restarted node not yet connected is not), and each receiver up through its window."""
+    from analysis import faults
+    from analysis.spark import local_frame
+    S = 1_000_000_000
+    up = faults.intervals_frame(spark, {"n0": [(0, 30 * S)], "n1": [(0, 30 * S)], "n4": [(0, 6 * S), (9 * S, 30 * S)]})
+    pubs = local_frame(spark, [("m1", "n0", 1 * S), ("m2", "n4", 8 * S), ("m3", "n4", 10 * S)],
+                       "msg_id string, origin string, t_pub long")
+    dl = local_frame(spark, [("m1", "n1", 1 * S, 2 * S), ("m1", "n4", 1 * S, 2 * S),
+                             ("m2", "n0", 8 * S, None), ("m2", "n1", 8 * S, None),
+                             ("m3", "n0", 10 * S, 11 * S), ("m3", "n1", 10 * S, None)],
+                     "msg_id string, receiver string, t_pub long, t_recv long")
+    kept = faults.deliveries_up(dl, up, 2 * S, pubs)
+    assert sorted((r["msg_id"], r["receiver"]) for r in kept.collect()) == [
+        ("m1", "n1"), ("m1", "n4"), ("m3", "n0"), ("m3", "n1")]  # m2: n4 was not up when it published
+    assert faults.ratio(kept) == 0.75
+
+
 def test_every_percentile_follows_one_rule(spark):
     """Whole-run percentiles (`quantiles`, two passes), per-group ones (`group_quantile`) and those of
     small tables at the driver (`small_quantiles`) give the same exact, linearly interpolated values as the standard library's inclusive method (numpy's

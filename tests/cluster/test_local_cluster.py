@@ -6,6 +6,7 @@ sidecar's tc inside the pods, the lease, RBAC. The module's fixture brings the c
 end, down, and checks that nothing of it is left on the host."""
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import signal
@@ -19,10 +20,12 @@ from pathlib import Path
 
 import pytest
 
+from analysis import s3a
 from analysis.job import analyse
 from orchestrator.cluster import layout as L
-from orchestrator.cluster import lifecycle
+from orchestrator.cluster import lifecycle, store
 from orchestrator.cluster.layout import Layout
+from tests.support import mixed
 from tests.support.adapters import require_adapters
 from tests.support.cli import ROOT, peerlab
 
@@ -61,6 +64,12 @@ def kubectl(env: dict[str, str], *args: str, check: bool = True) -> subprocess.C
     return done
 
 
+def store_client(s3: dict[str, str]):
+    import boto3
+    return boto3.client("s3", endpoint_url=s3["AWS_ENDPOINT_URL"], region_name=s3["AWS_DEFAULT_REGION"],
+                        aws_access_key_id=s3["AWS_ACCESS_KEY_ID"], aws_secret_access_key=s3["AWS_SECRET_ACCESS_KEY"])
+
+
 def run_on_cluster(env: dict[str, str], scenario: Path, tmp_path: Path, *extra: str) -> Path:
     text = scenario.read_text().replace("file://./runs", f"file://{tmp_path}/runs")
     copy = tmp_path / scenario.name
@@ -82,21 +91,45 @@ def test_the_cluster_is_a_real_one_node_cluster(cluster):
     assert nodes[0]["status"]["nodeInfo"]["kubeletVersion"].startswith("v1.34.")
     st = lifecycle.status(state)
     assert all(st["processes"].values()), st["processes"]
+    # the S3 store in its pod, reached from this host at the node's address
+    assert st["store"] == {"endpoint": store.endpoint(), "answers": True, "settings": str(store.credentials_file(state))}
+    assert store.credentials_file(state).stat().st_mode & 0o077 == 0  # its keys: root's alone
+    pods = json.loads(kubectl(env, "get", "pods", "-n", store.NAMESPACE, "-o", "json").stdout)["items"]
+    assert [p["status"]["phase"] for p in pods] == ["Running"]
 
 
-def test_quickstart_on_the_local_cluster(cluster, tmp_path, spark):
+def test_quickstart_on_the_local_cluster_into_its_store_and_reported_from_there(cluster, tmp_path):
     """The README's quickstart, unchanged, on --backend kubernetes: 30 pods of the chart; every link
-    shaped and calibrated inside the pods; every message delivered."""
+    shaped and calibrated inside the pods; every message delivered. Its logs go to the cluster's own
+    S3 store (the peerlab-store release `cluster up` installed) and the report is made from there:
+    Spark reads them in place through s3a, nothing of them copied to this machine."""
     state, env = cluster
-    run_dir = run_on_cluster(env, ROOT / "scenarios" / "quickstart.yaml", tmp_path)
-    manifest = json.loads((run_dir / "manifest.json").read_text())
+    s3 = store.credentials(state)
+    writer = {**os.environ, **env, **s3, "PEERLAB_CACHE": str(tmp_path / "writer")}
+    run_dir = run_on_cluster(writer, ROOT / "scenarios" / "quickstart.yaml", tmp_path,
+                             "--set", "output.store=s3://peerlab/cluster-tests")
+    run_id = run_dir.name
+    reader_cache = tmp_path / "reader"
+    reader_cache.mkdir()
+    (reader_cache / "jars").symlink_to(s3a.jar_dir())  # the s3a jars set-up fetched (690 MB), not again
+    report = peerlab("report", f"s3://peerlab/cluster-tests/{run_id}", timeout=900,
+                     env={**os.environ, **s3, "PEERLAB_CACHE": str(reader_cache)})
+    assert report.returncode == 0, report.stderr[-3000:]
+    assert "through s3a" in report.stderr
+    reader = reader_cache / "s3" / "peerlab" / "cluster-tests" / run_id
+    assert not (reader / "events").exists()  # read where they lie, not copied
+    objects = store_client(s3).list_objects_v2(Bucket="peerlab", Prefix=f"cluster-tests/{run_id}/")["Contents"]
+    keys = {o["Key"].split("/", 2)[2] for o in objects}
+    assert {f"events/n{i}.jsonl.gz" for i in range(30)} <= keys and "analysis/metrics.json" in keys
+
+    manifest = json.loads((reader / "manifest.json").read_text())
     assert manifest["status"] == "completed" and manifest["backend"] == "kubernetes"
     cal = manifest["calibration"]
     assert len(cal["rtt"]) == 8 and len(cal["throughput"]) == 2
     assert all(r["ok"] for r in cal["throughput"]), cal
     # the quickest of each pair's pings: the shaping's own delay (30 pods on 2 cores only add to the median)
     assert all(abs(r["min_ms"] - r["configured_ms"]) <= 0.1 * r["configured_ms"] + 1 for r in cal["rtt"]), cal
-    metrics = analyse(run_dir, spark)
+    metrics = json.loads((reader / "analysis" / "metrics.json").read_text())
     print("quickstart on the local cluster:", json.dumps({k: metrics[k] for k in
                                                          ("messages", "delivery_ratio", "latency_ms")}),
           cal["latency_error_pct"], cal["bandwidth_error_pct"])
@@ -104,7 +137,13 @@ def test_quickstart_on_the_local_cluster(cluster, tmp_path, spark):
     assert 50.0 <= metrics["latency_ms"]["p50"] <= 80.0  # one hop of 50 ms; the rest is 2 cores' queue
     # one clock for every pod (one cluster node): no delivery before its 50 ms link (less the offset's error)
     assert metrics["latency_ms"]["min"] >= 47.0
-    assert len(list((run_dir / "events").glob("n*.jsonl.gz"))) == 30
+    # every pod's link counters, read inside the pods: what the sockets carried from T0 on is what the
+    # nodes logged they sent (the probes of the fidelity watch and the headers' options on top)
+    assert manifest["kernel_traffic"]["where"].startswith("each pod's eth0")
+    kernel = metrics["kernel_traffic"]
+    print("kernel traffic on the local cluster:", json.dumps(kernel), manifest["kernel_traffic"])
+    assert kernel["nodes"] == 30
+    assert 0.98 <= kernel["payload_over_logged"] <= 1.1, kernel
     left = kubectl(env, "get", "pods,services,configmaps,leases", "-n", NAMESPACE, "-l", "peerlab.run", "-o", "name")
     assert left.stdout.strip() == ""
 
@@ -123,9 +162,17 @@ def test_gossipsub_mixed_on_the_local_cluster(cluster, tmp_path, spark):
     metrics = analyse(run_dir, spark)
     print("gossipsub-mixed on the local cluster:", json.dumps({k: metrics.get(k) for k in
                                                               ("messages", "delivery_ratio", "delivery_ratio_up")}))
-    # 1.0 in one run of three on 2 cores; in the others a js node missed 3 messages 7-8 s after its
-    # restart, the machine saturated by the 12 libp2p nodes (delay line 20-36% late, verdict UNFAITHFUL)
-    assert metrics["delivery_ratio_up"] >= 0.98
+    # every node never killed got every message published after its publisher's first second up (as
+    # tests/emulation/test_libp2p_adapters.py asks of the local backend)
+    events = {}
+    for log in (run_dir / "events").glob("n*.jsonl.gz"):
+        with gzip.open(log, "rt") as f:
+            events[log.name.split(".")[0]] = [json.loads(line) for line in f if line.strip()]
+    assert mixed.missed_by_nodes_never_killed(manifest, events) == {}
+    # with the restarted ones, from their first connection on: on 2 cores the cluster is saturated
+    # (verdict UNFAITHFUL: a py-libp2p pod's restart took 9-11 s, the partition came 9 s late) and one
+    # run of two missed one delivery to a py node 170 ms after it first connected (0.9985)
+    assert metrics["delivery_ratio_up"] >= 0.99
 
 
 def test_clean_after_a_sigkilled_orchestrator_leaves_nothing_of_the_run(cluster, tmp_path):

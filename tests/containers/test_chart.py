@@ -173,3 +173,27 @@ def test_node_takes_its_control_token_from_the_secret_env(tmp_path, monkeypatch)
     assert load_config(str(tmp_path / "n0.json")).control.token == "x" * 16
     monkeypatch.setenv("PEERLAB_CONTROL_TOKEN", "s" * 32)
     assert load_config(str(tmp_path / "n0.json")).control.token == "s" * 32
+
+
+STORE_CHART = ROOT / "charts" / "peerlab-store"
+
+
+def test_the_store_chart_is_valid_and_names_what_it_lacks():
+    """charts/peerlab-store (the S3 store `peerlab cluster up` installs): lint-clean and valid against
+    Kubernetes 1.35 with its two required values; without either, helm names it."""
+    values = ["--set", "image.tag=abc123", "--set", "credentialsSecret=keys"]
+    lint = helm("lint", "--strict", str(STORE_CHART), *values)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    result = helm("template", "st", str(STORE_CHART), *values, "--set", "storage.hostPath=/var/lib/st")
+    assert result.returncode == 0, result.stderr
+    docs = [d for d in yaml.safe_load_all(result.stdout) if d]
+    for doc in docs:
+        kubernetes_validate.validate(doc, "1.35.0", strict=True)
+    kinds = {d["kind"]: d for d in docs}
+    assert kinds["Service"]["spec"]["ports"][0]["nodePort"] == 30833
+    pod = kinds["Deployment"]["spec"]["template"]["spec"]
+    assert pod["containers"][0]["envFrom"] == [{"secretRef": {"name": "keys"}}]  # the keys from the Secret only
+    assert pod["volumes"][0]["hostPath"]["path"] == "/var/lib/st"
+    for missing, field in ((values[2:], "image.tag"), (values[:2], "credentialsSecret")):
+        result = helm("template", "st", str(STORE_CHART), *missing)
+        assert result.returncode != 0 and field in result.stderr, result.stderr

@@ -25,3 +25,12 @@ def test_summary_rates_and_ratios():
     assert round(out["mean_mbit_per_node"], 3) == round((999_934 + 100) * 8 / 1e6 / 1 / 2, 3)
     assert round(out["kernel_over_logged"], 4) == round(2_000_200 / 1_900_100, 4)
     assert kernel_summary([], None, {}) is None
+
+
+def test_the_mean_upload_is_over_the_samples_own_span_when_they_are_seconds_apart():
+    """A Kubernetes run samples every few seconds: 5 MB between samples 4 s apart inside a 10 s window
+    is 10 Mbit/s, not 4."""
+    sparse = [_s(0, "n0", 0, 0, 0), _s(3 * 10**9, "n0", 1_000_000, 0, 1), _s(7 * 10**9, "n0", 6_000_000, 0, 2)]
+    out = kernel_summary(sparse, (2 * 10**9, 12 * 10**9), {})
+    assert round(out["mean_mbit_per_node"], 6) == 10.0
+    assert per_node_totals(sparse, 2 * 10**9)["n0"]["span_ns"] == 4 * 10**9

@@ -1,0 +1,185 @@
+"""The bundled S3 store inside the local cluster: the pinned SeaweedFS `weed` (orchestrator/store/
+s3server.py) in a pod of charts/peerlab-store, installed by `peerlab cluster up`, so that runs on the
+cluster store their logs in the cluster and `peerlab report s3://...` reads them from there.
+
+    image      peerlab-seaweedfs:<hash>     the weed binary on the node images' base, built by the
+                                            Docker engine here and imported (no registry)
+    secret     peerlab-store/peerlab-store-credentials   the store's one identity, drawn at the first
+                                            up and kept in <state>/store/credentials.env (mode 0600)
+    release    peerlab-store, namespace peerlab-store    `helm upgrade --install`: an up again changes nothing
+    data       <state>/store/data on the host (hostPath): kept across down and up, gone with --purge
+    endpoint   http://<node address>:30833 from the host (a NodePort),
+               http://peerlab-store.peerlab-store.svc:8333 from pods
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+from orchestrator.builds import node_image
+from orchestrator.cluster import images
+from orchestrator.cluster import layout as L
+from orchestrator.cluster.layout import Layout
+from orchestrator.paths import ROOT
+from orchestrator.store import s3server
+
+CHART = ROOT / "charts" / "peerlab-store"
+RELEASE = NAMESPACE = "peerlab-store"
+SECRET = "peerlab-store-credentials"
+NODE_PORT = 30833
+S3_PORT = 8333
+BUCKET = "peerlab"
+REGION = "us-east-1"
+READY_TIMEOUT_S = 180
+
+
+class StoreError(RuntimeError):
+    """The bundled store could not be built, installed or reached; the message says which and why."""
+
+
+def directory(s: Layout) -> Path:
+    return s.root / "store"
+
+
+def credentials_file(s: Layout) -> Path:
+    return directory(s) / "credentials.env"
+
+
+def endpoint() -> str:
+    return f"http://{L.node_ip()}:{NODE_PORT}"
+
+
+def in_cluster_endpoint() -> str:
+    return f"http://{RELEASE}.{NAMESPACE}.svc:{S3_PORT}"
+
+
+def image_tag(binary: Path, base: str) -> str:
+    """Named by the binary (its file name is a hash of the pin and the Go version) and the base."""
+    digest = hashlib.sha256(binary.name.encode() + b"\0" + base.encode()).hexdigest()
+    return f"peerlab-seaweedfs:{digest[:12]}"
+
+
+def build_image(say: Callable[[str], None]) -> str:
+    """The store's image in the Docker engine (built once per binary and base); its tag."""
+    try:
+        binary = s3server.weed(build=True)
+    except Exception as err:  # noqa: BLE001 - a Go build's failure, named
+        raise StoreError(f"the S3 server's binary could not be built: {err}") from None
+    base = node_image.base_image()
+    tag = image_tag(binary, base)
+    if images.docker_has(tag):
+        return tag
+    say(f"  building {tag} (SeaweedFS on {base}, once)")
+    with tempfile.TemporaryDirectory(dir=binary.parent) as tmp:
+        os.link(binary, Path(tmp) / "weed")  # same file system: no copy of its 230 MB
+        Path(tmp, "Dockerfile").write_text(f"FROM {base}\nCOPY weed /usr/local/bin/weed\n")
+        done = subprocess.run(["docker", "build", "-q", "-t", tag, tmp], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise StoreError(f"docker build of {tag} failed: {done.stderr.strip()[-500:]}\n(is the base image {base} "
+                         "there? without a registry, build one with .ci/docker-base and set "
+                         "PEERLAB_BASE_IMAGE=peerlab-base:bookworm)")
+    return tag
+
+
+def credentials(s: Layout) -> dict[str, str]:
+    """The store's identity and where to reach it, as a client's environment (boto3 and peerlab read
+    these); drawn at the first up and kept in credentials.env."""
+    path = credentials_file(s)
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(f"export AWS_ACCESS_KEY_ID=peerlab-{secrets.token_hex(4)}\n"
+                    f"export AWS_SECRET_ACCESS_KEY={secrets.token_urlsafe(24)}\n")
+    keys = dict(line.removeprefix("export ").split("=", 1) for line in path.read_text().split("\n") if "=" in line)
+    return {"AWS_ENDPOINT_URL": endpoint(), "AWS_ACCESS_KEY_ID": keys["AWS_ACCESS_KEY_ID"],
+            "AWS_SECRET_ACCESS_KEY": keys["AWS_SECRET_ACCESS_KEY"], "AWS_DEFAULT_REGION": REGION}
+
+
+def write_env(s: Layout) -> Path:
+    """credentials.env with the endpoint too (the node's address may change between ups): `. FILE`."""
+    env = credentials(s)
+    path = credentials_file(s)
+    path.write_text("".join(f"export {k}={v}\n" for k, v in env.items()))
+    return path
+
+
+def _secret(s: Layout, api) -> None:
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    core = client.CoreV1Api(api)
+    env = credentials(s)
+    try:
+        core.create_namespace({"metadata": {"name": NAMESPACE}}, _request_timeout=10)
+    except ApiException as err:
+        if err.status != 409:
+            raise
+    body = {"metadata": {"name": SECRET}, "type": "Opaque",
+            "stringData": {k: env[k] for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}}
+    try:
+        core.create_namespaced_secret(NAMESPACE, body, _request_timeout=10)
+    except ApiException as err:
+        if err.status != 409:
+            raise
+        core.replace_namespaced_secret(SECRET, NAMESPACE, body, _request_timeout=10)
+
+
+def _helm(s: Layout, *args: str) -> subprocess.CompletedProcess:
+    from orchestrator.backends.kube_cluster import helm_binary
+    return subprocess.run([helm_binary(), "--kubeconfig", str(s.kubeconfig), "--namespace", NAMESPACE, *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+def answers(s: Layout, timeout: float = 3.0) -> bool:
+    """Whether the store takes a write now (through its NodePort, as a run on this host reaches it)."""
+    import boto3
+    from botocore.config import Config
+
+    env = credentials(s)
+    client = boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"], region_name=REGION,
+                          aws_access_key_id=env["AWS_ACCESS_KEY_ID"], aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+                          config=Config(connect_timeout=timeout, read_timeout=timeout, retries={"max_attempts": 1}))
+    try:
+        if BUCKET not in {b["Name"] for b in client.list_buckets().get("Buckets", [])}:
+            client.create_bucket(Bucket=BUCKET)
+        # up means it stores: the gateway lists buckets before its volumes take writes
+        client.put_object(Bucket=BUCKET, Key=".peerlab-ready", Body=b"")
+        client.delete_object(Bucket=BUCKET, Key=".peerlab-ready")
+        return True
+    except Exception:  # noqa: BLE001 - not listening yet, or not ready to store
+        return False
+
+
+def up(s: Layout, ctr: Path, api, say: Callable[[str], None] = print) -> None:
+    """Build and import the image, create the secret, install or keep the release, and wait until
+    the store takes writes (bucket `peerlab` created). `api`: a kubernetes ApiClient of the cluster."""
+    started = time.monotonic()
+    tag = build_image(say)
+    try:
+        images.load(s, ctr, [tag], say)
+    except images.ImageError as err:
+        raise StoreError(str(err)) from None
+    data = directory(s) / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    _secret(s, api)
+    done = _helm(s, "upgrade", "--install", RELEASE, str(CHART), "--set", f"image.tag={tag.split(':', 1)[1]}",
+                 "--set", f"credentialsSecret={SECRET}", "--set", f"storage.hostPath={data}",
+                 "--set", f"service.nodePort={NODE_PORT}", "--set", f"service.port={S3_PORT}")
+    if done.returncode != 0:
+        raise StoreError(f"helm upgrade --install {RELEASE} failed: {done.stderr.strip()[-800:]}")
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while not answers(s):
+        if time.monotonic() > deadline:
+            raise StoreError(f"the store does not take writes at {endpoint()} after {READY_TIMEOUT_S} s: "
+                             f"kubectl -n {NAMESPACE} describe pod; kubectl -n {NAMESPACE} logs deploy/{RELEASE}")
+        time.sleep(1)
+    env_file = write_env(s)
+    say(f"S3 store up in {time.monotonic() - started:.0f} s: {endpoint()} (pods: {in_cluster_endpoint()}), "
+        f"bucket {BUCKET}; its client settings: . {env_file}")
