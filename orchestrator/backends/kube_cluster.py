@@ -156,8 +156,11 @@ class KubeCluster:
         result = self._helm("uninstall", release, "--wait", "--cascade", "foreground", "--timeout", f"{int(timeout)}s",
                             "--ignore-not-found",
                             timeout=timeout + 30)
-        if result.returncode != 0 and not (STILL_TERMINATING in result.stderr and self._gone(release, timeout)):
+        if result.returncode != 0 and STILL_TERMINATING not in result.stderr:
             raise RuntimeError(f"helm uninstall {release} failed: {result.stderr.strip()}")
+        # helm may end (helm 4: even with success) while a StatefulSet it deleted is still Terminating
+        if not self._gone(release, timeout):
+            raise RuntimeError(f"helm uninstall {release}: its StatefulSets or pods are still there after {timeout:.0f} s")
         if self.lease and self.lease.release == release:
             self.lease.drop()
             self.lease = None

@@ -33,8 +33,14 @@ class LinkSampler:
         self._took = 0.0
         self._lock = threading.Lock()  # a mark and the periodic sample may overlap
         self._marks: list[asyncio.Task] = []
+        self._manifest: dict[str, object] | None = None
         self.longest_interval_s = INTERVAL_S  # of experiment time: the interval the slowest sample asked for
         self._task: asyncio.Task | None = None
+
+    def record(self) -> dict[str, object]:
+        """The manifest's `kernel_traffic`: the file, the interval, where the counters are read."""
+        return {"file": FILE + ".gz", "interval_s": INTERVAL_S, "where": self.backend.counters_where,
+                "longest_interval_s": round(self.longest_interval_s, 2)}
 
     def sample(self) -> bool:
         """Append one sample (False where the backend cannot read link counters). Blocking netlink
@@ -83,6 +89,16 @@ class LinkSampler:
         self._task = asyncio.create_task(self._loop())
         return True
 
+    async def before_nodes(self, manifest: dict[str, object]) -> None:
+        """Sample from before the nodes start (their start-up is in the counters, T0's mark is where
+        the run's totals begin), into the run's manifest's `kernel_traffic`."""
+        self._manifest = manifest
+        if await self.start():
+            manifest["kernel_traffic"] = self.record()
+
+    async def at_t0(self, t0_ns: int) -> None:
+        self.mark_at(t0_ns)
+
     async def stop(self) -> None:
         """One last sample, after the nodes stopped, so the totals are whole."""
         if self._task is None:
@@ -95,3 +111,5 @@ class LinkSampler:
             await asyncio.get_running_loop().run_in_executor(None, self.sample)
         except OSError:  # the network is gone already (a failed deploy): keep what was sampled
             pass
+        if self._manifest is not None and "kernel_traffic" in self._manifest:
+            self._manifest["kernel_traffic"] = self.record()  # with the longest interval

@@ -310,9 +310,7 @@ class Runner(Readiness, RunRecord):
             await self._calibrate({n.id: self.probes.client(n.id) for n in plan.nodes})
             await self._measure_clocks([n.id for n in plan.nodes], self.probes)  # T0 on each node's clock
             await self.probes.close()
-        if await self.sampler.start():
-            self.manifest["kernel_traffic"] = {"file": link_sampler.FILE + ".gz", "interval_s": link_sampler.INTERVAL_S,
-                                               "where": self.backend.counters_where}
+        await self.sampler.before_nodes(self.manifest)
         if self.adapters:
             self.t0_ns = self.dilation.time_ns() + int(self._contract_lead() * 1e9)  # never dilated (adapters)
             self.step(f"nodes: {', '.join(self.adapters)}, T0 in their configs {self._contract_lead():.0f}s from now")
@@ -333,7 +331,7 @@ class Runner(Readiness, RunRecord):
         if not self.adapters:
             await self._calibrate(self.clients)
         await self._start_all()
-        self.sampler.mark_at(self.t0_ns)
+        await self.sampler.at_t0(self.t0_ns)
         self.step(f"T0: running {plan.end:g}s (warm-up {plan.warmup:g}s, publishing {plan.duration:g}s, "
                   f"drain {plan.drain:g}s, {len(plan.faults)} faults)"
                   + (f"; dilated x{plan.dilation:g}: {self.dilation.real(plan.end):g}s of real time, latencies "
@@ -348,8 +346,6 @@ class Runner(Readiness, RunRecord):
         self.step("drain over: stopping nodes")
         await self._stop_all()
         await self.sampler.stop()
-        if "kernel_traffic" in self.manifest:
-            self.manifest["kernel_traffic"]["longest_interval_s"] = round(self.sampler.longest_interval_s, 2)
 
     async def run_async(self) -> Path:
         record_run(RunState(self.short, self.run_id, os.getpid(), str(self.run_dir), str(self.scratch)))

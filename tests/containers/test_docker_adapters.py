@@ -40,7 +40,9 @@ def test_every_adapters_containers_share_a_delayed_network(tmp_path: Path, docke
     published = {e["msg_id"]: e for evs in logs.values() for e in evs if e["type"] == "publish_message"}
     ready = {n: max(e["ts"] for e in evs if e["type"] == "ready") for n, evs in logs.items()}
     expected = {m for m, e in published.items() if e["ts"] > ready[e["node"]] + 1e9}
-    assert len(expected) >= 20
+    # every message of the publishers never killed is expected (how many of n4's fall in its first
+    # second after a restart depends on how loaded the machine is: 4 of 24 alone, 5 beside `make test`)
+    assert {m for m, e in published.items() if e["node"] != "n4"} <= expected and len(expected) >= 15
     for node, events in logs.items():
         if node == "n4":
             continue
