@@ -96,9 +96,6 @@ class LinkSampler:
         if await self.start():
             manifest["kernel_traffic"] = self.record()
 
-    async def at_t0(self, t0_ns: int) -> None:
-        self.mark_at(t0_ns)
-
     async def stop(self) -> None:
         """One last sample, after the nodes stopped, so the totals are whole."""
         if self._task is None:

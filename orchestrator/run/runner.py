@@ -331,7 +331,7 @@ class Runner(Readiness, RunRecord):
         if not self.adapters:
             await self._calibrate(self.clients)
         await self._start_all()
-        await self.sampler.at_t0(self.t0_ns)
+        self.sampler.mark_at(self.t0_ns)  # the run's totals begin here
         self.step(f"T0: running {plan.end:g}s (warm-up {plan.warmup:g}s, publishing {plan.duration:g}s, "
                   f"drain {plan.drain:g}s, {len(plan.faults)} faults)"
                   + (f"; dilated x{plan.dilation:g}: {self.dilation.real(plan.end):g}s of real time, latencies "
