@@ -38,14 +38,22 @@ class Sending:
         self.flight_start = now
         self.window = window              # None: no window, the whole frame is one flight
 
-    def next_flight(self, now: float) -> None:
-        """Put the next flight on the wire: what the window allows of what is left."""
+    def next_flight(self, now: float) -> bool:
+        """Put the next flight on the wire: what the window has room for of what is left. False if the
+        room is less than a segment (the connection's earlier frames fill the window): it goes when
+        their acknowledgements come back."""
         ratio = self.size / max(1, len(self.payload))  # wire bytes per payload byte
         payload_left = round(self.left / ratio)
-        self.flight_payload = payload_left if self.window is None else min(payload_left, self.window.cwnd)
+        if self.window is None:
+            self.flight_payload = payload_left
+        else:
+            self.flight_payload = min(payload_left, self.window.room(now))
+            if self.flight_payload < min(payload_left, MSS):
+                return False
         self.flight = self.left if self.flight_payload >= payload_left else self.flight_payload * ratio
         self.flight_start = now
         self.on_wire = True
+        return True
 
 
 class AccessLink:
@@ -127,26 +135,48 @@ IW_SEGMENTS = 10      # Linux's initial congestion window (RFC 6928)
 class TcpWindow:
     """One direction of a connection's congestion window, as Linux's TCP grows it without loss: a
     cold connection starts at IW_SEGMENTS segments and slow start grows the window by each flight
-    that filled it (doubling per round trip). A frame larger than the window goes in flights a
-    round trip apart: what a real round trip costs a 50 KB message on a fresh connection (three
-    flights at 100 ms one way), and what the simulator had left out (docs/simulation.md).
+    acknowledged while the window was in use (doubling per round trip). The window counts the bytes in
+    flight, whichever frame they belong to: a frame larger than the room goes in flights a round trip
+    apart (what a real round trip costs a 50 KB message on a fresh connection: three flights at 100 ms
+    one way), and a frame that follows others on a busy connection waits for the room they hold.
 
     A window not used decays by Linux's two rules: a send after more than an RTO without any halves it
     for each RTO of the gap (tcp_cwnd_restart); a send while the window has gone unused for an RTO
     or more halves it once, towards the initial window (congestion window validation, RFC 2861,
     tcp_cwnd_application_limited), so small frames (IDONTWANT, IHAVE) slow the decay between large
-    messages but do not stop it. "Used", and grown: a flight of at least half the window (Linux
-    counts a window in slow start as used when half of it is in flight). Not modelled: loss
-    recovery, the receiver's window, HyStart."""
-    __slots__ = ("cwnd", "last_sent", "last_used")
+    messages but do not stop it. "Used", and grown: at least half the window in flight (Linux counts
+    a window in slow start as used when half of it is). Not modelled: loss recovery, the receiver's
+    window, HyStart."""
+    __slots__ = ("cwnd", "last_sent", "last_used", "in_flight", "unacked")
 
     def __init__(self) -> None:
         self.cwnd = IW_SEGMENTS * MSS
         self.last_sent = float("-inf")
         self.last_used = float("-inf")
+        self.in_flight = 0     # payload bytes sent and not yet acknowledged
+        self.unacked: deque[tuple[float, int, bool]] = deque()  # (acknowledged at, bytes, grows the window)
+
+    def settle(self, now: float) -> None:
+        """The acknowledgements due by `now`: their bytes leave the flight, and grow the window where
+        it was in use when they were sent."""
+        while self.unacked and self.unacked[0][0] <= now:
+            _, size, grows = self.unacked.popleft()
+            self.in_flight -= size
+            if grows:
+                self.cwnd += size
+
+    def room(self, now: float) -> int:
+        """Payload bytes the window lets go now."""
+        self.settle(now)
+        return max(0, self.cwnd - self.in_flight)
+
+    def next_ack(self) -> float:
+        """When the first acknowledgement still awaited comes back."""
+        return self.unacked[0][0]
 
     def open(self, now: float, rto: float) -> None:
         """A frame is about to go: apply the decay of the time since the last one."""
+        self.settle(now)
         restart = IW_SEGMENTS * MSS
         idle = now - self.last_sent
         if idle > rto:
@@ -158,10 +188,11 @@ class TcpWindow:
             self.cwnd = max(restart, (self.cwnd + restart) // 2)
             self.last_used = now
 
-    def flight_sent(self, payload_bytes: int, now: float) -> None:
-        """A flight of `payload_bytes` has left: it is acknowledged a round trip later, and if it
-        used the window, slow start grows the window by it."""
-        if 2 * payload_bytes >= self.cwnd:
-            self.cwnd += payload_bytes
+    def flight_sent(self, payload_bytes: int, now: float, acked_at: float) -> None:
+        """A flight of `payload_bytes` has left; its acknowledgements come back at `acked_at`."""
+        self.in_flight += payload_bytes
+        grows = 2 * self.in_flight >= self.cwnd
+        self.unacked.append((acked_at, payload_bytes, grows))
+        if grows:
             self.last_used = now
         self.last_sent = now

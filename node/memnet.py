@@ -323,8 +323,15 @@ class MemNetwork:
             window = self._window(src, dst, conn)
             window.open(self.now, RTO_MIN + self._rtt(src, dst))
         frame = access.sending[dst] = Sending(payload, size, conn, self.now, window)
-        frame.next_flight(self.now)
-        access.active += 1
+        self._fly(src, access, dst, frame)
+
+    def _fly(self, src: str, access: AccessLink, dst: str, frame: Sending) -> None:
+        """The frame's next flight joins the wire, or, where the window has no room for it, waits for
+        the first acknowledgement the connection awaits."""
+        if frame.next_flight(self.now):
+            access.active += 1
+        else:
+            self.schedule_at(frame.window.next_ack(), self._acked, src, access, dst, frame)
 
     def _rtt(self, a: str, b: str) -> float:
         return self._delay(a, b) + self._delay(b, a)
@@ -364,9 +371,9 @@ class MemNetwork:
             frame.on_wire = False
             access.active -= 1
             if frame.window is not None:
-                frame.window.flight_sent(frame.flight_payload, self.now)
-            if frame.left > 1e-3:
-                self.schedule_at(frame.flight_start + self._rtt(src, dst), self._acked, src, access, dst, frame)
+                frame.window.flight_sent(frame.flight_payload, self.now, frame.flight_start + self._rtt(src, dst))
+            if frame.left > 1e-3:  # (a frame without a window is one flight)
+                self.schedule_at(frame.window.next_ack(), self._acked, src, access, dst, frame)
                 continue
             del access.sending[dst]
             self._propagate(src, dst, frame.conn, frame.payload, self.now - frame.started, frame.size,
@@ -381,12 +388,11 @@ class MemNetwork:
         self._reschedule(src, access)
 
     def _acked(self, src: str, access: AccessLink, dst: str, frame: Sending) -> None:
-        """The acknowledgements of a frame's flight are back: its next flight joins the wire."""
+        """Acknowledgements of the connection's flights are back: the frame's next flight may go."""
         if access.sending.get(dst) is not frame:   # the node crashed meanwhile
             return
         access.advance(self.now)
-        frame.next_flight(self.now)
-        access.active += 1
+        self._fly(src, access, dst, frame)
         self._reschedule(src, access, sooner_only=True)
 
     def _propagate(self, src: str, dst: str, conn: int, payload: bytes, tx: float, size: int,

@@ -85,6 +85,22 @@ def test_a_frame_larger_than_the_window_waits_round_trips_and_the_window_grows()
     assert [len(p) for _, _, p in net.nodes["b"].core.got] == [50_000] * 4  # in order, all there
 
 
+def test_a_frame_behind_others_on_a_busy_connection_waits_for_the_room_they_hold():
+    """The window counts bytes in flight whatever frame they belong to, as TCP's byte stream does:
+    three 50 KB frames sent at once on a fresh connection are 150 KB of stream, which leaves in
+    flights of 14,480, 28,960, 57,920 (the first two frames, whole, by the third round trip) and then
+    the rest: the third frame arrives a round trip after the first two, not with them."""
+    net = pair(up=1000 * MBIT, down=1000 * MBIT)  # serialisation ~0.4 ms: the round trips dominate
+    io = net.nodes["a"].core.io
+    for k in range(3):
+        io.send("b", bytes([k]) * 50_000)
+    net.run(until=2.0)
+    got = [t - 1.0 for t in arrivals(net)]
+    assert got[:2] == pytest.approx([2 * 0.1 + 0.05] * 2, abs=0.003)
+    assert got[2] == pytest.approx(3 * 0.1 + 0.05, abs=0.003)
+    assert [p[0] for _, _, p in net.nodes["b"].core.got] == [0, 1, 2]
+
+
 def test_small_frames_do_not_keep_a_window_open_as_large_ones_do():
     """Congestion window validation: a connection that only sends small frames (IDONTWANT, IHAVE) is
     never idle, yet Linux halves its window towards the initial one for each RTO it goes unused, so
