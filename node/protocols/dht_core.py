@@ -15,10 +15,10 @@ from node.predicates import Predicate, PredicateError
 from node.proto.kademlia_pb2 import Envelope, Message
 
 from .base import ProtocolCore, Unsupported, parse_or_drop
+from .dial_queue import TIMER as LINKS_TIMER
+from .dial_queue import Links
 from .kademlia import DhtParams, Kademlia
 from .kademlia_table import content_key, node_key
-from .links import TIMER as LINKS_TIMER
-from .links import Links
 
 CLOSEST_HERE_TTL = 30.0  # seconds a lookup's "no node is closer to this key than us" is trusted
 

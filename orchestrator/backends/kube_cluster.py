@@ -1,63 +1,34 @@
 """The Kubernetes cluster as the kubernetes backend sees it: Helm releases of charts/peerlab, pods,
 exec into their containers, their output, and HTTP to a pod's port through the API server's proxy.
 
-Only this module speaks to Kubernetes (the kubernetes client, the helm binary from .tools/bin); the
+Only this module and its kube_exec speak to Kubernetes (the kubernetes client, the helm binary from
+.tools/bin); the
 backend on top of it (`orchestrator.backends.kubernetes`) knows nodes, not API objects. Tests replace
 it with the chart's pods run by Docker (tests/support/docker_pods.py), which has the same methods.
 
-A process in a pod that the orchestrator talks to for the whole run (the delay line, a calibration
-probe) runs through this module as a local process whose stdin and stdout are the pod process's:
-
-    python -m orchestrator.backends.kube_cluster exec --namespace NS [--context C] POD CONTAINER -- ARGV...
+Exec itself (a command to its end, a command kept open and spoken to in lines, a local process
+bridged to one in a pod) is orchestrator/backends/kube_exec.py.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
 import ssl
 import subprocess
-import sys
-import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from websocket import WebSocketException
-
-from orchestrator.backends import kube_lease
+from orchestrator.backends import kube_exec, kube_lease
+from orchestrator.backends.kube_exec import ExecResult
 from orchestrator.control.node_client import ControlClient
 from orchestrator.paths import ROOT
 
 CHART = ROOT / "charts" / "peerlab"
 REST_TIMEOUT = 30     # seconds for one API call (connect and read)
 STILL_TERMINATING = "still exists"  # helm 4: an uninstall whose deleted objects have not gone yet
-CONNECT_TIMEOUT = 30  # seconds for an exec stream's websocket handshake
-TIMED_OUT = 124       # ExecResult.code: the command did not end in time
-NO_STATUS = 125       # ExecResult.code: the stream closed without the command's exit status
 PSA_ENFORCE = "pod-security.kubernetes.io/enforce"
-
-
-@dataclass
-class ExecResult:
-    """What a command run in a container gave: exit code, standard output, standard error apart."""
-
-    code: int
-    stdout: str
-    stderr: str
-
-    def answer(self) -> dict[str, Any] | list[Any]:
-        """The command's answer, one JSON object on the last line of its stdout; else {"error": ...}
-        with what it printed (a warning on stderr does not spoil an answer)."""
-        try:
-            answer = json.loads(self.stdout.strip().splitlines()[-1])
-            if isinstance(answer, (dict, list)):
-                return answer
-        except (ValueError, IndexError):
-            pass
-        return {"error": (self.stderr.strip() or self.stdout.strip())[-2000:] or f"exit code {self.code}"}
 
 
 def write_values(values: dict[str, Any], path: Path) -> None:
@@ -246,95 +217,19 @@ class KubeCluster:
             why[name] = f"{pod.status.phase}: {', '.join(waiting + conditions) or 'starting'}"
         return set(ready) == wanted
 
-    def _exec_stream(self, pod: str, container: str, argv: list[str], stdin: bool) -> Any:
-        """An exec stream, on an API client of its own (kubernetes.stream swaps the transport of the
-        client it is given while it connects: on the shared one, a REST call made meanwhile by another
-        thread would go out as a websocket). The handshake has no timeout of its own: one is kept here."""
-        from kubernetes import client
-        from kubernetes.stream import stream
-
-        api = client.CoreV1Api(client.ApiClient(self.config))
-        result: list[Any] = []
-
-        def connect() -> None:
-            try:
-                result.append(stream(api.connect_get_namespaced_pod_exec, pod, self.namespace, container=container,
-                                     command=argv, stdin=stdin, stdout=True, stderr=True, tty=False,
-                                     _preload_content=False))
-            except Exception as err:  # noqa: BLE001 - raised in the caller's thread
-                result.append(err)
-
-        worker = threading.Thread(target=connect, daemon=True, name=f"exec-{pod}")
-        worker.start()
-        worker.join(CONNECT_TIMEOUT)
-        if not result:
-            raise RuntimeError(f"exec into pod {pod}: no answer from the API server in {CONNECT_TIMEOUT}s")
-        if isinstance(result[0], Exception):
-            raise RuntimeError(f"exec into pod {pod}: {result[0]}") from result[0]
-        return result[0]
-
     def exec(self, pod: str, container: str, argv: list[str], stdin: str | None = None,
              timeout: float = 60) -> ExecResult:
         """Run argv in a container of the pod, at most `timeout` seconds."""
-        resp = self._exec_stream(pod, container, argv, stdin is not None)
-        try:
-            if stdin is not None:
-                resp.write_stdin(stdin)
-            resp.run_forever(timeout=timeout)  # buffers stdout and stderr until the command ends
-            out, err = resp.read_stdout(timeout=0) or "", resp.read_stderr(timeout=0) or ""
-            if resp.is_open():
-                return ExecResult(TIMED_OUT, out, err + f"\n(did not end within {timeout:.0f}s)")
-            try:
-                code = resp.returncode
-            except (TypeError, KeyError, IndexError, ValueError):  # closed without a status message
-                code = None
-            if code is None:
-                return ExecResult(NO_STATUS, out, err + "\n(the exec stream closed without an exit status)")
-            return ExecResult(code, out, err)
-        finally:
-            resp.close()
+        resp = kube_exec.open_stream(self.config, self.namespace, pod, container, argv, stdin is not None)
+        return kube_exec.run(resp, stdin, timeout)
+
+    def open_lines(self, pod: str, container: str, argv: list[str]) -> kube_exec.ExecLines:
+        """argv in a container of the pod, kept open and spoken to a line at a time (no local process)."""
+        return kube_exec.ExecLines(kube_exec.open_stream(self.config, self.namespace, pod, container, argv, True), pod)
 
     def python_in(self, pod: str, container: str) -> list[str]:
-        """The command of a local process that is a Python in the pod's container (see `bridge`)."""
-        context = ["--context", self.context] if self.context else []
-        return [sys.executable, "-m", "orchestrator.backends.kube_cluster", "exec", "--namespace", self.namespace,
-                *context, pod, container, "--", "python3"]
-
-    def bridge(self, pod: str, container: str, argv: list[str]) -> int:
-        """Run argv in the container with this process's stdin and stdout as its own, until it ends or
-        this stdin does (closing the exec stream closes the process's stdin); its exit code."""
-        resp = self._exec_stream(pod, container, argv, stdin=True)
-
-        stdin_ended = threading.Event()
-
-        def pump() -> None:
-            for line in sys.stdin:
-                resp.write_stdin(line)
-            stdin_ended.set()
-            resp.close()
-
-        threading.Thread(target=pump, daemon=True).start()
-        try:
-            while resp.is_open():
-                resp.update(timeout=1)
-                if resp.peek_stdout():
-                    sys.stdout.write(resp.read_stdout())
-                    sys.stdout.flush()
-                if resp.peek_stderr():
-                    sys.stderr.write(resp.read_stderr())
-                    sys.stderr.flush()
-        except (OSError, ValueError, TypeError, WebSocketException):
-            # the stream closed under update(): by `pump` (our stdin ended: the normal end), or by the
-            # other side, which the client library reports as whichever error its socket gives
-            if stdin_ended.is_set():
-                return 0
-            print(f"exec stream into pod {pod} closed by the API server", file=sys.stderr)
-            return NO_STATUS
-        try:
-            return resp.returncode or 0
-        except (TypeError, KeyError, IndexError, ValueError):  # closed without the command's exit status
-            print(f"exec stream into pod {pod} closed without the command's exit status", file=sys.stderr)
-            return NO_STATUS
+        """The command of a local process that is a Python in the pod's container (kube_exec.bridge)."""
+        return [*kube_exec.command(self.namespace, self.context, pod, container), "python3"]
 
     def logs(self, pod: str, container: str, tail: int | None = None) -> str:
         try:
@@ -386,21 +281,3 @@ def settings() -> dict[str, str | None]:
     return {"namespace": os.environ.get("PEERLAB_K8S_NAMESPACE", "peerlab"),
             "context": os.environ.get("PEERLAB_K8S_CONTEXT") or None,
             "image": os.environ.get("PEERLAB_IMAGE") or None}
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m orchestrator.backends.kube_cluster",
-                                     description="Run a command in a pod's container, with this process's "
-                                                 "stdin and stdout as its own (the orchestrator's bridge)")
-    parser.add_argument("what", choices=["exec"])
-    parser.add_argument("--namespace", required=True)
-    parser.add_argument("--context")
-    parser.add_argument("pod")
-    parser.add_argument("container")
-    parser.add_argument("argv", nargs="+", help="after --: the command")
-    args = parser.parse_args(argv)
-    return KubeCluster(args.namespace, args.context).bridge(args.pod, args.container, args.argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

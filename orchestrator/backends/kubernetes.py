@@ -14,16 +14,17 @@ the pod instead would give it a new address and an empty tc tree in the middle o
 end of a pod's link belongs to the cluster, so the download cap and partitions sit on an ifb that
 receives the pod's ingress (`ops.RedirectIngress`). The control API is reached through the API
 server's pod proxy; the pods' clocks are the cluster nodes' own, so the runner measures their offsets.
+Each pod's shaper sidecar runs a shaper agent for the whole run (orchestrator/shaping/agent.py), kept
+open over one exec stream: every tc operation on the pod (its tree, a partition, a degrade), its
+kernel counters (its eth0 is the node's link) and, on cluster kernels without netem, its delay line
+are lines on that stream, so a partition of 30 pods costs 30 round trips, not 30 processes started.
 An adapter's node has no control API: the runner follows its event log inside the pod, stops it with
-SIGTERM through the supervisor, and probes and delays its links from the shaper sidecar, where the
-delay line (one per pod, on cluster kernels without netem) and the calibration probes run through the
-exec API (`kube_cluster.KubeCluster.python_in`). The pods' kernel counters are read from inside each
-pod (its eth0 is the node's link), one exec per pod, all pods side by side. Everything else is the
+SIGTERM through the supervisor, and probes its links from the shaper sidecar, where the calibration
+probes run through the exec API (`kube_cluster.KubeCluster.python_in`). Everything else is the
 shared runner.
 """
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
@@ -35,7 +36,7 @@ from orchestrator.backends import kube_cluster
 from orchestrator.backends.base import Backend, LinkEnds, RunContext
 from orchestrator.builds import node_image as image
 from orchestrator.control.node_client import ControlClient
-from orchestrator.shaping import ops, tcp
+from orchestrator.shaping import agent, ops, tcp
 
 DATA_PORT = 4001
 CONTROL_PORT = 7000
@@ -45,8 +46,8 @@ SUPERVISOR_DIR = "/run/peerlab"
 IFB = "ifb0"
 STATUS_TTL = 1.0  # seconds a node's supervisor status is trusted (each query is an exec round trip)
 # the pod's link, as the pod sees it: what eth0 transmits is what the pod's node sent
-COUNTER_FILES = {"sent_bytes": "tx_bytes", "received_bytes": "rx_bytes",
-                 "sent_packets": "tx_packets", "received_packets": "rx_packets"}
+COUNTERS = {"sent_bytes": "tx_bytes", "received_bytes": "rx_bytes",
+            "sent_packets": "tx_packets", "received_packets": "rx_packets"}
 
 
 def image_values(tag: str) -> dict[str, str]:
@@ -64,7 +65,7 @@ class KubernetesBackend(Backend):
     round_trips = True
     shared_clock = False
     download_side = "an ifb in the pod, fed by its ingress"
-    counters_where = "each pod's eth0, read in the pod (an exec per pod)"
+    counters_where = "each pod's eth0, read in the pod (by its shaper agent)"
     poll_s = 1.0  # each poll is an exec through the API server: a restarting pod's polls slowed its own start
     runs_adapters = True
     adapters_in_images = True
@@ -89,6 +90,7 @@ class KubernetesBackend(Backend):
         self.uids: dict[str, str | None] = {}
         self.cluster_nodes: dict[str, str] = {}  # node -> the cluster node its pod runs on
         self._status: dict[str, tuple[float, dict[str, Any]]] = {}
+        self.agents: dict[str, agent.ShaperAgent] = {}  # pod -> its shaper agent
         self.installed = False
         for sub in ("events", "out"):
             (ctx.scratch / sub).mkdir(parents=True, exist_ok=True)
@@ -146,6 +148,7 @@ class KubernetesBackend(Backend):
             self.uids[node_id] = self.cluster.pod_uid(pod)
             self.cluster_nodes[node_id] = node_of_pod.get(pod, "")
         self.each(lambda node_id: self._supervisor(node_id, "status", retries=20), self.pods)  # sockets are up
+        self.each(self._open_agent, self.pods.values())
         self.shape_all({pod: [ops.RedirectIngress("eth0", IFB)] for pod in self.pods.values()})
 
     def probe_netem(self) -> tuple[bool, str]:
@@ -161,26 +164,24 @@ class KubernetesBackend(Backend):
     def python_in_netns(self, node_id: str) -> list[str]:
         return self.cluster.python_in(self.pods[node_id], "shaper")
 
+    def _open_agent(self, pod: str) -> None:
+        self.agents[pod] = agent.ShaperAgent(self.cluster.open_lines(pod, "shaper", agent.ARGV), f"pod {pod}")
+
     def shape(self, where: str, todo: list[ops.Op]) -> list[dict[str, Any]]:
-        result = self.cluster.exec(where, "shaper", ["python3", "-m", "orchestrator.shaping", "--ops",
-                                                     json.dumps(ops.to_wire(todo))])
-        done = result.answer()
-        if result.code != 0 or isinstance(done, dict):
-            why = done.get("error") if isinstance(done, dict) else result.stderr.strip() or f"exit code {result.code}"
-            raise RuntimeError(f"shaper in pod {where} failed: {why}")
-        return done
+        return self.agents[where].apply(todo)
+
+    def delay_line_in(self, node_id: str, seed: int) -> agent.AgentDelayLine:
+        return agent.AgentDelayLine(self.agents[self.pods[node_id]], seed)
 
     def link_counters(self) -> dict[str, dict[str, int]]:
-        """Every pod's eth0 counters, read in its shaper container (an exec per pod, side by side);
-        a pod that does not answer is left out of this sample."""
-        argv = ["cat", *(f"/sys/class/net/eth0/statistics/{name}" for name in COUNTER_FILES.values())]
-
+        """Every pod's eth0 counters, read by its shaper agent (all pods side by side); a pod that does
+        not answer is left out of this sample."""
         def read(node_id: str) -> tuple[str, dict[str, int] | None]:
-            done = self.cluster.exec(self.pods[node_id], "shaper", argv, timeout=10)
-            values = done.stdout.split()
-            if done.code != 0 or len(values) != len(COUNTER_FILES):
+            try:
+                (done,) = self.shape(self.pods[node_id], [ops.Counters("eth0")])
+            except RuntimeError:
                 return node_id, None
-            return node_id, dict(zip(COUNTER_FILES, map(int, values)))
+            return node_id, {ours: done[theirs] for ours, theirs in COUNTERS.items()}
         return {node_id: c for node_id, c in self.each(read, list(self.ips)) if c is not None}
 
     # nodes, through each pod's supervisor ------------------------------------------------------
@@ -268,5 +269,8 @@ class KubernetesBackend(Backend):
 
         if self.ips:
             self.each(stop_and_collect, self.pods)
+        for pod_agent in self.agents.values():  # its delay line ends with it
+            pod_agent.close()
+        self.agents.clear()
         self.cluster.uninstall(self.release)
         self.installed = False

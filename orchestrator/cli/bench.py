@@ -78,7 +78,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from orchestrator.model.units import parse_duration, parse_size
 
     if args.target == "router":
-        from orchestrator.tools.bench import bench_router
+        from orchestrator.tools.bench_runs import bench_router
 
         try:
             sizes = [parse_size(x) for x in args.sizes.split(",")]
@@ -92,13 +92,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
         bench_sim(args.scenarios or ["scenarios/sim-gossipsub-1000.yaml"], args.overrides, err)
         return 0
     if args.target == "analysis":
-        from analysis.bench import bench_analysis
+        from analysis.engine_bench import bench_analysis
 
         if args.events < 1:
             raise UsageError("--events must be at least 1")
         return bench_analysis(args.events, args.master, args.workdir, args.keep, err)
     if args.target == "topiary-sweep":
-        from orchestrator.tools.bench import bench_topiary_sweep
+        from orchestrator.tools.bench_runs import bench_topiary_sweep
 
         bench_topiary_sweep(args.scenario or "scenarios/topiary-vs-random.yaml", args.overrides, args.matrix, err)
         return 0
@@ -148,11 +148,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
             err.print(f"[bold red]soak failed:[/] {problem}", highlight=False)
         return 1 if found else 0
     if args.target == "gossipsub":
-        from orchestrator.tools.bench import bench_gossipsub
+        from orchestrator.tools.bench_runs import bench_gossipsub
 
         bench_gossipsub(sizes, args.overrides, args.store, err, args.scenario or "scenarios/gossipsub-large.yaml")
         return 0
-    from orchestrator.tools.bench import bench_local
+    from orchestrator.tools.bench_runs import bench_local
 
     bench_local(sizes, duration, args.store, err)
     return 0

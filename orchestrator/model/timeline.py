@@ -1,6 +1,6 @@
 """The fault timeline of a plan: the scenario's `faults:` and its churn (a session model or a trace)
 turned into time-ordered FaultEvents, with the nodes that join later. Executed by the rules of
-orchestrator/faults.py, live or simulated."""
+orchestrator/fault_rules.py, live or simulated."""
 from __future__ import annotations
 
 import random

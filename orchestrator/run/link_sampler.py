@@ -2,7 +2,7 @@
 the nodes run, into the run's `kernel_traffic.jsonl.gz` (one line per node per sample: ts, node,
 sent/received bytes and packets, cumulative since the link was made). It exists for every node
 implementation, and for peerlab's own nodes it can be held against what they logged
-(analysis/kernel_traffic.py). A backend whose sample is slow (Kubernetes: an exec per pod) is sampled
+(analysis/kernel_traffic.py). A backend whose sample is slow (Kubernetes: a round trip per pod) is sampled
 less often, so that sampling takes at most a tenth of the time; one sample is always taken at T0 and
 one after the nodes stopped, so the totals from T0 are whole at any interval."""
 from __future__ import annotations
@@ -50,7 +50,7 @@ class LinkSampler:
         if counters is None:
             return False
         self._took = time.monotonic() - began
-        now = (began_ns + self.dilation.time_ns()) // 2  # a slow read (an exec per pod) is stamped at its middle
+        now = (began_ns + self.dilation.time_ns()) // 2  # a slow read (a round trip per pod) is stamped at its middle
         with self._lock, open(self.path, "a") as f:
             for node, c in sorted(counters.items()):
                 f.write(json.dumps({"ts": now, "node": node, **c}, separators=(",", ":")) + "\n")

@@ -1,4 +1,4 @@
-"""The fault timeline's actions on a live run (the `FaultExecutor` of orchestrator/faults.py): node
+"""The fault timeline's actions on a live run (the `FaultExecutor` of orchestrator/fault_rules.py): node
 processes killed, stopped and started through the backend; partitions, rates, latency and loss
 through the run's link shaper (orchestrator/shaping/mechanisms.py), whatever its mechanism.
 

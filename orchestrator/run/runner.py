@@ -22,7 +22,7 @@ from rich.console import Console
 from node import contract
 from node.adapters import PEERLAB
 from node.dilation import Dilation
-from orchestrator import faults, shaping
+from orchestrator import fault_rules, shaping
 from orchestrator.backends import Backend, RunContext, get_backend
 from orchestrator.control.contract_client import ContractClient
 from orchestrator.control.node_client import ControlClient, NodeError
@@ -232,7 +232,7 @@ class Runner(Readiness, RunRecord):
         async def execute(fault: FaultEvent, shaped: FaultEvent) -> None:
             """`shaped`: the fault as shaping applies it (a dilated run's degradations)."""
             issued = self.dilation.time_ns()
-            action = faults.step(shaped, live, self.backend.alive, self.degraded)
+            action = fault_rules.step(shaped, live, self.backend.alive, self.degraded)
             if isinstance(action, str):
                 self.warn(action)
                 return
@@ -241,7 +241,7 @@ class Runner(Readiness, RunRecord):
             # a kill takes effect when the signal is sent; the others once they are done
             took_effect = issued if fault.action == "kill" else self.dilation.time_ns()
             self.manifest["faults_executed"].append(
-                faults.record(fault, took_effect, self.t0_ns, digits=3, issued_ns=issued))
+                fault_rules.record(fault, took_effect, self.t0_ns, digits=3, issued_ns=issued))
             what = fault.node or (f"into {len(fault.groups)} sides" if fault.groups else "the network")
             self.step(f"fault: {fault.action} {what} at T0+{(took_effect - self.t0_ns) / 1e9:.2f}s")
 

@@ -21,8 +21,8 @@ per version into the user's cache). This module starts it and speaks its protoco
 Every node of a run, whoever wrote it, is delayed by this one mechanism, and the calibration
 measures it like netem. One process serves all the namespaces of a run (`DelayLines`), or, where the
 namespaces are on other machines (kubernetes pods), one runs inside each node's namespace and
-attaches to its own (OWN_NETNS; `python -m orchestrator.shaping.delayline` there runs the image's
-binary). It reads JSON lines on stdin and answers each with one JSON line on stdout:
+attaches to its own (OWN_NETNS), started by the pod's shaper agent (agent.py) and spoken to through
+it, or by `python -m orchestrator.shaping.delayline` there, which runs the image's binary. It reads JSON lines on stdin and answers each with one JSON line on stdout:
 
     {"op": "attach", "netns": "/var/run/netns/plab-n3", "ifname": "eth0", "node": "n3",
      "delays_ms": {"10.1.0.5": 40.0, ...}}                  -> {"ok": "n3"}
@@ -113,18 +113,18 @@ class DelayLineProcess:
 
 
 class DelayLines:
-    """A run's delay line as the runner uses it: one process for every namespace, or, with `python_in`
-    (node -> the command of a Python in that node's namespace), one inside each node's namespace.
-    `attach` goes to the node's process; `links` and `degrade` to every one (a degraded node's packets
-    are held where they arrive); `stats` adds up their answers."""
+    """A run's delay line as the runner uses it: one process for every namespace, or, with `line_in`
+    (node, seed -> a delay line inside that node's namespace, with `request` and `close`), one inside
+    each node's namespace. `attach` goes to the node's line; `links` and `degrade` to every one (a
+    degraded node's packets are held where they arrive); `stats` adds up their answers."""
 
     def __init__(self, seed: int, nodes: list[str], netns_path: Callable[[str], str],
-                 python_in: Callable[[str], list[str]] | None = None):
-        self.netns_path = netns_path if python_in is None else (lambda _node: OWN_NETNS)
-        if python_in is None:
+                 line_in: Callable[[str, int], Any] | None = None):
+        self.netns_path = netns_path if line_in is None else (lambda _node: OWN_NETNS)
+        if line_in is None:
             self.lines = {None: DelayLineProcess(seed)}
         else:
-            self.lines = {node: DelayLineProcess(seed + i, python_in(node)) for i, node in enumerate(nodes)}
+            self.lines = {node: line_in(node, seed + i) for i, node in enumerate(nodes)}
 
     def _each(self, msg: dict[str, Any]) -> list[dict[str, Any]]:
         if len(self.lines) == 1:

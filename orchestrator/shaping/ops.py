@@ -117,6 +117,17 @@ class Sent(Op):
 
 
 @dataclass(frozen=True)
+class Counters(Op):
+    """The interface's kernel counters: bytes and packets it transmitted and received (headers,
+    handshakes and retransmissions included)."""
+    op = "counters"
+
+    def run(self, ipr: Any) -> dict[str, Any]:
+        stats = ipr.get_links(tc.link_index(ipr, self.ifname))[0].get_attr("IFLA_STATS64")
+        return {name: stats[name] for name in ("tx_bytes", "rx_bytes", "tx_packets", "rx_packets")}
+
+
+@dataclass(frozen=True)
 class Describe(Op):
     """The qdiscs and classes on the interface, one line each."""
     op = "describe"
@@ -131,7 +142,7 @@ class PeerIndex(Op):
     op = "peer_index"
 
     def run(self, ipr: Any) -> dict[str, Any]:
-        link = ipr.get_links(ipr.link_lookup(ifname=self.ifname)[0])[0]
+        link = ipr.get_links(tc.link_index(ipr, self.ifname))[0]
         return {"index": link.get_attr("IFLA_LINK")}
 
 
@@ -148,8 +159,8 @@ class Probe(Op):
 
 
 KINDS: dict[str, type[Op]] = {cls.op: cls for cls in (Egress, Download, Cut, Heal, Rate, DegradeEgress,
-                                                       DegradeIngress, RedirectIngress, Sent, Describe,
-                                                       PeerIndex, Probe)}
+                                                       DegradeIngress, RedirectIngress, Sent, Counters,
+                                                       Describe, PeerIndex, Probe)}
 
 
 def apply(ipr: Any, ops: list[Op]) -> list[dict[str, Any]]:

@@ -95,8 +95,16 @@ def _u32_src(address: str) -> str:
     return f"0x{int.from_bytes(socket.inet_aton(address), 'big'):08x}/0xffffffff+12"
 
 
+def link_index(ipr: NetNS, ifname: str) -> int:
+    """The interface's index in the handle's namespace; a missing one is named, not an IndexError."""
+    found = ipr.link_lookup(ifname=ifname)
+    if not found:
+        raise LookupError(f"no interface {ifname!r} in this network namespace")
+    return found[0]
+
+
 def clear(ipr: NetNS, ifname: str) -> None:
-    index = ipr.link_lookup(ifname=ifname)[0]
+    index = link_index(ipr, ifname)
     try:
         ipr.tc("del", index=index, handle="1:", root=True)
     except NetlinkError as err:
@@ -119,7 +127,7 @@ def _netem(ipr: Any, verb: str, index: int, parent: str, handle: str, rate_bps: 
 def shape_egress(ipr: NetNS, ifname: str, shape: NodeShape, with_netem: bool) -> None:
     """Build the node's egress tree on `ifname` (see the module docstring)."""
     clear(ipr, ifname)
-    index = ipr.link_lookup(ifname=ifname)[0]
+    index = link_index(ipr, ifname)
     up = shape.up_bps
     ipr.tc("add", "htb", index=index, handle="1:", default=0x2)
     _htb_class(ipr, "add-class", index, "1:1", "1:", up, up)
@@ -138,7 +146,7 @@ def shape_egress(ipr: NetNS, ifname: str, shape: NodeShape, with_netem: bool) ->
 def degrade_egress(ipr: NetNS, ifname: str, shape: NodeShape, delay_ms: float, loss: float) -> None:
     """Netem mode's `degrade` of a node, its sending half: every latency bucket's netem gets `delay_ms`
     more and `loss` on top of the plan's (zeros restore the plan's), changed in place."""
-    index = ipr.link_lookup(ifname=ifname)[0]
+    index = link_index(ipr, ifname)
     for i, bucket in enumerate(shape.buckets):
         minor = f"{0x10 + i:x}"
         _netem(ipr, "change", index, f"1:{minor}", f"{minor}:", shape.up_bps, bucket.delay_ms + delay_ms,
@@ -148,7 +156,7 @@ def degrade_egress(ipr: NetNS, ifname: str, shape: NodeShape, delay_ms: float, l
 def degrade_ingress(ipr: NetNS, ifname: str, down_bps: int, delay_ms: float, loss: float) -> None:
     """Netem mode's `degrade` of a node, its receiving half, on the switch side of its link: the
     download class's leaf becomes a netem (delay, loss); zeros put the plain FIFO back."""
-    index = ipr.link_lookup(ifname=ifname)[0]
+    index = link_index(ipr, ifname)
     if delay_ms or loss:
         _netem(ipr, "replace", index, DOWN_CLASS, DEGRADE_QDISC, down_bps, delay_ms, 0.0, loss)
     else:
@@ -166,7 +174,7 @@ def cut_off(ipr: NetNS, ifname: str, sources: list[str]) -> None:
     `sources` (class 1:3, a pfifo of 0 packets). Dropped in the network, not in the sender's own
     qdisc: its TCP sees plain loss and backs off, instead of the local-congestion errors that make
     Linux give a connection up within seconds."""
-    index = ipr.link_lookup(ifname=ifname)[0]
+    index = link_index(ipr, ifname)
     _htb_class(ipr, "add-class", index, CUT_CLASS, "1:1", 8000, 8000)
     ipr.tc("add", "pfifo", index=index, parent=CUT_CLASS, handle=CUT_QDISC, limit=0)
     for address in sources:
@@ -176,7 +184,7 @@ def cut_off(ipr: NetNS, ifname: str, sources: list[str]) -> None:
 
 def reconnect(ipr: NetNS, ifname: str) -> None:
     """Heal: remove the partition's filters and its class (a no-op on a node that was not cut)."""
-    index = ipr.link_lookup(ifname=ifname)[0]
+    index = link_index(ipr, ifname)
     try:
         # handle 0 at a prio: the kernel removes every filter of that priority at once
         ipr.tc("del-filter", "u32", index=index, parent="1:", prio=CUT_PRIO, protocol=ETH_P_IP,
@@ -189,7 +197,7 @@ def reconnect(ipr: NetNS, ifname: str) -> None:
 
 def set_rate(ipr: NetNS, ifname: str, bps: int) -> None:
     """Change the node's link rate in place (class 1:1; its children may borrow up to it)."""
-    index = ipr.link_lookup(ifname=ifname)[0]
+    index = link_index(ipr, ifname)
     _htb_class(ipr, "change-class", index, "1:1", "1:", bps, bps)
     for c in ipr.get_classes(index=index):
         handle = _handle(c["handle"])
@@ -203,7 +211,7 @@ def shape_download(ipr: NetNS, ifname: str, down_bps: int) -> None:
     goes to the leaf class 1:2, so that a partition's class beside it never turns the default class
     into an inner one (HTB would then pass the node's traffic unshaped)."""
     clear(ipr, ifname)
-    index = ipr.link_lookup(ifname=ifname)[0]
+    index = link_index(ipr, ifname)
     ipr.tc("add", "htb", index=index, handle="1:", default=0x2)
     _htb_class(ipr, "add-class", index, "1:1", "1:", down_bps, down_bps)
     _htb_class(ipr, "add-class", index, DOWN_CLASS, "1:1", down_bps, down_bps)
@@ -215,9 +223,9 @@ def redirect_ingress(ipr: NetNS, ifname: str, ifb: str) -> None:
     first, where `shape_download` and `cut_off` act on it as on a switch port."""
     if not ipr.link_lookup(ifname=ifb):
         ipr.link("add", ifname=ifb, kind="ifb")
-    ifb_index = ipr.link_lookup(ifname=ifb)[0]
+    ifb_index = link_index(ipr, ifb)
     ipr.link("set", index=ifb_index, state="up")
-    index = ipr.link_lookup(ifname=ifname)[0]
+    index = link_index(ipr, ifname)
     try:
         ipr.tc("del", "ingress", index=index, handle="ffff:")
     except NetlinkError as err:
@@ -232,7 +240,7 @@ def redirect_ingress(ipr: NetNS, ifname: str, ifb: str) -> None:
 def link_sent(ipr: Any, ifname: str) -> dict[str, int]:
     """What the node's link class 1:1 has sent, as HTB counts it: every Ethernet frame with its
     headers (a GSO super-packet counts as the frames it becomes). What the configured rate is of."""
-    index = ipr.link_lookup(ifname=ifname)[0]
+    index = link_index(ipr, ifname)
     for c in ipr.get_classes(index=index):
         if c["handle"] == 0x10001:
             basic = c.get_attr("TCA_STATS2").get_attr("TCA_STATS_BASIC")
@@ -242,7 +250,7 @@ def link_sent(ipr: Any, ifname: str) -> dict[str, int]:
 
 def describe(ipr: NetNS, ifname: str) -> list[str]:
     """The qdiscs and classes on `ifname`, one line each (for tests and `peerlab doctor`)."""
-    index = ipr.link_lookup(ifname=ifname)[0]
+    index = link_index(ipr, ifname)
     lines = []
     for q in ipr.get_qdiscs(index=index):
         lines.append(f"qdisc {q.get_attr('TCA_KIND')} {q['handle'] >> 16:x}: parent {_handle(q['parent'])}")
@@ -275,7 +283,7 @@ PROBE_OPTIONS: dict[str, dict[str, Any]] = {"netem": {"delay": 1000}, "htb": {"d
 
 def try_qdisc(ipr: Any, kind: str, **options: Any) -> tuple[bool, str]:
     """Attach a `kind` root qdisc to loopback and take it off again."""
-    lo = ipr.link_lookup(ifname="lo")[0]
+    lo = link_index(ipr, "lo")
     try:
         ipr.tc("add", kind, index=lo, handle="1:", root=True, **(options or PROBE_OPTIONS.get(kind, {})))
     except NetlinkError as err:

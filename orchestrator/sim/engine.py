@@ -25,7 +25,7 @@ from node import ids
 from node.lifecycle import NodeLifecycle
 from node.memnet import MemNetwork
 from node.protocols import get_protocol
-from orchestrator import faults
+from orchestrator import fault_rules
 from orchestrator.model.plan import FaultEvent, RunPlan
 
 FLUSH_EVERY = 200_000  # buffered event lines before they are appended to the files
@@ -178,15 +178,15 @@ class Simulation:
         self.lives[node_id].arm(int(self.t0 * 1e9))
 
     def _fault(self, fault: FaultEvent) -> None:
-        """Execute one fault by the runner's rules (orchestrator/faults.py), at its exact virtual time."""
-        action = faults.step(fault, self, lambda n: n in self.net.nodes and self.net.nodes[n].up, self._degraded)
+        """Execute one fault by the runner's rules (orchestrator/fault_rules.py), at its exact virtual time."""
+        action = fault_rules.step(fault, self, lambda n: n in self.net.nodes and self.net.nodes[n].up, self._degraded)
         if isinstance(action, str):
             return  # the runner warns and skips these too
         fn, args = action
         fn(*args)
-        self.stats.faults_executed.append(faults.record(fault, int(self.net.now * 1e9), int(self.t0 * 1e9)))
+        self.stats.faults_executed.append(fault_rules.record(fault, int(self.net.now * 1e9), int(self.t0 * 1e9)))
 
-    # the FaultExecutor of orchestrator/faults.py, on the discrete-event network
+    # the FaultExecutor of orchestrator/fault_rules.py, on the discrete-event network
     def kill(self, node: str) -> None:
         self.lives[node].disarm()  # a killed process takes its timers with it
         self.net.crash(node, reason="closed by peer")

@@ -5,7 +5,7 @@ import pyarrow.dataset as ds
 import pytest
 
 from analysis import metrics, synthetic
-from analysis.bench import disagreements
+from analysis.engine_bench import disagreements
 from tests.support.cli import peerlab
 
 pytestmark = pytest.mark.spark

@@ -9,8 +9,9 @@ import pytest
 from pyroute2 import NetNS
 
 from orchestrator import shaping
-from orchestrator.shaping import tc
-from orchestrator.shaping.delayline import DelayLineProcess, probe, summary
+from orchestrator.shaping import ops, tc
+from orchestrator.shaping.agent import AgentDelayLine, PipeLines, ShaperAgent
+from orchestrator.shaping.delayline import DelayLineProcess, DelayLines, probe, summary
 from tests.support import links
 
 pytestmark = [pytest.mark.emulation, pytest.mark.exclusive]
@@ -199,3 +200,39 @@ def test_a_burst_of_parallel_streams_at_full_rate_leaves_on_time(pair):
     # 5%, not the run's warning threshold (1%): a busy host delays the line's own wake-ups now and then;
     # the Python line this replaced let most packets out late
     assert stats["late_10ms_share"] < 0.05, stats["late_ms"]
+
+
+def _agent(netns: str) -> ShaperAgent:
+    """A shaper agent in the namespace, as a pod's shaper sidecar runs one (there over an exec stream)."""
+    return ShaperAgent(PipeLines(["ip", "netns", "exec", netns, sys.executable, "-m", "orchestrator.shaping",
+                                  "--serve"]), netns)
+
+
+def test_one_delay_line_per_namespace_through_its_shaper_agent_delays_as_the_one_for_all(pair):
+    """The kubernetes layout: each namespace's agent starts a delay line there and carries its requests,
+    its tc operations and its counters on one stream; closing the agent ends its delay line."""
+    agents = {"a": _agent(A), "b": _agent(B)}
+    try:
+        lines = DelayLines(1, ["a", "b"], lambda node: "unused",
+                           line_in=lambda node, seed: AgentDelayLine(agents[node], seed))
+        lines.request(op="links", ips={"a": IP["a"], "b": IP["b"]}, jitter_ms=0, loss=0)
+        lines.attach("b", "eth0", {IP["a"]: 30.0})
+        lines.attach("a", "eth0", {IP["b"]: 10.0})
+        rtt, mbit = _measure()
+        assert 40.0 <= rtt <= 44.0 and mbit > 20
+        stats = lines.request(op="stats")
+        assert stats["packets"]["a"] > 0 and stats["packets"]["b"] > 0 and not stats["errors"]
+
+        (counters,) = agents["a"].apply([ops.Counters("eth0")])
+        assert counters["tx_bytes"] > 2 * 20e6 / 8  # the 2 s stream, and its headers
+        with pytest.raises(RuntimeError, match="shaper in .* failed: LookupError: no interface .nope0."):
+            agents["a"].apply([ops.Describe("nope0")])
+        (again,) = agents["a"].apply([ops.Counters("eth0")])  # a failed request leaves the agent serving
+        assert again["tx_bytes"] >= counters["tx_bytes"]
+    finally:
+        for agent in agents.values():
+            agent.close()
+    assert [agent.lines.proc.returncode for agent in agents.values()] == [0, 0]
+    out = subprocess.run(["ip", "netns", "exec", A, sys.executable, "-c", CLIENT], capture_output=True,
+                         text=True, timeout=30)
+    assert out.returncode != 0 and "timed out" in out.stderr  # the delay lines ended with their agents

@@ -4,9 +4,9 @@ by the real helm (the chart's schema and templates), and every pod of its Statef
 containers built from the rendered pod spec (tests/support/pod_spec.py: the image, command, env,
 non-root user, capabilities, read-only root, volumes and memory limits the chart asks for), on a
 Docker network of its own. `exec` is `docker exec` into the named container, as the exec API runs a
-command in one; the control API is reached on the pod's address from the host (a cluster proxies it
-through the API server). Not a cluster: no API server, scheduler, probes or Pod Security admission;
-docs/backends.md says what only a real cluster checks.
+command in one (`open_lines`: `docker exec -i`, kept open); the control API is reached on the pod's
+address from the host (a cluster proxies it through the API server). Not a cluster: no API server,
+scheduler, probes or Pod Security admission; docs/backends.md says what only a real cluster checks.
 """
 from __future__ import annotations
 
@@ -18,8 +18,10 @@ from typing import Any, Callable
 import yaml
 
 from orchestrator.backends.docker import LABEL, docker_client, remove_docker_objects
-from orchestrator.backends.kube_cluster import CHART, ExecResult, helm_binary, write_values
+from orchestrator.backends.kube_cluster import CHART, helm_binary, write_values
+from orchestrator.backends.kube_exec import ExecResult
 from orchestrator.control.node_client import ControlClient
+from orchestrator.shaping.agent import PipeLines
 
 
 class DockerPods:
@@ -93,6 +95,9 @@ class DockerPods:
         except subprocess.TimeoutExpired as err:
             return ExecResult(124, str(err.stdout or ""), str(err.stderr or ""))
         return ExecResult(done.returncode, done.stdout, done.stderr)
+
+    def open_lines(self, pod: str, container: str, argv: list[str]) -> PipeLines:
+        return PipeLines([*self._docker_exec(pod, container), *argv])
 
     def python_in(self, pod: str, container: str) -> list[str]:
         return [*self._docker_exec(pod, container), "python3"]

@@ -1,6 +1,6 @@
-"""The fault timeline's rules (orchestrator/faults.py), the same for the live runner and the simulator:
+"""The fault timeline's rules (orchestrator/fault_rules.py), the same for the live runner and the simulator:
 which action a planned fault becomes, and when it is skipped."""
-from orchestrator import faults
+from orchestrator import fault_rules
 from orchestrator.model.plan import FaultEvent
 
 
@@ -10,7 +10,7 @@ class Recorder:
 
 
 def decide(fault, up=(), degraded=()):
-    result = faults.step(fault, Recorder(), lambda n: n in up, set(degraded))
+    result = fault_rules.step(fault, Recorder(), lambda n: n in up, set(degraded))
     if isinstance(result, str):
         return result
     fn, args = result

@@ -276,7 +276,7 @@ def test_presets_set_every_parameter_and_explicit_values_win():
 def test_the_router_benchmark_relays_signed_messages():
     """`peerlab bench router` feeds the relay messages its neighbour signed: every one is relayed to
     the rest of the mesh (a benchmark of rejected messages would time nothing)."""
-    from orchestrator.tools.bench import bench_router
+    from orchestrator.tools.bench_runs import bench_router
 
     (result,) = bench_router([1024], messages=20)
     assert result["relayed_copies"] == 20 * (result["mesh"] - 1)

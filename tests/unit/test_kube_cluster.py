@@ -15,8 +15,9 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.stream import stream as real_stream
 from kubernetes.stream.ws_client import WSClient
 
-from orchestrator.backends import kube_cluster
-from orchestrator.backends.kube_cluster import NO_STATUS, TIMED_OUT, ExecResult, KubeCluster
+from orchestrator.backends import kube_exec
+from orchestrator.backends.kube_cluster import KubeCluster
+from orchestrator.backends.kube_exec import NO_STATUS, TIMED_OUT, ExecResult
 from orchestrator.backends.kubernetes import KubernetesBackend
 from tests.support.kubeconfig import KUBECONFIG
 
@@ -100,7 +101,7 @@ def test_a_command_that_never_ends_returns_after_its_timeout(cluster, monkeypatc
 
 
 def test_an_exec_whose_handshake_hangs_fails_after_the_connect_timeout(cluster, monkeypatch):
-    monkeypatch.setattr(kube_cluster, "CONNECT_TIMEOUT", 0.2)
+    monkeypatch.setattr(kube_exec, "CONNECT_TIMEOUT", 0.2)
     monkeypatch.setattr(kubernetes.stream, "stream", lambda *a, **k: __import__("time").sleep(5))
     with pytest.raises(RuntimeError, match="no answer from the API server"):
         cluster.exec("pl1-nodes-0", "node", ["true"])
@@ -241,3 +242,54 @@ def test_an_api_server_nobody_answers_is_named_before_anything_is_installed(clus
     cluster.core.api_client.rest_client.pool_manager.connection_pool_kw["retries"] = 0
     with pytest.raises(RuntimeError, match=r"API server at https://127.0.0.1:1 does not answer"):
         cluster.ensure_namespace()
+
+
+class LineStream:
+    """An open exec stream of a long-lived command: what it prints arrives in the frames given, then
+    the socket closes (or, with `stays_open`, nothing more comes)."""
+
+    def __init__(self, frames: list[tuple[int, str]], stays_open: bool = False):
+        self.frames, self.stays_open, self.sent = list(frames), stays_open, []
+        self.ws = closed_stream("", "", status=None)
+
+    def write_stdin(self, data):
+        self.sent.append(data)
+
+    def readline_stdout(self, timeout=None):
+        while True:
+            data = self.ws._channels.get(1, "")
+            if "\n" in data:
+                line, _, rest = data.partition("\n")
+                self.ws._channels[1] = rest
+                return line
+            if not self.frames:
+                return None
+            channel, text = self.frames.pop(0)
+            self.ws._channels[channel] = self.ws._channels.get(channel, "") + text
+
+    def peek_stderr(self):
+        return bool(self.ws._channels.get(2))
+
+    def read_stderr(self):
+        return self.ws._channels.pop(2, "")
+
+    def is_open(self):
+        return self.stays_open
+
+    def close(self):
+        pass
+
+
+def test_a_long_lived_command_is_spoken_to_a_line_at_a_time_and_its_end_says_why():
+    stream = LineStream([(1, '{"done": [1'), (1, ']}\n{"done"'), (2, "Traceback ...\nOSError: no such device\n"),
+                         (1, ": []}\n")])
+    lines = kube_exec.ExecLines(stream, "pl1-nodes-0")
+    lines.send('{"ops": []}')
+    assert stream.sent == ['{"ops": []}\n']
+    assert lines.receive(5) == '{"done": [1]}'  # a line split over frames comes whole
+    assert lines.receive(5) == '{"done": []}'
+    with pytest.raises(RuntimeError, match="pod pl1-nodes-0 closed: Traceback ...\nOSError: no such device"):
+        lines.receive(5)
+    silent = kube_exec.ExecLines(LineStream([], stays_open=True), "pl1-nodes-1")
+    with pytest.raises(RuntimeError, match="pl1-nodes-1 gave no line in 2 s"):
+        silent.receive(2)
