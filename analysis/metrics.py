@@ -30,6 +30,12 @@ def publishes(events: DataFrame) -> DataFrame:
                                    F.min("ts").alias("t_pub"), F.first("size").alias("size")))
 
 
+def refused(events: DataFrame) -> DataFrame:
+    """One row per publish the implementation refused (`publish_refused`): msg_id, origin, reason."""
+    return (events.where(F.col("type") == "publish_refused")
+            .groupBy("msg_id").agg(F.first("node").alias("origin"), F.first("reason").alias("reason")))
+
+
 def expected_receivers(pubs: DataFrame, subs: DataFrame) -> DataFrame:
     """(msg_id, receiver) for every subscriber of the message's topic other than its publisher (a
     subscription with a `since` column: from that time on)."""
@@ -240,6 +246,17 @@ def _messages(run: RunData) -> int:
 @metric("window")
 def _window(run: RunData) -> dict[str, Any]:
     return {"from_s": run.window["from_s"], "messages_before": run.published["all"] - run.published["measured"]}
+
+
+@metric("publishes_refused")
+def _publishes_refused(run: RunData) -> dict[str, Any] | None:
+    """Publishes the node's implementation refused (the message never left it, so no one is expected
+    to get it), where there were any: how many, and the first few with the library's reason."""
+    rows = run.refused.orderBy("msg_id").collect()
+    if not rows:
+        return None
+    return {"count": len(rows), "first": [{"msg_id": r["msg_id"], "node": r["origin"], "reason": r["reason"]}
+                                          for r in rows[:5]]}
 
 
 @metric("delivery_ratio")

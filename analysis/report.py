@@ -122,15 +122,20 @@ def _flatten(section: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]
 
 
 def _faults_section(metrics: dict[str, Any], manifest: dict[str, Any]) -> str:
-    """Accounting of planned publishes, the fault timeline as executed, and each partition."""
+    """Accounting of planned publishes (with those an implementation refused), the fault timeline as
+    executed, and each partition."""
     executed = manifest.get("faults_executed") or []
     acc = metrics.get("accounting") or {}
-    if not executed and not acc.get("publisher_down"):
+    refused = metrics.get("publishes_refused") or {}
+    if not executed and not acc.get("publisher_down") and not refused:
         return ""
     counts: dict[str, int] = {}
     for f in executed:
         counts[f["action"]] = counts.get(f["action"], 0) + 1
     rows = [(f"publishes: {k.replace('_', ' ')}", v) for k, v in acc.items()]
+    if refused:
+        rows += [("publishes: refused by the implementation (not expected anywhere)", refused["count"])]
+        rows += [(f"refused: {r['msg_id']} at {r['node']}", r["reason"]) for r in refused["first"]]
     rows += [("faults executed", ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "none")]
     parts = "".join(f"<h3>Partition at T0+{_fmt(p['at_s'])}s</h3>" + _table(list(p.items()))
                     for p in metrics.get("partitions") or [])

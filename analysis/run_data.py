@@ -124,10 +124,17 @@ class RunData:
         return {"from_s": start, "from_ns": int(t0 + start * 1e9) if start and t0 else 0}
 
     @shared
+    def refused(self) -> DataFrame:
+        """The publishes an implementation refused (the message never left its node)."""
+        return self._keep(M.refused(self.events))
+
+    @shared
     def all_publishes(self) -> DataFrame:
-        """The workload: the honest nodes' publishes (an attacker's flood is traffic, not workload)."""
+        """The workload: the honest nodes' publishes (an attacker's flood is traffic, not workload),
+        less those their implementation refused (`publishes_refused` counts them)."""
         honest = [n["id"] for n in self.plan["nodes"] if n.get("role", "honest") == "honest"]
-        return self._keep(M.publishes(self.events).where(F.col("origin").isin(honest)))
+        return self._keep(M.publishes(self.events).where(F.col("origin").isin(honest))
+                          .join(self.refused.select("msg_id"), "msg_id", "left_anti"))
 
     @shared
     def all_deliveries(self) -> DataFrame:

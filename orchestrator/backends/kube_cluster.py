@@ -196,8 +196,14 @@ class KubeCluster:
                 next_report += 10
         if set(ready) != wanted:
             late = sorted(wanted - set(ready))
+            hint = ""
+            if any("ImagePull" in why.get(p, "") for p in late):
+                hint = (": the cluster cannot get the pods' image. Build this checkout's images (`peerlab image "
+                        "build --implementation all`) and import them into the local cluster (`peerlab cluster "
+                        "load TAG...`, or `cluster up` again), or push them where your cluster pulls from "
+                        "(PEERLAB_IMAGE)")
             raise RuntimeError(f"{len(late)} pods not running after {timeout:.0f}s, e.g. "
-                               + "; ".join(f"{p} ({why.get(p, 'not created')})" for p in late[:3]))
+                               + "; ".join(f"{p} ({why.get(p, 'not created')})" for p in late[:3]) + hint)
         return ready
 
     @staticmethod

@@ -162,6 +162,24 @@ def test_gossipsub_extras_skip_the_warmup_and_count_control_and_saves(tmp_path, 
     assert "Protocol: gossipsub" in (tmp_path / "analysis" / "report.html").read_text()
 
 
+def test_a_publish_its_implementation_refused_is_counted_apart_and_expected_nowhere(tmp_path, spark):
+    """rust-libp2p and js-libp2p refuse a publish while they know no peer subscribed to the topic (a
+    node just restarted): the message never leaves its node. It is not a delivery lost by the
+    network: delivery stays 1.0 over the four messages sent, the refusal is counted and shown."""
+    write_gossipsub_run(tmp_path, 0)
+    at = 1_000_000_000_000 + 5000 * MS
+    refusal = [{"ts": at, "node": "n0", "type": "publish_message", "topic": "t", "msg_id": "m4", "size": 1000, "seq": 5},
+               {"ts": at + MS, "node": "n0", "type": "publish_refused", "topic": "t", "msg_id": "m4",
+                "reason": "NoPeersSubscribedToTopic"}]
+    with gzip.open(tmp_path / "events" / "n0.jsonl.gz", "wt") as f:
+        f.writelines(json.dumps(x) + "\n" for x in refusal)
+    m = analyse(tmp_path, spark)
+    assert (m["messages"], m["delivery_ratio"]) == (4, 1.0)
+    assert m["publishes_refused"] == {"count": 1, "first": [{"msg_id": "m4", "node": "n0",
+                                                              "reason": "NoPeersSubscribedToTopic"}]}
+    assert "refused by the implementation" in (tmp_path / "analysis" / "report.html").read_text()
+
+
 def test_accounting_and_delivery_among_nodes_up(tmp_path, spark):
     """The hand-built run with a timeline: every node armed at T0, n3 SIGKILLed at 60 ms (the
     manifest says so; its log just ends), the others stop at 1 s."""

@@ -149,6 +149,24 @@ def test_an_expired_watch_is_listed_and_watched_again(cluster, monkeypatch):
     assert len(calls) == 3 and all(c["_request_timeout"] for c in calls)
 
 
+def test_pods_whose_image_the_cluster_cannot_get_are_named_with_how_to_give_it_the_image(cluster, monkeypatch):
+    waiting = SimpleNamespace(state=SimpleNamespace(running=None, waiting=SimpleNamespace(reason="ImagePullBackOff")))
+    stuck = SimpleNamespace(metadata=SimpleNamespace(name="pl1-nodes-0"),
+                            status=SimpleNamespace(phase="Pending", pod_ip=None, container_statuses=[waiting, waiting],
+                                                   conditions=[]))
+
+    class ScriptedWatch:
+        def stream(self, fn, *args, **kwargs):
+            yield {"type": "ADDED", "object": stuck}
+
+        def stop(self):
+            pass
+    monkeypatch.setattr(kubernetes.watch, "Watch", ScriptedWatch)
+    with pytest.raises(RuntimeError, match=r"pl1-nodes-0 \(Pending: ImagePullBackOff.*peerlab image build "
+                                           r"--implementation all.*peerlab cluster load"):
+        cluster.wait_pods("peerlab.run=000001", ["pl1-nodes-0"], timeout=0.5)
+
+
 class NamespaceApi:
     def __init__(self, existing_labels=None, status=404):
         self.existing, self.status, self.created, self.kwargs = existing_labels, status, [], []

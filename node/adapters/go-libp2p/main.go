@@ -283,7 +283,7 @@ func (n *node) publish(ctx context.Context, seq int, topic string, size int) {
 		err = t.Publish(ctx, data)
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "publish %s: %v\n", name, err)
+		n.log.emit("publish_refused", "topic", topic, "msg_id", name, "reason", err.Error())
 	}
 }
 

@@ -228,7 +228,7 @@ cfg.schedule.forEach(([offset, topic, size], index) => {
     data.set(new TextEncoder().encode(msgId + '\n'))
     randomFillSync(data, msgId.length + 1)
     emit('publish_message', { topic, msg_id: msgId, size: data.length, seq })
-    pubsub.publish(topic, data).catch((err) => console.error(`publish ${msgId}: ${err.message}`))
+    pubsub.publish(topic, data).catch((err) => emit('publish_refused', { topic, msg_id: msgId, reason: err.message }))
   })
 })
 for (const [offset, topic] of cfg.late_subscriptions) {

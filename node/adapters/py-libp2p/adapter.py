@@ -222,7 +222,10 @@ class Node:
         data = msg_id + b"\n" + os.urandom(max(0, size - len(msg_id) - 1))
         self.log.emit("publish_message", topic=topic, msg_id=msg_id.decode(), size=len(data), seq=seq)
         self.delivered.add(msg_id)
-        await self.pubsub.publish(topic, data)
+        try:
+            await self.pubsub.publish(topic, data)
+        except Exception as err:  # noqa: BLE001 - the library's refusal, whatever its class, is the event
+            self.log.emit("publish_refused", topic=topic, msg_id=msg_id.decode(), reason=f"{err.__class__.__name__}: {err}")
 
     async def _subscribe_at(self, when: float, topic: str) -> None:
         await trio.sleep(max(0.0, when - time.time()))

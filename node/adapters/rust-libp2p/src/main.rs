@@ -407,6 +407,6 @@ fn publish(swarm: &mut Swarm<Node>, cfg: &Config, index: usize) {
     let gossipsub = &mut swarm.behaviour_mut().gossipsub;
     match gossipsub.inner.publish(IdentTopic::new(topic.as_str()), data) {
         Ok(id) => gossipsub.published(&id.0),
-        Err(err) => eprintln!("{NAME}: publish {msg_id}: {err}"),
+        Err(err) => events::emit("publish_refused", json!({"topic": topic, "msg_id": msg_id, "reason": err.to_string()})),
     }
 }
