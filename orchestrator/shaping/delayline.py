@@ -46,6 +46,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 from orchestrator.shaping import native_build
+from orchestrator.shaping.agent import PipeLines
 
 LATE_WARN = 0.01          # share of packets released 10 ms or more late above which a run warns
 OWN_NETNS = "/proc/self/ns/net"  # attach: the namespace the delay line itself runs in
@@ -87,29 +88,25 @@ class DelayLineProcess:
         """`python`: the command of a Python elsewhere (in another namespace, on another machine) to start
         it with (`-m orchestrator.shaping.delayline` runs the binary there); else the binary, here."""
         command = [*python, *MODULE] if python else [str(native_build.path())]
-        self.proc = subprocess.Popen([*command, "--seed", str(seed)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+        self.lines = PipeLines([*command, "--seed", str(seed)])
         self.lock = threading.Lock()
 
     def request(self, **msg: Any) -> dict[str, Any]:
         with self.lock:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the delay line exited (code {self.proc.returncode}); packets are not delayed")
-            self.proc.stdin.write(json.dumps(msg) + "\n")
-            self.proc.stdin.flush()
-            answer = json.loads(self.proc.stdout.readline() or '{"error": "no answer"}')
+            code = self.lines.proc.poll()
+            if code is not None:
+                raise RuntimeError(f"the delay line exited (code {code}); packets are not delayed")
+            try:
+                self.lines.send(json.dumps(msg))
+                answer = json.loads(self.lines.receive(0))
+            except RuntimeError:
+                answer = {"error": "no answer"}
         if "error" in answer:
             raise RuntimeError(f"delay line, {msg['op']}: {answer['error']}")
         return answer
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.stdin.close()  # EOF: it exits
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        self.lines.close()
 
 
 class DelayLines:
