@@ -91,6 +91,11 @@ class DelayLineProcess:
         self.lines = PipeLines([*command, "--seed", str(seed)])
         self.lock = threading.Lock()
 
+    @property
+    def proc(self) -> subprocess.Popen:
+        """The delay line's process (its pid and command: the benchmark reads them)."""
+        return self.lines.proc
+
     def request(self, **msg: Any) -> dict[str, Any]:
         with self.lock:
             code = self.lines.proc.poll()
