@@ -2,9 +2,8 @@
 exec into their containers, their output, and HTTP to a pod's port through the API server's proxy.
 
 Only this module and its kube_exec speak to Kubernetes (the kubernetes client, the helm binary from
-.tools/bin); the
-backend on top of it (`orchestrator.backends.kubernetes`) knows nodes, not API objects. Tests replace
-it with the chart's pods run by Docker (tests/support/docker_pods.py), which has the same methods.
+.tools/bin); the backend on top of it (`orchestrator.backends.kubernetes`) knows nodes, not API
+objects. Tests replace it with the chart's pods run by Docker (tests/support/docker_pods.py), which has the same methods.
 
 Exec itself (a command to its end, a command kept open and spoken to in lines, a local process
 bridged to one in a pod) is orchestrator/backends/kube_exec.py.

@@ -13,18 +13,19 @@ It exits when stdin closes, closing the delay line's stdin first (which ends it)
 pod, its counters and its delay line all travel over the one stream that started it.
 
 `ShaperAgent` is the orchestrator's side, over any channel that sends and receives lines: an exec
-stream of the API server (kube_exec.ExecLines) or a local process's pipes (`PipeLines`, e.g.
+stream of the API server (kube_exec.ExecLines) or a local process's pipes (lines.PipeLines, e.g.
 `docker exec -i`).
 """
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import threading
-from typing import Any, Protocol
+from typing import Any
 
-from orchestrator.shaping import native_build, ops
+from orchestrator.shaping import ops
+from orchestrator.shaping.delayline import DelayLineProcess
+from orchestrator.shaping.lines import Lines
 
 ARGV = ["python3", "-m", "orchestrator.shaping", "--serve"]
 TIMEOUT = 60  # seconds one request may take (the first waits for the agent's own start)
@@ -36,7 +37,7 @@ def serve(stdin: Any = None, stdout: Any = None) -> int:
     from pyroute2 import IPRoute
 
     stdin, stdout = stdin or sys.stdin, stdout or sys.stdout
-    delayline: subprocess.Popen | None = None
+    delayline: DelayLineProcess | None = None
     with IPRoute() as ipr:
         try:
             for line in stdin:
@@ -59,65 +60,23 @@ def serve(stdin: Any = None, stdout: Any = None) -> int:
                 stdout.flush()
         finally:
             if delayline is not None:
-                delayline.stdin.close()  # EOF: it exits
-                delayline.wait(10)
+                delayline.close()
     return 0
 
 
-def _start_delayline(running: subprocess.Popen | None, seed: int) -> subprocess.Popen:
+def _start_delayline(running: DelayLineProcess | None, seed: int) -> DelayLineProcess:
     if running is not None:
         raise RuntimeError("the delay line is already running in this namespace")
-    return subprocess.Popen([str(native_build.path()), "--seed", str(seed)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+    return DelayLineProcess(seed)
 
 
-def _ask(delayline: subprocess.Popen | None, msg: dict[str, Any]) -> dict[str, Any]:
+def _ask(delayline: DelayLineProcess | None, msg: dict[str, Any]) -> dict[str, Any]:
     if delayline is None:
         raise RuntimeError("no delay line here: send delayline_start first")
-    if delayline.poll() is not None:
-        raise RuntimeError(f"the delay line exited (code {delayline.returncode}); packets are not delayed")
-    delayline.stdin.write(json.dumps(msg) + "\n")
-    delayline.stdin.flush()
-    return json.loads(delayline.stdout.readline() or '{"error": "the delay line gave no answer"}')
+    return delayline.request(**msg)
 
 
 # the orchestrator's side -----------------------------------------------------------------------
-class Lines(Protocol):
-    def send(self, line: str) -> None: ...
-    def receive(self, timeout: float) -> str: ...
-    def close(self) -> None: ...
-
-
-class PipeLines:
-    """A local process spoken to a line at a time (its stderr passes through to ours)."""
-
-    def __init__(self, argv: list[str]):
-        self.argv = argv
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
-
-    def send(self, line: str) -> None:
-        try:
-            self.proc.stdin.write(line + "\n")
-            self.proc.stdin.flush()
-        except (BrokenPipeError, ValueError):
-            raise RuntimeError(f"{self.argv[0]} ... ended (code {self.proc.poll()})") from None
-
-    def receive(self, timeout: float) -> str:
-        line = self.proc.stdout.readline()  # a pipe has no timeout; the process ending ends the wait
-        if not line:
-            raise RuntimeError(f"{self.argv[0]} ... ended (code {self.proc.wait()}) without an answer")
-        return line.rstrip("\n")
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.stdin.close()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
 class ShaperAgent:
     """One node's agent, one request at a time (callers in several threads take turns)."""
 
@@ -153,8 +112,8 @@ class AgentDelayLine:
 
     def request(self, **msg: Any) -> dict[str, Any]:
         answer = self.agent.request({"delayline": msg})
-        if "error" in answer:
-            raise RuntimeError(f"delay line in {self.agent.where}, {msg['op']}: {answer['error']}")
+        if "error" in answer:  # the agent's DelayLineProcess names the delay line and the operation
+            raise RuntimeError(f"{answer['error']} (in {self.agent.where})")
         return answer
 
     def close(self) -> None:

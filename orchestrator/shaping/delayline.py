@@ -22,7 +22,8 @@ Every node of a run, whoever wrote it, is delayed by this one mechanism, and the
 measures it like netem. One process serves all the namespaces of a run (`DelayLines`), or, where the
 namespaces are on other machines (kubernetes pods), one runs inside each node's namespace and
 attaches to its own (OWN_NETNS), started by the pod's shaper agent (agent.py) and spoken to through
-it, or by `python -m orchestrator.shaping.delayline` there, which runs the image's binary. It reads JSON lines on stdin and answers each with one JSON line on stdout:
+it, or by `python -m orchestrator.shaping.delayline` there, which runs the image's binary. It reads
+JSON lines on stdin and answers each with one JSON line on stdout:
 
     {"op": "attach", "netns": "/var/run/netns/plab-n3", "ifname": "eth0", "node": "n3",
      "delays_ms": {"10.1.0.5": 40.0, ...}}                  -> {"ok": "n3"}
@@ -46,7 +47,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 from orchestrator.shaping import native_build
-from orchestrator.shaping.agent import PipeLines
+from orchestrator.shaping.lines import PipeLines
 
 LATE_WARN = 0.01          # share of packets released 10 ms or more late above which a run warns
 OWN_NETNS = "/proc/self/ns/net"  # attach: the namespace the delay line itself runs in

@@ -21,7 +21,7 @@ from orchestrator.backends.docker import LABEL, docker_client, remove_docker_obj
 from orchestrator.backends.kube_cluster import CHART, helm_binary, write_values
 from orchestrator.backends.kube_exec import ExecResult
 from orchestrator.control.node_client import ControlClient
-from orchestrator.shaping.agent import PipeLines
+from orchestrator.shaping.lines import PipeLines
 
 
 class DockerPods:
