@@ -15,7 +15,7 @@ import numpy as np  # noqa: E402
 from analysis.fidelity import report_html  # noqa: E402
 
 
-def _png(fig: Any) -> str:
+def png(fig: Any) -> str:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
     plt.close(fig)
@@ -35,7 +35,7 @@ def latency_cdf_plot(runs: dict[str, np.ndarray]) -> str:
     ax.grid(alpha=0.3)
     if len(runs) > 1:
         ax.legend()
-    return _png(fig)
+    return png(fig)
 
 
 def series_plot(xs: list[float], series: dict[str, list[float | None]], xlabel: str, ylabel: str,
@@ -52,7 +52,7 @@ def series_plot(xs: list[float], series: dict[str, list[float | None]], xlabel: 
     ax.grid(alpha=0.3)
     if len(series) > 1:
         ax.legend()
-    return _png(fig)
+    return png(fig)
 
 
 def by_message(deliveries: Any) -> dict[str, tuple[int, np.ndarray]]:
@@ -78,7 +78,7 @@ def coverage_plot(runs: dict[str, dict[str, tuple[int, np.ndarray]]]) -> str:
     ax.grid(alpha=0.3)
     if len(runs) > 1:
         ax.legend()
-    return _png(fig)
+    return png(fig)
 
 
 def bandwidth_plot(upload: Any, nodes: int, window: tuple[int, int] | None, t0_ns: int) -> str:
@@ -99,7 +99,7 @@ def bandwidth_plot(upload: Any, nodes: int, window: tuple[int, int] | None, t0_n
     ax.set_ylabel("upload per node (Mbit/s)")
     ax.set_title("Bandwidth over time")
     ax.grid(alpha=0.3)
-    return _png(fig)
+    return png(fig)
 
 
 def _fmt(value: Any) -> str:
@@ -147,14 +147,44 @@ def _applied(manifest: dict[str, Any]) -> str:
     return f" ({note})" if note else ""
 
 
+REPORT_ROWS = 200  # of gossipsub-interop's per-message table (metrics.json has every row)
+
+
+def _dissemination_section(section: dict[str, Any] | None) -> str:
+    """gossipsub-interop's per-message table (analysis/extras/dissemination.py), as their analysis.txt."""
+    if not section:
+        return ""
+    shown = section["messages"][:REPORT_ROWS]
+    rows = "".join(f"<tr><td>{html.escape(r['msg_id'])}</td><td>{_fmt(r['time_to_disseminate_s'])}</td>"
+                   f"<td>{_fmt(r['p50_s'])}</td><td>{_fmt(r['avg_duplicates'])}</td><td>{_fmt(r['reach'])}</td></tr>"
+                   for r in shown)
+    if len(section["messages"]) > len(shown):
+        rows += f"<tr><td colspan=5>... and {len(section['messages']) - len(shown)} more in metrics.json</td></tr>"
+    means = section["mean"]
+    return (f"<h2>gossipsub-interop view</h2><p>{html.escape(section['definition'])} ({section['skipped']} skipped). "
+            f"Means: time to disseminate {_fmt(means['time_to_disseminate_s'])} s, p50 {_fmt(means['p50_s'])} s, "
+            f"duplicates {_fmt(means['avg_duplicates'])}, reach {_fmt(means['reach'])}.</p>"
+            "<table><tr><th>message</th><th>time to disseminate (s)</th><th>p50 to disseminate (s)</th>"
+            f"<th>avg duplicate count</th><th>reach</th></tr>{rows}</table>")
+
+
+def _implementations(manifest: dict[str, Any]) -> str:
+    """Whose code ran the nodes, with how many each (`peerlab` for peerlab's own)."""
+    counts: dict[str, int] = {}
+    for node in manifest["plan"]["nodes"]:
+        name = node.get("implementation") or "peerlab"
+        counts[name] = counts.get(name, 0) + 1
+    return ", ".join(f"{name} x{n}" for name, n in sorted(counts.items()))
+
+
 def render(metrics: dict[str, Any], manifest: dict[str, Any], plots: dict[str, str]) -> str:
     lat = metrics["latency_ms"]
     cov = metrics["coverage_latency_ms"]
     shaping = metrics["shaping"]
     summary = [("scenario", manifest["scenario"]["name"]), ("run", manifest["run_id"]),
                ("backend", manifest.get("backend")), ("status", manifest.get("status")),
-               ("protocol", manifest["plan"]["protocol"]), ("nodes", metrics["nodes"]),
-               ("messages", metrics["messages"]), ("delivery ratio", metrics["delivery_ratio"]),
+               ("protocol", manifest["plan"]["protocol"]), ("implementations", _implementations(manifest)),
+               ("nodes", metrics["nodes"]), ("messages", metrics["messages"]), ("delivery ratio", metrics["delivery_ratio"]),
                ("delivery ratio among nodes up", metrics.get("delivery_ratio_up")),
                ("latency p50 / p90 / p99 (ms)", f"{_fmt(lat['p50'])} / {_fmt(lat['p90'])} / {_fmt(lat['p99'])}"),
                ("latency mean / max (ms)", f"{_fmt(lat['mean'])} / {_fmt(lat['max'])}"),
@@ -194,7 +224,8 @@ def render(metrics: dict[str, Any], manifest: dict[str, Any], plots: dict[str, s
     views_html = f"<h2>Per topic and per subscriber</h2>{_table(_flatten(views))}" if views else ""
     attack_html = (f"<h2>Attack impact: victims against the others</h2>{_table(_flatten(metrics['attack']))}"
                    if metrics.get("attack") else "")
-    protocol = _flatten(metrics.get("protocol") or {})
+    protocol = _flatten({k: v for k, v in (metrics.get("protocol") or {}).items() if k != "dissemination"})
+    interop_html = _dissemination_section((metrics.get("protocol") or {}).get("dissemination"))
     protocol_html = f"<h2>Protocol: {html.escape(manifest['plan']['protocol'])}</h2>{_table(protocol)}" if protocol else ""
     images = "".join(f'<figure><img alt="{html.escape(name)}" src="data:image/png;base64,{data}"></figure>'
                      for name, data in plots.items())
@@ -218,6 +249,7 @@ figure {{ display: inline-block; margin: 0.5em; }}
 {faults_html}
 {spent_html}
 {protocol_html}
+{interop_html}
 <h2>Shaping and calibration</h2>{_table(shaping_rows)}
 <table><tr><th>link</th><th>configured</th><th>measured</th><th>error</th></tr>{cal_rows}</table>
 </body></html>

@@ -1,7 +1,8 @@
 """GossipSub's extra analysis (the large-message seed's measures): control traffic by kind, bytes by
 message type, duplicates, IDONTWANT and stagger saves, and expanding coverage latency L_x with its
 deviation over messages, skipping the first published messages (the seed excludes 2 warm-up messages
-from everything but bandwidth: cold TCP windows make them slow)."""
+from everything but bandwidth: cold TCP windows make them slow); and gossipsub-interop's per-message
+view of the same run (analysis/extras/dissemination.py)."""
 from __future__ import annotations
 
 from pyspark.sql import DataFrame, Window
@@ -9,6 +10,7 @@ from pyspark.sql import functions as F
 
 from analysis import metrics as M
 from analysis.extras import ExtraResult, RunFrames, register, warmup_messages
+from analysis.extras.dissemination import dissemination
 from analysis.traffic import control_counts
 
 SEED_WARMUP = 2
@@ -67,4 +69,5 @@ def gossipsub_extra(run: RunFrames) -> ExtraResult:
     per_message = (run.coverage.join(run.publishes.select("msg_id", "t_pub", "origin", "size"), "msg_id")
                    .join(kept.withColumn("measured", F.lit(True)), "msg_id", "left")
                    .fillna(False, ["measured"]))
-    return out, {"gossipsub_messages": per_message}, {}
+    out["dissemination"], plots = dissemination(events, run.manifest, warmup)
+    return out, {"gossipsub_messages": per_message}, plots

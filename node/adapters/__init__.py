@@ -3,11 +3,13 @@ speaks the node contract (node/contract.py) for one libp2p implementation, and a
 saying how to launch it, which protocols and parameters it takes, and how it is installed.
 
     IMPLEMENTATIONS   "peerlab" and every adapter found here
-    get_adapter(name) the adapter, or a KeyError listing the known ones
+    get_adapter(name) the adapter, or a KeyError listing the known ones; `interop:PATH` names a binary
+                      of the gossipsub-interop contract (node/interop/), run through its shim
 """
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +17,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 TOOLS = ROOT / ".tools"
 PEERLAB = "peerlab"
+INTEROP = "interop:"
+INTEROP_WIRE = "gossipsub-interop"
 
 
 @dataclass(frozen=True)
@@ -56,8 +60,32 @@ ADAPTERS: dict[str, Adapter] = {a.name: a for a in (_load(f) for f in sorted(HER
 IMPLEMENTATIONS = (PEERLAB, *ADAPTERS)
 
 
+def interop_adapter(name: str) -> Adapter:
+    """`interop:PATH`: a binary written for gossipsub-interop (PATH absolute, or from the current
+    directory), run by peerlab's shim for that contract (`python -m node.interop`)."""
+    from node.interop.script import PARAMS
+
+    binary = Path(name[len(INTEROP):]).expanduser()
+    if not name[len(INTEROP):]:
+        raise KeyError(f"implementation {name!r}: name the binary after {INTEROP} (interop:./my-node)")
+    binary = binary if binary.is_absolute() else Path.cwd() / binary
+    return Adapter(
+        name=name, directory=HERE.parent / "interop",
+        description=f"{binary}, a binary of the gossipsub-interop contract (libp2p/test-plans), run through "
+                    "peerlab's shim: host name node<ID>, --params params.json, stdout JSON lines",
+        protocols=("gossipsub",), params=(*PARAMS, "validation"), wire=INTEROP_WIRE,
+        command=(sys.executable, "-m", "node.interop", "--binary", str(binary), "--config", "{config}"),
+        needs=(str(binary),), install=f"build it, or name an existing binary: implementation: {INTEROP}PATH",
+        fixed={"msg_id": "first-8-bytes", "sign": False},
+        timers_fixed={"in": "a gossipsub-interop binary", "why": "its own (the contract gives it no clock)",
+                      "timers": ["heartbeat, TTLs, backoffs and its script's waits"]})
+
+
 def get_adapter(name: str) -> Adapter:
+    if name.startswith(INTEROP):
+        return interop_adapter(name)
     try:
         return ADAPTERS[name]
     except KeyError:
-        raise KeyError(f"unknown implementation {name!r}; known: {', '.join(IMPLEMENTATIONS)}") from None
+        raise KeyError(f"unknown implementation {name!r}; known: {', '.join(IMPLEMENTATIONS)}, or "
+                       f"{INTEROP}PATH for a gossipsub-interop binary") from None

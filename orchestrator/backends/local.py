@@ -135,7 +135,8 @@ class LocalBackend(Backend):
             for node in self.ctx.plan.nodes:
                 self.check_stop()
                 name = self.node_netns(node.id)
-                netns.create(name)
+                with tcp.own_socket_tables():
+                    netns.create(name)
                 tcp.apply_in_netns(name, sysctls)
                 port = f"v{node.index}"
                 sw.link("add", ifname=port, kind="veth",

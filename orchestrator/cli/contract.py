@@ -1,4 +1,5 @@
-"""The node contract for people writing an adapter: `peerlab contract schema|check|implementations`."""
+"""The node contracts for people writing an adapter: `peerlab contract schema|check|implementations`, and
+the gossipsub-interop contract's scripts: `peerlab contract interop-export|interop-check`."""
 from __future__ import annotations
 
 import argparse
@@ -6,7 +7,7 @@ import gzip
 import json
 from pathlib import Path
 
-from orchestrator.cli.common import UsageError, add_command, write_json
+from orchestrator.cli.common import UsageError, add_command, load, scenario_args, write_json
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -16,7 +17,9 @@ def add(sub: argparse._SubParsersAction) -> None:
                                 "config it is given, the events it writes, how it starts and stops.",
                     examples=["peerlab contract schema config -o config.schema.json",
                               "peerlab contract check runs/<run>/events/n3.jsonl.gz --config n3.json",
-                              "peerlab contract implementations"])
+                              "peerlab contract implementations",
+                              "peerlab contract interop-export scenarios/quickstart.yaml -o params.json",
+                              "peerlab contract interop-check params.json"])
     csub = p.add_subparsers(dest="contract_command", metavar="WHAT", required=True)
     s = csub.add_parser("schema", help="print the JSON Schema of the node config or of one event")
     s.add_argument("which", choices=["config", "events"])
@@ -28,6 +31,19 @@ def add(sub: argparse._SubParsersAction) -> None:
     c.set_defaults(func=cmd_check)
     i = csub.add_parser("implementations", help="the node implementations, and whether each is installed")
     i.set_defaults(func=cmd_implementations)
+    e = csub.add_parser("interop-export", help="a scenario's plan as one gossipsub-interop params.json (every "
+                                               "node's script, times from the binaries' common start)")
+    scenario_args(e)
+    e.add_argument("--seed", type=int, default=None, help="plan with this seed instead of the scenario's")
+    e.add_argument("--lead", type=int, default=15, metavar="S",
+                   help="whole seconds from the binaries' start to T0 (default 15; they connect 2 s after their "
+                        "start, one peer after another, and form their meshes until T0)")
+    e.add_argument("--output", "-o", help="write to this file instead of stdout")
+    e.set_defaults(func=cmd_interop_export)
+    k = csub.add_parser("interop-check", help="check a params.json against the gossipsub-interop instructions' "
+                                              "schema; exit 1 if it does not follow it")
+    k.add_argument("params", type=Path)
+    k.set_defaults(func=cmd_interop_check)
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
@@ -60,7 +76,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_implementations(args: argparse.Namespace) -> int:
-    from node.adapters import ADAPTERS, PEERLAB
+    from node.adapters import ADAPTERS, INTEROP, PEERLAB, interop_adapter
 
     print(f"{PEERLAB:<12} installed  peerlab's own protocol cores (every protocol)")
     for adapter in ADAPTERS.values():
@@ -70,4 +86,49 @@ def cmd_implementations(args: argparse.Namespace) -> int:
         print(f"{'':<12} parameters: {', '.join(adapter.params)}")
         if adapter.fixed:
             print(f"{'':<12} fixed: " + ", ".join(f"{k} {json.dumps(v)}" for k, v in adapter.fixed.items()))
+    interop = interop_adapter(f"{INTEROP}PATH")
+    print(f"{INTEROP + 'PATH':<12} any binary of the gossipsub-interop contract (docs/interop.md), local backend; "
+          f"{', '.join(interop.protocols)}")
+    print(f"{'':<12} parameters: {', '.join(interop.params)}")
     return 0
+
+
+CONNECT_AFTER_START = 2  # seconds: every binary of an exported experiment listens by then
+
+
+def cmd_interop_export(args: argparse.Namespace) -> int:
+    from node.interop import script
+    from orchestrator.model.plan import make_plan
+
+    combos = load(args)
+    if len(combos) > 1:
+        raise UsageError(f"{args.scenario} expands to {len(combos)} combinations; export one: pin the matrix "
+                         "with --set (e.g. --set " + combos[0].overrides[0] + ")")
+    if args.lead < 3:
+        raise UsageError("--lead: at least 3 s (the binaries connect 2 s after their start, once they all listen)")
+    plan = make_plan(combos[0].scenario, args.seed)
+    if plan.protocol != "gossipsub":
+        raise UsageError(f"{args.scenario}: gossipsub-interop runs gossipsub, not {plan.protocol}")
+    configs = [{"node_id": n.id, "params": n.params, "subscriptions": n.subscriptions, "dial": n.dial,
+                "late_subscriptions": n.late_subscriptions, "schedule": n.schedule} for n in plan.nodes]
+    try:
+        params = script.experiment(configs, args.lead, CONNECT_AFTER_START)
+    except ValueError as e:
+        raise UsageError(f"{args.scenario}: {e}") from None
+    write_json(params, args.output)
+    return 0
+
+
+def cmd_interop_check(args: argparse.Namespace) -> int:
+    from node.interop import script
+
+    try:
+        params = json.loads(args.params.read_text())
+    except (OSError, ValueError) as e:
+        raise UsageError(f"{args.params}: {e}") from None
+    problems = script.problems(params)
+    for line in problems:
+        print(line)
+    print(f"{args.params}: {'follows' if not problems else f'{len(problems)} problems with'} the gossipsub-interop "
+          "instruction schema")
+    return 1 if problems else 0

@@ -117,6 +117,62 @@ class Regions(LatencyModel):
         return Placement(mat, {"region": [REGIONS[w] for w in where]})
 
 
+# gossipsub-interop's network (libp2p/test-plans, gossipsub-interop/network_graph.py): eight regions with
+# the weights its nodes are drawn by, and the one-way latency (ms) from each region to each, per direction.
+INTEROP_REGION_WEIGHTS = {"australia": 290, "europe": 5599, "east_asia": 1059, "west_asia": 161, "na_east": 2894,
+                          "na_west": 1240, "south_africa": 47, "south_america": 36}
+_INTEROP_ORDER = ("australia", "east_asia", "europe", "na_west", "na_east", "south_america", "south_africa",
+                  "west_asia")
+_INTEROP_ONE_WAY_MS = (  # rows: from, columns: to, both in _INTEROP_ORDER
+    (2, 110, 165, 110, 150, 190, 220, 180),
+    (110, 4, 125, 100, 140, 175, 175, 110),
+    (165, 125, 2, 110, 70, 140, 95, 60),
+    (110, 100, 110, 2, 60, 100, 160, 150),
+    (150, 140, 70, 60, 2, 100, 130, 110),
+    (190, 175, 140, 100, 100, 7, 195, 145),
+    (220, 175, 95, 160, 130, 190, 7, 110),
+    (180, 110, 60, 150, 110, 145, 110, 5),
+)
+INTEROP_ONE_WAY_MS = {a: {b: float(_INTEROP_ONE_WAY_MS[i][j]) for j, b in enumerate(_INTEROP_ORDER)}
+                      for i, a in enumerate(_INTEROP_ORDER)}
+
+
+@register
+class WeightedRegions(LatencyModel):
+    """Each node placed in a region drawn by weight (seeded), one-way latency from the region table, per
+    direction. The defaults are gossipsub-interop's network: its eight regions, weights and latencies."""
+
+    tag: ClassVar[str] = "weighted-regions"
+    model: Literal["weighted-regions"]
+    weights: dict[str, float] = Field(default_factory=lambda: dict(INTEROP_REGION_WEIGHTS), min_length=1,
+                                      description="region -> weight (nodes are drawn by these, at random)")
+    one_way_ms: dict[str, dict[str, float]] = Field(
+        default_factory=lambda: {a: dict(row) for a, row in INTEROP_ONE_WAY_MS.items()},
+        description="from region -> to region -> one-way latency in ms (every pair of the weighted regions, "
+                    "a region to itself included)")
+
+    @field_validator("weights")
+    @classmethod
+    def _positive(cls, weights: dict[str, float]) -> dict[str, float]:
+        if any(not (w >= 0 and math.isfinite(w)) for w in weights.values()) or not sum(weights.values()) > 0:
+            raise ValueError("weights: finite numbers >= 0, not all 0")
+        return weights
+
+    def model_post_init(self, _: Any) -> None:
+        for a in self.weights:
+            for b in self.weights:
+                value = self.one_way_ms.get(a, {}).get(b)
+                if value is None or not (0 <= value < 1e6):
+                    raise ValueError(f"one_way_ms: no latency from {a} to {b} (every pair of the weighted "
+                                     "regions needs one, in ms, >= 0)")
+
+    def matrix(self, n: int, rng: random.Random) -> Placement:
+        names = list(self.weights)
+        where = rng.choices(names, weights=[self.weights[r] for r in names], k=n)
+        mat = [[0.0 if i == j else self.one_way_ms[where[i]][where[j]] / 1000 for j in range(n)] for i in range(n)]
+        return Placement(mat, {"region": where})
+
+
 def _csv_rows(path: str) -> list[dict[str, str]]:
     return list(csv.DictReader(io.StringIO(data_files.read_text(path))))
 

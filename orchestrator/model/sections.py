@@ -24,7 +24,8 @@ class Strict(BaseModel):
 
 
 IMPLEMENTATION_DOC = ("whose code runs the nodes: peerlab (its own core) or a libp2p implementation's adapter "
-                      "(" + ", ".join(IMPLEMENTATIONS[1:]) + "; docs/node-contract.md)")
+                      "(" + ", ".join(IMPLEMENTATIONS[1:]) + "; docs/node-contract.md), or interop:PATH for a "
+                      "binary of the gossipsub-interop contract (docs/interop.md)")
 
 
 def _protocol_spec(name: str, params_cls: type[BaseModel]) -> type[BaseModel]:
@@ -77,7 +78,7 @@ class Nodes(Strict):
 class Topology(Strict):
     algorithm: str | None = Field(None, description="an overlay algorithm: " + ", ".join(OVERLAYS) +
                                   "; unset: the protocol's own (topiary and the baselines), else complete")
-    degree: int = Field(8, gt=0, description="random, degree-split, topiary: outgoing connections per node (d)")
+    degree: int = Field(8, gt=0, description="random, degree-split, topiary: outgoing connections per node (d); random-at-least: links per node, at least (gossipsub-interop's mesh)")
     groups: int | Literal["topic"] = Field("topic", description="scribe: `topic` (a tree per topic) or a "
                                                               "number of random groups (a tree in each)")
     edges_of: str | None = Field(None, description="random only: as many edges as this algorithm gives "

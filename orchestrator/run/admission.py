@@ -24,7 +24,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from node.adapters import PEERLAB
+from node.adapters import INTEROP, PEERLAB
 from orchestrator.model.scenario import Scenario
 
 MIB = 2**20
@@ -52,7 +52,16 @@ def node_mib(backend: str, kind: str) -> float:
     peerlab = [v for k, v in table.items() if k.startswith(f"{PEERLAB}/")]
     if kind.startswith(f"{PEERLAB}/") and peerlab:
         return max(peerlab)
+    if kind.startswith(INTEROP):  # a binary nobody measured: as the costliest implementation measured
+        return max(table.values())
     raise KeyError(f"no measured memory for {kind} nodes on the {backend} backend (peerlab bench admission)")
+
+
+def cpu_share(kind: str) -> float:
+    """One node's share of a core; a gossipsub-interop binary nobody measured: the costliest measured."""
+    if kind.startswith(INTEROP):
+        return max(NODE_CPU_SHARE.values())
+    return NODE_CPU_SHARE[kind.split("/")[0]]
 
 
 class AdmissionError(RuntimeError):
@@ -107,7 +116,7 @@ def estimate(scenario: Scenario, backend: str = "local") -> Estimate:
     return Estimate(
         nodes=n,
         memory_mib=round(table["fixed_mib"] + sum((node_mib(backend, k) + held_mib) * c for k, c in mix.items()), 1),
-        cpu_cores=sum(NODE_CPU_SHARE[k.split("/")[0]] * c for k, c in mix.items()) / scenario.dilation,
+        cpu_cores=sum(cpu_share(k) * c for k, c in mix.items()) / scenario.dilation,
         fds=ORCHESTRATOR_FDS + ORCHESTRATOR_FDS_PER_NODE * n,
         disk_mib=n * messages * EVENTS_PER_NODE_PER_MESSAGE * EVENT_BYTES / MIB,
         fixed_mib=table["fixed_mib"])

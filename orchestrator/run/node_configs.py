@@ -6,12 +6,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from node import contract
-from node.adapters import PEERLAB, get_adapter
+from node.adapters import INTEROP, PEERLAB, get_adapter
 from node.config import ControlConfig, NodeConfig
 from node.contract import Address
 from node.dilation import REAL_TIME, Dilation
 from node.identity import identity_seed
 from node.ids import node_index
+from node.interop import script as interop_script
 from node.protocols import get_protocol
 
 if TYPE_CHECKING:
@@ -19,8 +20,20 @@ if TYPE_CHECKING:
     from orchestrator.model.plan import RunPlan
 
 
-def adapter_problem(adapters: list[str], backend: Backend) -> str | None:
-    """Why the run's adapter nodes cannot run (a backend without them, an adapter not installed)."""
+def adapter_problem(adapters: list[str], backend: Backend, plan: RunPlan) -> str | None:
+    """Why the run's adapter nodes cannot run (a backend without them, an adapter not installed, a
+    schedule a gossipsub-interop binary cannot be given)."""
+    interop = [a for a in adapters if a.startswith(INTEROP)]
+    if interop and backend.name != "local":
+        return (f"{interop[0]}: gossipsub-interop binaries run on --backend local only so far (their host name "
+                "and /etc/hosts are their own, set where the local backend starts them)")
+    for node in plan.nodes:
+        if node.implementation.startswith(INTEROP):
+            try:
+                interop_script.timed_actions({"node_id": node.id, "schedule": node.schedule,
+                                              "late_subscriptions": node.late_subscriptions})
+            except ValueError as e:
+                return str(e)
     if adapters and not backend.runs_adapters:
         return (f"the {backend.name} backend runs peerlab's own nodes only so far; "
                 f"{', '.join(adapters)} nodes run on --backend local, docker or kubernetes")
@@ -34,10 +47,14 @@ def adapter_problem(adapters: list[str], backend: Backend) -> str | None:
     return None
 
 
-def start_allowance(nodes: int) -> float:
+INTEROP_CONNECTING = 10.0  # more for gossipsub-interop binaries: they dial one peer after another, at T0 - 13 s
+
+
+def start_allowance(nodes: int, interop: bool = False) -> float:
     """Seconds from launching adapter nodes to the T0 written in their configs: their start-up (a
-    js-libp2p node takes about 0.8 s of a 2-core machine: 30 nodes were up in 25 s) and connecting."""
-    return 10.0 + 1.0 * nodes
+    js-libp2p node takes about 0.8 s of a 2-core machine: 30 nodes were up in 25 s; gossipsub-interop
+    binaries start one per second, node/interop/shim.py) and connecting."""
+    return 10.0 + 1.0 * nodes + (INTEROP_CONNECTING if interop else 0.0)
 
 
 def peer_ids(plan: RunPlan) -> dict[str, str]:

@@ -20,7 +20,7 @@ from typing import Any
 from rich.console import Console
 
 from node import contract
-from node.adapters import PEERLAB
+from node.adapters import INTEROP, PEERLAB
 from node.dilation import Dilation
 from orchestrator import fault_rules, shaping
 from orchestrator.backends import Backend, RunContext, get_backend
@@ -98,7 +98,7 @@ class Runner(Readiness, RunRecord):
 
     # phases ------------------------------------------------------------------------------------
     def _check_adapters(self) -> None:
-        problem = node_configs.adapter_problem(self.adapters, self.backend)
+        problem = node_configs.adapter_problem(self.adapters, self.backend, self.plan)
         if problem:
             raise RunError(problem)
 
@@ -195,7 +195,7 @@ class Runner(Readiness, RunRecord):
         return await self.shaper.sent(node_id)
 
     def _contract_lead(self) -> float:
-        return node_configs.start_allowance(len(self.plan.nodes))
+        return node_configs.start_allowance(len(self.plan.nodes), any(a.startswith(INTEROP) for a in self.adapters))
 
     async def _start_all(self) -> None:
         if self.adapters:  # T0 was fixed before the nodes started (it is in their configs)

@@ -287,3 +287,31 @@ def test_a_partition_lasts_until_its_heal_begins(spark):
     (cut,) = partitions(manifest, pubs, dl_up)
     assert (cut["across_delivered_before_heal"], cut["across_delivered_after_heal"]) == (0, 1)
     assert cut["heal_s"] == 11.0 and cut["across_caught_up_s"] == 0.2
+
+
+@pytest.mark.parametrize("warmup", [None, 0])
+def test_the_gossipsub_interop_view_restates_their_per_message_analysis(tmp_path, spark, warmup):
+    """gossipsub-interop's analyze_message_deliveries.py on the same events: time zero at a message's
+    first delivery (n1's, one step after publication), time to disseminate to the last (2 steps), p50
+    at index len // 2 of the sorted deliveries (1 step), duplicates over the nodes, reach over the
+    nodes less the publisher; the warm-up messages skipped as their --skip does; their four plots
+    (the fourth, by region, where nodes were placed in regions)."""
+    write_gossipsub_run(tmp_path, warmup)
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    for node, region in zip(manifest["plan"]["nodes"], ["europe", "europe", "na_east", "australia"]):
+        node["placement"] = {"region": region}
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    d = analyse(tmp_path, spark)["protocol"]["dissemination"]
+    kept = range(2, 4) if warmup is None else range(4)
+    assert d["skipped"] == 4 - len(kept)
+    assert [r["msg_id"] for r in d["messages"]] == [f"m{k}" for k in kept]
+    for r, k in zip(d["messages"], kept):
+        step = 0.020 * (k + 1)
+        assert r["time_to_disseminate_s"] == pytest.approx(2 * step)
+        assert r["p50_s"] == pytest.approx(step)
+        assert r["avg_duplicates"] == (0.25 if k == 0 else 0.0)  # n3's one duplicate of m0, over 4 nodes
+        assert r["reach"] == 1.0
+    report = (tmp_path / "analysis" / "report.html").read_text()
+    assert "gossipsub-interop view" in report
+    for plot in ("time to disseminate", "duplicates", "delivery CDF", "delivery by region"):
+        assert f'alt="gossipsub-interop: {plot}"' in report

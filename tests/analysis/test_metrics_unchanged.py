@@ -5,7 +5,8 @@ changed since only where a definition changed on purpose: ci-smoke's `delivery_r
 -> 1.0: n7, restarted, armed its schedule 104 ms before its first connection, and a message published
 then is no longer expected of it: a node is up from its first connection) and its
 `kernel_traffic.mean_mbit_per_node` (0.1438 -> 0.1538: over the samples' own span in the window, not
-the window's length), both 2026-11-27.
+the window's length), both 2026-11-27; and churn-gossipsub's `protocol.dissemination` (new,
+gossipsub-interop's per-message view, added 2026-11-28 as computed then).
 
 - ci-smoke: floodsub, local backend, 8 nodes, kill/restart, a partition and its heal, clock offsets,
   resource samples and kernel link counters;

@@ -2,7 +2,7 @@
 import pytest
 
 from orchestrator.model.plan import make_plan
-from orchestrator.model.scenario import parse_scenario
+from orchestrator.model.scenario import ScenarioError, parse_scenario
 
 SC = """
 name: p
@@ -106,3 +106,34 @@ def test_messages_per_publisher_gives_each_publisher_its_turn():
     assert times[1] - times[0] == pytest.approx(0.1)  # the seed's inter-message delay
     with pytest.raises(Exception, match="either duration or messages_per_publisher"):
         parse_scenario("name: p\nnodes: {count: 3}\nworkload: {duration: 5s, messages_per_publisher: 1}")
+
+
+def test_weighted_regions_place_nodes_by_weight_with_latency_per_direction():
+    """gossipsub-interop's network by default: its eight regions drawn by weight (Europe 5599 of
+    11326), its one-way latencies, which differ by direction (South America -> South Africa 195 ms,
+    back 190)."""
+    text = "name: w\nseed: 5\nnodes: {count: 400}\nnetwork: {latency: {model: weighted-regions}}\n"
+    plan = make_plan(parse_scenario(text))
+    regions = [n.placement["region"] for n in plan.nodes]
+    assert 0.42 < regions.count("europe") / 400 < 0.57 and regions.count("south_america") < 10
+    where = {r: n.id for n, r in zip(plan.nodes, regions)}
+    assert plan.one_way_ms(where["europe"], where["na_east"]) == 70
+    assert plan.one_way_ms(where["australia"], where["east_asia"]) == 110
+    assert plan.latency_ms == make_plan(parse_scenario(text)).latency_ms  # the seed decides
+    own = ("name: w\nnodes: {count: 50}\nnetwork: {latency: {model: weighted-regions, weights: {a: 1, b: 1}, "
+           "one_way_ms: {a: {a: 1, b: 30}, b: {a: 40, b: 2}}}}\n")
+    plan = make_plan(parse_scenario(own))
+    a = next(n.id for n in plan.nodes if n.placement["region"] == "a")
+    b = next(n.id for n in plan.nodes if n.placement["region"] == "b")
+    assert (plan.one_way_ms(a, b), plan.one_way_ms(b, a)) == (30, 40)
+    with pytest.raises(ScenarioError, match="one_way_ms: no latency from b to a"):
+        parse_scenario(own.replace("b: {a: 40, b: 2}", "b: {b: 2}"))
+
+
+def test_random_at_least_gives_every_node_at_least_d_links():
+    """gossipsub-interop's random_network_mesh: each node in turn links to random others until it has d."""
+    plan = make_plan(parse_scenario("name: r\nseed: 2\nnodes: {count: 60}\ntopology: {algorithm: random-at-least, "
+                                    "degree: 20}\n"))
+    degrees = [len(n.neighbours) for n in plan.nodes]
+    assert min(degrees) == 20 and sum(degrees) / 60 < 26  # the later nodes dial fewer
+    assert sum(len(n.dial) for n in plan.nodes) == sum(degrees) // 2

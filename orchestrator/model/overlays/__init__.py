@@ -24,6 +24,7 @@ ALGORITHMS: dict[str, Builder] = {
     "cd-max": lambda subs, members, rng, d, g: stars.cd_max(subs, members).overlay(),
     "cd-max-ref": lambda subs, members, rng, d, g: stars.refine(stars.cd_max(subs, members)).overlay(),
     "random": lambda subs, members, rng, d, g: baselines.random_outgoing(len(subs), d, rng),
+    "random-at-least": lambda subs, members, rng, d, g: baselines.random_at_least(len(subs), d, rng),
     "complete": lambda subs, members, rng, d, g: baselines.complete(len(subs)),
     "degree-split": lambda subs, members, rng, d, g: baselines.degree_split(subs, members, d, rng),
     "scribe": lambda subs, members, rng, d, g: scribe(subs, members, rng, g),

@@ -23,6 +23,23 @@ def random_outgoing(n: int, degree: int, rng: random.Random) -> Overlay:
     return ov
 
 
+def random_at_least(n: int, degree: int, rng: random.Random) -> Overlay:
+    """Each node in turn opens links to random others until it has `degree` links, counting those others
+    opened to it (gossipsub-interop's random_network_mesh: every node ends with at least `degree`, on
+    average a little more; the later nodes dial fewer)."""
+    ov = Overlay(n)
+    linked: list[set[int]] = [set() for _ in range(n)]
+    degree = min(degree, n - 1)
+    for u in range(n):
+        while len(linked[u]) < degree:
+            v = rng.randrange(n)
+            if v != u and v not in linked[u]:
+                ov.add_outgoing(u, v)
+                linked[u].add(v)
+                linked[v].add(u)
+    return ov
+
+
 def random_edges(n: int, edges: int, rng: random.Random) -> Overlay:
     """A uniformly random graph with exactly `edges` edges (G(n, m))."""
     ov = Overlay(n)
