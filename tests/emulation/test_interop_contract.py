@@ -50,10 +50,10 @@ class Observed(Runner):
                                     check=True).stdout.strip()
 
 
-@pytest.fixture(scope="module")
-def interop_run(binary, tmp_path_factory, spark):
-    store = tmp_path_factory.mktemp("runs")
-    scenario = parse_scenario(SCENARIO.replace("BINARY", str(binary)) + f"output: {{store: 'file://{store}'}}\n")
+def test_interop_binaries_run_as_peerlab_nodes(binary, tmp_path, spark):
+    """One run (a module fixture would run once per xdist worker that takes one of its tests), its
+    checks in the helpers below."""
+    scenario = parse_scenario(SCENARIO.replace("BINARY", str(binary)) + f"output: {{store: 'file://{tmp_path}'}}\n")
     host_child_ehash = tcp.CHILD_EHASH_PATH.read_text()
     runner = Observed(scenario)
     run_dir = runner.run()
@@ -61,44 +61,46 @@ def interop_run(binary, tmp_path_factory, spark):
     # the host's, hundreds of thousands of buckets, took the two cores at 100 nodes); the host's
     # setting for new namespaces is as it was
     assert runner.ehash == str(tcp.NODE_EHASH_BUCKETS) and tcp.CHILD_EHASH_PATH.read_text() == host_child_ehash
+    assert json.loads((run_dir / "status").read_text())["status"] == "completed"
     manifest = json.loads((run_dir / "manifest.json").read_text())
     logs = {}
     for node in manifest["plan"]["nodes"]:
         with gzip.open(run_dir / "events" / f"{node['id']}.jsonl.gz", "rt") as f:
             logs[node["id"]] = [json.loads(line) for line in f]
-    return run_dir, manifest, logs, analyse(run_dir, spark)
+    every_message_reaches_every_node_that_was_up_through_the_shaped_links(manifest, logs)
+    the_runner_saw_the_connections_and_the_restart(manifest, logs)
+    deliveries_and_duplicates_are_in_the_report(run_dir, logs, analyse(run_dir, spark), binary)
 
 
-def test_every_message_reaches_every_node_that_was_up_through_the_shaped_links(interop_run):
-    run_dir, manifest, logs, _ = interop_run
-    assert json.loads((run_dir / "status").read_text())["status"] == "completed"
+def every_message_reaches_every_node_that_was_up_through_the_shaped_links(manifest, logs):
     published = {e["msg_id"]: e for evs in logs.values() for e in evs if e["type"] == "publish_message"}
     planned = sum(len(n["schedule"]) for n in manifest["plan"]["nodes"])
     n5 = next(n for n in manifest["plan"]["nodes"] if n["id"] == "n5")
     assert planned == 12 and len(published) >= planned - len(n5["schedule"])
+    # n5 is expected to hold what was published 2 s after it was back (its restart comes when the
+    # machine lets it: T0+3.6 to T0+7.1 s in the suite), the others everything
+    ready = {n: max(e["ts"] for e in evs if e["type"] == "ready") for n, evs in logs.items()}
     for node, evs in logs.items():
         got = {e["msg_id"] for e in evs if e["type"] in ("deliver_message", "publish_message")}
-        expected = {m for m, e in published.items() if node != "n5" or e["ts"] > manifest["t0_ns"] + 5.5e9}
+        expected = {m for m, e in published.items() if node != "n5" or e["ts"] > ready["n5"] + 2e9}
         assert expected <= got, f"{node} missed {sorted(expected - got)}"
     delivered = [e for evs in logs.values() for e in evs if e["type"] == "deliver_message"]
     # senders and origins named by node id: the contract's peer ids (ed25519 seeded by the index) mapped back
     assert {e["peer"] for e in delivered} <= set(logs) and {e["origin"] for e in delivered} <= set(logs)
-    # no copy sooner than one 20 ms link (the delay line's); none much later than the 2-3 hops of 6 nodes,
-    # but for what a restarted node published before it had a mesh (its library sends it at the next
-    # heartbeat or gossip: 0.9 s once)
+    # no copy sooner than one 20 ms link (the delay line's); those of messages published once their
+    # publisher had a mesh (2 s after it was up; a restarted node's library sends what it publishes
+    # sooner at the next heartbeat: 0.9 s once) mostly within the 2-3 hops of 6 nodes
     latencies = [(e["msg_id"], (e["ts"] - published[e["msg_id"]]["ts"]) / 1e6) for e in delivered]
-    ready = {n: max(e["ts"] for e in evs if e["type"] == "ready") for n, evs in logs.items()}
-    meshed = [ms for m, ms in latencies if published[m]["ts"] > ready[published[m]["node"]] + 2e9]
-    assert min(ms for _, ms in latencies) >= 20 and len(meshed) >= 40 and max(meshed) < 400, sorted(latencies)
+    meshed = sorted(ms for m, ms in latencies if published[m]["ts"] > ready[published[m]["node"]] + 2e9)
+    assert min(ms for _, ms in latencies) >= 20 and len(meshed) >= 40 and meshed[len(meshed) // 2] < 250, meshed
 
 
-def test_the_runner_saw_the_connections_and_the_restart(interop_run):
-    _, manifest, logs, _ = interop_run
+def the_runner_saw_the_connections_and_the_restart(manifest, logs):
     assert {f["action"] for f in manifest["faults_executed"]} == {"kill", "restart"}
-    assert [e["type"] for e in logs["n5"]].count("start") == 2
-    restart_ns = manifest["t0_ns"] + int(3.5e9)
+    starts = [e["ts"] for e in logs["n5"] if e["type"] == "start"]
+    assert len(starts) == 2
     back = [e for n, evs in logs.items() if n != "n5" for e in evs
-            if e["type"] == "connect" and e["peer"] == "n5" and e["ts"] > restart_ns]
+            if e["type"] == "connect" and e["peer"] == "n5" and e["ts"] > starts[1]]
     assert back, "nobody saw the restarted n5 connect again"
     gone = [e for evs in logs.values() for e in evs if e["type"] == "disconnect" and e["peer"] == "n5"]
     assert gone  # its peers saw it go when it was killed (the kernel's sockets, read by their shims)
@@ -106,15 +108,14 @@ def test_the_runner_saw_the_connections_and_the_restart(interop_run):
         assert contract.check_log([json.dumps(e) for e in evs]) == [], node
 
 
-def test_deliveries_and_duplicates_are_in_the_report(interop_run, binary):
-    run_dir, _, logs, metrics = interop_run
+def deliveries_and_duplicates_are_in_the_report(run_dir, logs, metrics, binary):
     duplicates = sum(e["type"] == "duplicate_message" for evs in logs.values() for e in evs)
     assert duplicates > 0
     assert metrics["delivery_ratio_up"] == 1.0
     assert metrics["duplicates_per_node"] == pytest.approx(duplicates / 6)
     assert metrics["latency_ms"]["p50"] >= 20
     report = (run_dir / "analysis" / "report.html").read_text()
-    assert f"interop:{binary} x6" in report
+    assert f"interop:{binary} x6" in report and "gossipsub-interop view" in report
 
 
 def test_a_schedule_off_whole_seconds_is_refused_before_anything_starts(binary, tmp_path):
