@@ -19,7 +19,7 @@ from node.protocols import PROTOCOLS
 
 from . import overlays
 from .scenario import Scenario, ScenarioError
-from .sections import Zipf
+from .sections import RoundRobin, Zipf
 from .timeline import FaultEvent, churn_faults, in_order, planned_faults
 
 
@@ -100,6 +100,8 @@ def _stream(seed: int, label: str) -> random.Random:
 def _subscriptions(sc: Scenario, rng: random.Random, topics: list[str]) -> list[list[str]]:
     subs = sc.topics.subscriptions
     n, count = sc.nodes.count, len(topics)
+    if isinstance(subs, RoundRobin):
+        return [[topics[i % count]] for i in range(n)]
     if isinstance(subs, Zipf):
         drawn = overlays.zipf_interest(n, count, subs.alpha, subs.size, rng)
     else:

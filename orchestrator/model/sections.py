@@ -130,6 +130,12 @@ class Zipf(Strict):
     size: int = Field(..., gt=0, description="topics per node")
 
 
+class RoundRobin(Strict):
+    """Node i subscribes to topic i mod topics.count, one topic each (gossipsub-interop's simple-fanout:
+    even nodes on one topic, odd ones on the other)."""
+    model: Literal["round-robin"]
+
+
 class PredicateGroup(Strict):
     """Content-based protocols: a group of nodes subscribing to one filter (SmartPubSub's workload)."""
 
@@ -150,7 +156,7 @@ class PredicateGroup(Strict):
 
 class Topics(Strict):
     count: int = Field(1, gt=0, le=100_000)
-    subscriptions: Annotated[Union[Interest, Zipf], Field(discriminator="model")] = Field(
+    subscriptions: Annotated[Union[Interest, Zipf, RoundRobin], Field(discriminator="model")] = Field(
         default_factory=lambda: Interest(model="interest", rate=1.0))
     predicates: list[PredicateGroup] | None = Field(
         None, description="content-based protocols (matching by predicate): who subscribes to which filter, instead of "

@@ -137,3 +137,13 @@ def test_random_at_least_gives_every_node_at_least_d_links():
     degrees = [len(n.neighbours) for n in plan.nodes]
     assert min(degrees) == 20 and sum(degrees) / 60 < 26  # the later nodes dial fewer
     assert sum(len(n.dial) for n in plan.nodes) == sum(degrees) // 2
+
+
+def test_round_robin_subscriptions_give_node_i_topic_i_mod_count():
+    """gossipsub-interop's simple-fanout: even nodes on one topic, odd ones on the other; a random topic
+    per publish, so a publisher outside it reaches it by fanout."""
+    plan = make_plan(parse_scenario("name: f\nnodes: {count: 9}\ntopics: {count: 2, subscriptions: {model: round-robin}}\n"
+                                    "workload: {publishers: 6, rate: 2/s, duration: 5s}\n"))
+    assert [n.subscriptions for n in plan.nodes] == [["t0"], ["t1"]] * 4 + [["t0"]]
+    published = [(n.subscriptions, topic) for n in plan.nodes for _, topic, _ in n.schedule]
+    assert any(topic not in subs for subs, topic in published) and any(topic in subs for subs, topic in published)
