@@ -40,6 +40,10 @@ def events(run_dir: Path) -> list[dict]:
     return [json.loads(line) for f in (run_dir / "events").iterdir() for line in gzip.open(f, "rt")]
 
 
+# One at a time (exclusive): beside the emulation phase's other two workers on 2 cores its delivery came
+# 0.973 and 0.953 in two of eight suite runs (2026-11-27/28), 0.9991 alone; why PulsarCast loses
+# messages when the CPU is short is not analysed yet (the run's verdict flags such timing).
+@pytest.mark.exclusive
 def test_pulsarcast_everyone_publishes_and_costs_a_fraction_of_floodsub(tmp_path: Path, spark):
     pulsar_dir = run(tmp_path, "scenarios/pulsarcast-everyone.yaml", *SMALL_STREAM)
     pulsar = analyse(pulsar_dir, spark)
