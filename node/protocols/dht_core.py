@@ -79,9 +79,11 @@ class DhtCore(ProtocolCore):
     def on_peer_up(self, peer: str, outbound: bool) -> None:
         self.links.on_peer_up(peer)
         self.dht.seed(peer)
+        self.dht.link_up(peer)
 
     def on_peer_down(self, peer: str) -> None:
         self.links.on_peer_down(peer)
+        self.dht.link_lost(peer)
 
     def _unreachable(self, peer: str) -> None:
         self.dht.peer_failed(peer)

@@ -5,7 +5,9 @@
   old contacts while they answer: the newcomer waits in a replacement cache while the oldest is
   pinged, and replaces it only if that ping goes unanswered.
 - RPCs: PING, FIND_NODE, FIND_VALUE, STORE, each answered or timed out after `rpc_timeout`. Any
-  message from a peer refreshes it in its bucket; a timed-out peer leaves the table.
+  message from a peer refreshes it in its bucket; a timed-out peer leaves the table. A request whose
+  connection went down unanswered is sent once more when a connection to the peer is up again (two
+  nodes dialling each other at once keep one of the two connections and lose what was on the other).
 - Iterative lookups: `alpha` requests in flight toward the closest not yet asked; a lookup ends when
   the k closest contacts that answered have all been asked (FIND_VALUE: or when one returns the value).
 - Values live at the k nodes closest to their key (`put` = lookup + STORE to each); every holder
@@ -72,6 +74,9 @@ class Pending:
     on_reply: Callable[[Message], None] | None
     on_fail: Callable[[], None] | None
     timer: Any
+    msg: Message
+    lost: bool = False    # its connection went down before the reply came
+    resent: bool = False
 
 
 class Kademlia:
@@ -223,8 +228,25 @@ class Kademlia:
         msg.rpc_id = self._next_rpc
         self._next_rpc += 1
         timer = self.io.set_timer(self.params.rpc_timeout, "kad.rpc", msg.rpc_id)
-        self._pending[msg.rpc_id] = Pending(peer, on_reply, on_fail, timer)
+        self._pending[msg.rpc_id] = Pending(peer, on_reply, on_fail, timer, msg)
         self._send(peer, msg)
+
+    def link_lost(self, peer: str) -> None:
+        """The connection to `peer` went down: the requests on it, or their replies, may be lost with it."""
+        for pending in self._pending.values():
+            if pending.peer == peer:
+                pending.lost = True
+
+    def link_up(self, peer: str) -> None:
+        """A connection to `peer` is up: each request whose connection went down unanswered is sent again
+        on it, once. Two nodes that dial each other at once keep one connection of the two, often with a
+        lookup's RPC on the other; left alone, that lookup would wait `rpc_timeout` for nothing. The
+        request keeps its id and timer: a peer that never comes back still fails at `rpc_timeout`; a
+        reply to the first copy, if it did arrive, is taken and the second ignored."""
+        for pending in list(self._pending.values()):
+            if pending.peer == peer and pending.lost and not pending.resent:
+                pending.resent = True
+                self._send(peer, pending.msg)
 
     # lookups -------------------------------------------------------------------------------------
     def find_node(self, key: int, done: Callable[[list[str]], None]) -> None:

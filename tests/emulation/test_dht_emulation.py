@@ -40,10 +40,10 @@ def events(run_dir: Path) -> list[dict]:
     return [json.loads(line) for f in (run_dir / "events").iterdir() for line in gzip.open(f, "rt")]
 
 
-# One at a time (exclusive): beside the emulation phase's other two workers on 2 cores its delivery came
-# 0.973 and 0.953 in two of eight suite runs (2026-11-27/28), 0.9991 alone; why PulsarCast loses
-# messages when the CPU is short is not analysed yet (the run's verdict flags such timing).
-@pytest.mark.exclusive
+# Under CPU contention its delivery came 0.953-0.973 in three suite runs (2026-11-27/28) and 0.970-0.991
+# in 3 of 8 runs beside the unit tests: two nodes that dial each other at once keep one connection, and a lookup's RPC on the
+# other was lost and waited its 5 s rpc_timeout, holding a topic's name back past the warm-up. Kademlia
+# now sends such a request again on the connection that stays (tests/unit/test_kademlia_rules.py).
 def test_pulsarcast_everyone_publishes_and_costs_a_fraction_of_floodsub(tmp_path: Path, spark):
     pulsar_dir = run(tmp_path, "scenarios/pulsarcast-everyone.yaml", *SMALL_STREAM)
     pulsar = analyse(pulsar_dir, spark)

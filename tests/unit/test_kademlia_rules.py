@@ -28,6 +28,43 @@ def test_an_rpc_nobody_answers_times_out_and_the_silent_peer_leaves_the_table():
     assert "n1" not in a.table
 
 
+def test_a_request_lost_with_its_connection_is_sent_again_and_answered_long_before_rpc_timeout():
+    """Two nodes that dial each other at once keep one connection of the two; what was on the other is
+    lost. The request is sent again on the link that comes back: answered within a few round trips,
+    the peer still in the table, instead of failed after rpc_timeout (the loss that held PulsarCast's
+    joins back 5 s per lost RPC under CPU contention)."""
+    net = network(12, rpc_timeout=5.0)
+    a = net.nodes["n0"].core.dht
+    if "n1" not in a.table:
+        a.heard("n1")
+    failed, replied = [], []
+    start = net.now
+    a.request("n1", Message(type=T.FIND_NODE, key=b"\x01" * 32), lambda m: replied.append(net.now), failed.append)
+    net.run(until=start + 0.005)  # the request is on the wire (latency 10 ms)
+    net._close("n0", "n1", "replaced by a newer connection")  # both ends drop it, and what it carried
+    net._open("n1", "n0")  # the connection n1 dialled at the same time, up one latency later
+    net.run(until=start + 1)
+    assert failed == [] and len(replied) == 1 and replied[0] - start < 0.2, (replied, failed)
+    assert "n1" in a.table and not a._pending
+
+
+def test_a_request_to_a_peer_that_went_away_still_fails_once_at_rpc_timeout():
+    """No connection comes back, so nothing is sent again: the caller hears one failure, at rpc_timeout,
+    and no reply."""
+    net = network(12, rpc_timeout=2.0, dial_timeout=1.0)
+    a = net.nodes["n0"].core.dht
+    if "n1" not in a.table:
+        a.heard("n1")
+    failed, replied = [], []
+    start = net.now
+    a.request("n1", Message(type=T.PING), replied.append, lambda: failed.append(net.now))
+    net.run(until=start + 0.005)
+    net.crash("n1")
+    net.run(until=start + 5)
+    assert len(failed) == 1 and 2.0 <= failed[0] - start < 2.1 and replied == []
+    assert "n1" not in a.table and not a._pending
+
+
 def test_a_ping_is_answered_with_a_pong_of_the_same_rpc_id():
     net = network(6)
     a = net.nodes["n0"].core.dht
