@@ -1,5 +1,5 @@
 """The node contracts for people writing an adapter: `peerlab contract schema|check|implementations`, and
-the gossipsub-interop contract's scripts: `peerlab contract interop-export|interop-check`."""
+the gossipsub-interop contract's scripts: `peerlab contract interop-export|interop-import|interop-check`."""
 from __future__ import annotations
 
 import argparse
@@ -7,7 +7,7 @@ import gzip
 import json
 from pathlib import Path
 
-from orchestrator.cli.common import UsageError, add_command, load, scenario_args, write_json
+from orchestrator.cli.common import UsageError, add_command, err, load, scenario_args, write_json
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -18,8 +18,10 @@ def add(sub: argparse._SubParsersAction) -> None:
                     examples=["peerlab contract schema config -o config.schema.json",
                               "peerlab contract check runs/<run>/events/n3.jsonl.gz --config n3.json",
                               "peerlab contract implementations",
-                              "peerlab contract interop-export scenarios/quickstart.yaml -o params.json",
-                              "peerlab contract interop-check params.json"])
+                              "peerlab contract interop-export scenarios/interop-subnet-blob-msg.yaml -o params.json",
+                              "peerlab contract interop-check params.json",
+                              "peerlab contract interop-import params.json --base scenarios/interop-subnet-blob-msg.yaml "
+                              "-o imported.yaml"])
     csub = p.add_subparsers(dest="contract_command", metavar="WHAT", required=True)
     s = csub.add_parser("schema", help="print the JSON Schema of the node config or of one event")
     s.add_argument("which", choices=["config", "events"])
@@ -40,6 +42,27 @@ def add(sub: argparse._SubParsersAction) -> None:
                         "start, one peer after another, and form their meshes until T0)")
     e.add_argument("--output", "-o", help="write to this file instead of stdout")
     e.set_defaults(func=cmd_interop_export)
+    m = csub.add_parser("interop-import", help="a gossipsub-interop params.json as a peerlab scenario (its links, "
+                                               "subscriptions and publishes listed; the network from --base)",
+                        description="Reads the script every node of a gossipsub-interop experiment runs and writes "
+                                    "the scenario that plans the same: GossipSub parameters and validation delay, "
+                                    "who dials whom (topology.algorithm: given), every subscription (topics.subscriptions.model: "
+                                    "given) and publish (workload.schedule), T0 at --lead seconds after the binaries' "
+                                    "start. A params.json holds no network: --base names a scenario that brings it "
+                                    "(with node groups, implementations, seed, warm-up, drain, faults, churn); "
+                                    "without one, their eight regions and 50 Mbit/s per node. An export of a "
+                                    "scenario imported over that scenario plans the same (docs/interop.md).")
+    m.add_argument("params", type=Path, help="their params.json ({\"script\": [...]})")
+    m.add_argument("--base", metavar="SCENARIO", help="the scenario whose network, groups and timing the import keeps")
+    m.add_argument("--lead", type=int, default=15, metavar="S",
+                   help="whole seconds from the binaries' start to T0 (default 15, as interop-export); a publish "
+                        "before it is refused")
+    m.add_argument("--nodes", type=int, metavar="N", help="how many nodes (default: as many as the script names)")
+    m.add_argument("--name", help="the scenario's name (default: the params file's name)")
+    m.add_argument("--implementation", help="protocol.implementation, e.g. interop:./bin/my-gossipsub or go-libp2p "
+                                            "(default: the base's, else peerlab)")
+    m.add_argument("--output", "-o", help="write the scenario here instead of stdout")
+    m.set_defaults(func=cmd_interop_import)
     k = csub.add_parser("interop-check", help="check a params.json against the gossipsub-interop instructions' "
                                               "schema; exit 1 if it does not follow it")
     k.add_argument("params", type=Path)
@@ -116,6 +139,50 @@ def cmd_interop_export(args: argparse.Namespace) -> int:
     except ValueError as e:
         raise UsageError(f"{args.scenario}: {e}") from None
     write_json(params, args.output)
+    return 0
+
+
+def cmd_interop_import(args: argparse.Namespace) -> int:
+    import re
+
+    import yaml
+
+    from node.interop import reading, script
+    from orchestrator.model import imported
+    from orchestrator.model.scenario import load_scenario, read_data, read_file, validate_data
+
+    try:
+        params = json.loads(args.params.read_text())
+    except (OSError, ValueError) as e:
+        raise UsageError(f"{args.params}: {e}") from None
+    problems = script.problems(params)
+    if problems:
+        raise UsageError(f"{args.params}: does not follow the gossipsub-interop instruction schema: {problems[0]}"
+                         f"{f' (and {len(problems) - 1} more: peerlab contract interop-check)' if len(problems) > 1 else ''}")
+    nodes = args.nodes or reading.node_count(params)
+    if nodes < 1 or nodes < reading.node_count(params):
+        raise UsageError(f"--nodes {nodes}: the script names {reading.node_count(params)} nodes")
+    base = window = None
+    if args.base:
+        base = read_data(read_file(args.base), args.base)
+        base_plan = load_scenario(args.base).workload
+        window = (base_plan.warmup, base_plan.duration, base_plan.drain)
+    stem = f"{base['name']}-imported" if base and isinstance(base.get("name"), str) else args.params.stem
+    name = args.name or re.sub(r"[^A-Za-z0-9_.-]", "-", stem)[:64].strip("-._") or "imported"
+    try:
+        data = imported.scenario(reading.read(params, nodes), name=name, lead=args.lead, base=base, window=window,
+                                 implementation=args.implementation)
+    except ValueError as e:
+        raise UsageError(f"{args.params}: {e}") from None
+    validate_data(data, f"{args.params} (imported)")
+    text = yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=120)
+    if args.output:
+        Path(args.output).write_text(text)
+        links = sum(len(peers) for peers in data["topology"]["dial"].values())
+        err.print(f"wrote {args.output}: {nodes} nodes, {links} links, {len(data['workload']['schedule'])} publishes; "
+                  f"network {'from ' + args.base if args.base else 'their eight regions, 50 Mbit/s per node'}")
+    else:
+        print(text, end="")
     return 0
 
 

@@ -18,9 +18,10 @@ from node.predicates import expected_topics, group_predicates
 from node.protocols import PROTOCOLS
 
 from . import overlays
+from .given import GIVEN, GivenSubscriptions
 from .scenario import Scenario, ScenarioError
-from .sections import RoundRobin, Zipf
 from .timeline import FaultEvent, churn_faults, in_order, planned_faults
+from .traffic import RoundRobin, Zipf
 
 
 class NodePlan(BaseModel):
@@ -109,6 +110,14 @@ def _subscriptions(sc: Scenario, rng: random.Random, topics: list[str]) -> list[
     return [[topics[i] for i in sorted(ts)] for ts in drawn]
 
 
+def _given_schedule(sc: Scenario) -> dict[int, list[tuple[float, str, int]]]:
+    """workload.schedule as each publisher's (seconds after T0, topic, size), in time order."""
+    out: dict[int, list[tuple[float, str, int]]] = {}
+    for p in sc.workload.schedule or []:
+        out.setdefault(p.node, []).append((round(p.at, 6), p.topic, int(p.size)))
+    return {node: sorted(entries, key=lambda e: e[0]) for node, entries in sorted(out.items())}
+
+
 def topology_algorithm(sc: Scenario) -> str:
     """The protocol's own topology (topiary, the baselines), else the scenario's, else complete."""
     return PROTOCOLS[sc.protocol.name].topology or sc.topology.algorithm or "complete"
@@ -121,6 +130,8 @@ def _topology(sc: Scenario, rng: random.Random, subs: list[list[str]], topics: l
     index = {t: i for i, t in enumerate(topics)}
     interests = [{index[t] for t in s if t in index} for s in subs]  # filters are no topics
     topo = sc.topology
+    if topo.algorithm == GIVEN:
+        return [[f"n{j}" for j in sorted((topo.dial or {}).get(i, []))] for i in range(n)]
     if topo.edges_of:
         target = overlays.build(topo.edges_of, interests, len(topics), rng, topo.degree, topo.groups)
         overlay = overlays.baselines.random_edges(n, len(target.edges), rng)
@@ -303,7 +314,7 @@ def make_plan(sc: Scenario, seed: int | None = None) -> RunPlan:
     n = sc.nodes.count
     core = PROTOCOLS[sc.protocol.name]
     content = core.matching == "predicate"
-    topics = list(dict.fromkeys(sc.workload.events)) if content else [f"t{i}" for i in range(sc.topics.count)]
+    topics = list(dict.fromkeys(sc.workload.events)) if content else sc.topics.topic_names()
     try:
         placed = sc.network.latency.matrix(n, _stream(seed, "placement"))
     except (ValueError, OSError) as err:  # a data file that does not fit the scenario
@@ -312,6 +323,8 @@ def make_plan(sc: Scenario, seed: int | None = None) -> RunPlan:
     late: list[list[tuple[float, str]]] = [[] for _ in range(n)]
     if content:
         subs, late = _predicate_subscriptions(sc, _stream(seed, "subscriptions"))
+    elif isinstance(sc.topics.subscriptions, GivenSubscriptions):
+        subs, late = sc.topics.subscriptions.of(n)
     else:
         subs = _subscriptions(sc, _stream(seed, "subscriptions"), topics)
     attackers = _attackers(sc, _stream(seed, "attackers"), n)
@@ -330,13 +343,22 @@ def make_plan(sc: Scenario, seed: int | None = None) -> RunPlan:
     absent = set(joins_at) | set(reserve)
     rng = _stream(seed, "workload")
     honest = [i for i in range(n) if attackers[i] is None and f"n{i}" not in absent]
-    if len(honest) < sc.workload.publishers:
+    given = _given_schedule(sc) if sc.workload.schedule is not None else None
+    if given is not None:
+        not_honest = [f"n{i}" for i in given if i not in honest]
+        if not_honest:
+            raise ScenarioError(f"scenario {sc.name!r}", [
+                f"workload.schedule: {', '.join(not_honest)} publish, but attack, join later or are churn reserve"])
+    elif len(honest) < sc.workload.publishers:
         raise ScenarioError(f"scenario {sc.name!r}", [
             f"workload.publishers: {sc.workload.publishers} publishers, but only {len(honest)} honest nodes "
             "are present at T0 (the others attack, join later or are churn reserve)"])
-    publishers = sorted(rng.sample(honest, sc.workload.publishers))
-    everyone_subs = [s + [t for _, t in x] for s, x in zip(subs, late)]  # at start or later: publishers aim at both
-    schedule = _schedule(sc, rng, publishers, everyone_subs, topics)
+    if given is not None:
+        publishers, schedule = list(given), given
+    else:
+        publishers = sorted(rng.sample(honest, sc.workload.publishers))
+        everyone_subs = [s + [t for _, t in x] for s, x in zip(subs, late)]  # at start or later: publishers aim at both
+        schedule = _schedule(sc, rng, publishers, everyone_subs, topics)
     authors = _authors(sc, publishers, schedule, subs, topics) if core.topic_authors else {}
     if sc.churn and sc.churn.fraction is not None:
         present = [f"n{i}" for i in range(n) if f"n{i}" not in absent]

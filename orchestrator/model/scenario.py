@@ -12,13 +12,13 @@ from typing import Any
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from node import ids
 from node.adapters import PEERLAB, get_adapter
 from node.behaviours import CONTROL
 from node.protocols import PROTOCOLS
 
 from . import dilation
 from .data_files import DataAccess
+from .given import GivenSubscriptions
 from .sections import (
     Analysis,
     Attackers,
@@ -29,11 +29,10 @@ from .sections import (
     Nodes,
     Output,
     ProtocolSpec,
-    Strict,
-    Topics,
     Topology,
-    Workload,
 )
+from .strict import Strict
+from .traffic import Topics, Workload
 
 
 class Scenario(Strict):
@@ -84,10 +83,12 @@ class Scenario(Strict):
         if self.workload.publishers > honest:
             raise ValueError(f"attackers: {n - honest} attackers leave {honest} honest nodes, fewer than "
                              f"workload.publishers ({self.workload.publishers})")
+        topic_names = self.topics.topic_names()
         for i, attack in enumerate(self.attackers):
-            if attack.topic is not None and not (attack.topic.startswith("t") and attack.topic[1:].isdigit()
-                                                 and ids.node_index(attack.topic) < self.topics.count):
-                raise ValueError(f"attackers[{i}].topic: {attack.topic!r} is not a topic (t0..t{self.topics.count - 1})")
+            if attack.topic is not None and attack.topic not in topic_names:
+                raise ValueError(f"attackers[{i}].topic: {attack.topic!r} is not a topic ({topic_names[0]}.."
+                                 f"{topic_names[-1]})")
+        self._given_fit(n, topic_names)
         core = PROTOCOLS[self.protocol.name]
         content = core.matching == "predicate"
         if content and (self.topics.predicates is None or self.workload.events is None):
@@ -125,6 +126,23 @@ class Scenario(Strict):
         if refused:
             raise ValueError(refused)
         return self
+
+    def _given_fit(self, n: int, topic_names: list[str]) -> None:
+        """What is given as lists (orchestrator/model/given.py) names nodes and topics that exist."""
+        named: list[tuple[str, int]] = [(f"topology.dial.{a}", i) for a, peers in (self.topology.dial or {}).items()
+                                        for i in [a, *peers]]
+        subs = self.topics.subscriptions
+        if isinstance(subs, GivenSubscriptions):
+            named += subs.indexes()
+        named += [(f"workload.schedule[{k}].node", p.node) for k, p in enumerate(self.workload.schedule or [])]
+        for where, i in named:
+            if i >= n:
+                raise ValueError(f"{where}: node {i} does not exist (nodes.count is {n}: indexes 0..{n - 1})")
+        known = set(topic_names)
+        for k, p in enumerate(self.workload.schedule or []):
+            if p.topic not in known:
+                raise ValueError(f"workload.schedule[{k}].topic: {p.topic!r} is not a topic (topics.names, or "
+                                 f"t0..t{len(topic_names) - 1})")
 
     def implementations(self) -> dict[str, str]:
         """Where each implementation is chosen (a field path) -> which one."""

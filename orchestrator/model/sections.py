@@ -1,27 +1,24 @@
-"""The sections of a scenario (nodes, topology, network, topics, workload, faults, churn, attackers,
-calibration, analysis, output) as pydantic models: fields, units, defaults and the checks within one
-section. The checks across sections are on `Scenario` (orchestrator/model/scenario.py)."""
+"""The sections of a scenario (nodes, topology, network, faults, churn, attackers, calibration,
+analysis, output) as pydantic models: fields, units, defaults and the checks within one section.
+Topics and workload are in traffic.py; the checks across sections are on `Scenario`
+(orchestrator/model/scenario.py)."""
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 from urllib.parse import urlparse
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
+from pydantic import BaseModel, Field, create_model, field_validator, model_validator
 
 from node.adapters import IMPLEMENTATIONS, PEERLAB
 from node.behaviours import BEHAVIOURS
-from node.predicates import Predicate, PredicateError
 from node.protocols import PROTOCOLS
 
 from . import data_files
+from .given import GIVEN, check_dial
 from .latency import LATENCY_MODELS
 from .overlays import ALGORITHMS as OVERLAYS
+from .strict import Strict
 from .units import Bandwidth, Duration, Rate, Size
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
 
 IMPLEMENTATION_DOC = ("whose code runs the nodes: peerlab (its own core) or a libp2p implementation's adapter "
                       "(" + ", ".join(IMPLEMENTATIONS[1:]) + "; docs/node-contract.md), or interop:PATH for a "
@@ -77,24 +74,41 @@ class Nodes(Strict):
 
 class Topology(Strict):
     algorithm: str | None = Field(None, description="an overlay algorithm: " + ", ".join(OVERLAYS) +
-                                  "; unset: the protocol's own (topiary and the baselines), else complete")
+                                  "; or given (the links listed in `dial`); unset: the protocol's own (topiary "
+                                  "and the baselines), else complete")
     degree: int = Field(8, gt=0, description="random, degree-split, topiary: outgoing connections per node (d); random-at-least: links per node, at least (gossipsub-interop's mesh)")
     groups: int | Literal["topic"] = Field("topic", description="scribe: `topic` (a tree per topic) or a "
                                                               "number of random groups (a tree in each)")
     edges_of: str | None = Field(None, description="random only: as many edges as this algorithm gives "
                                                    "on the same subscriptions (for like-for-like comparisons)")
+    dial: dict[int, list[int]] | None = Field(None, description="algorithm given: node index -> the node indexes it "
+                                              "dials (an imported experiment's connects), e.g. {0: [3, 7], 1: [3]}")
 
-    @field_validator("algorithm", "edges_of")
+    @field_validator("algorithm")
     @classmethod
     def _known_algorithm(cls, name: str | None) -> str | None:
+        if name is not None and name not in OVERLAYS and name != GIVEN:
+            raise ValueError(f"unknown overlay algorithm {name!r}; known: {', '.join(OVERLAYS)}, {GIVEN}")
+        return name
+
+    @field_validator("edges_of")
+    @classmethod
+    def _known_edges_of(cls, name: str | None) -> str | None:
         if name is not None and name not in OVERLAYS:
             raise ValueError(f"unknown overlay algorithm {name!r}; known: {', '.join(OVERLAYS)}")
         return name
+
+    @field_validator("dial")
+    @classmethod
+    def _dial(cls, dial: dict[int, list[int]] | None) -> dict[int, list[int]] | None:
+        return None if dial is None else check_dial(dial)
 
     @model_validator(mode="after")
     def _edges_of_random(self) -> "Topology":
         if self.edges_of is not None and self.algorithm != "random":
             raise ValueError("edges_of applies to algorithm: random only")
+        if (self.dial is not None) != (self.algorithm == GIVEN):
+            raise ValueError("dial goes with algorithm: given, and algorithm: given needs dial")
         return self
 
 
@@ -117,114 +131,6 @@ class Network(Strict):
                              "the window restarting after an idle RTO), reno, bbr (if the kernel has it), or host "
                              "(whatever the machine's default is; machines differ: this one's is bbr). Local and "
                              "docker backends; kubernetes pods keep the cluster node's")
-
-
-class Interest(Strict):
-    model: Literal["interest"]
-    rate: float = Field(..., gt=0, le=1, description="probability a node subscribes to each topic")
-
-
-class Zipf(Strict):
-    model: Literal["zipf"]
-    alpha: float = Field(..., ge=0, le=20, description="popularity skew: topic i (from 1) weighs i^-alpha")
-    size: int = Field(..., gt=0, description="topics per node")
-
-
-class RoundRobin(Strict):
-    """Node i subscribes to topic i mod topics.count, one topic each (gossipsub-interop's simple-fanout:
-    even nodes on one topic, odd ones on the other)."""
-    model: Literal["round-robin"]
-
-
-class PredicateGroup(Strict):
-    """Content-based protocols: a group of nodes subscribing to one filter (SmartPubSub's workload)."""
-
-    filter: str = Field(..., description="a predicate, e.g. 'surf T/bali T/price R 1000 1500'")
-    subscribers: int = Field(..., gt=0, description="how many nodes subscribe to it (sampled by the planner)")
-    at: Duration | None = Field(None, ge=0, description="when they subscribe, in seconds after T0 (SmartPubSub's "
-                                                        "subburst: when publishing starts); unset: at start. "
-                                                        "They are expected to receive what is published from then on")
-
-    @field_validator("filter")
-    @classmethod
-    def _parses(cls, text: str) -> str:
-        try:
-            return str(Predicate.parse(text))
-        except PredicateError as err:
-            raise ValueError(str(err)) from None
-
-
-class Topics(Strict):
-    count: int = Field(1, gt=0, le=100_000)
-    subscriptions: Annotated[Union[Interest, Zipf, RoundRobin], Field(discriminator="model")] = Field(
-        default_factory=lambda: Interest(model="interest", rate=1.0))
-    predicates: list[PredicateGroup] | None = Field(
-        None, description="content-based protocols (matching by predicate): who subscribes to which filter, instead of "
-                          "count and subscriptions; publishers publish workload.events")
-
-    @model_validator(mode="after")
-    def _size_fits(self) -> "Topics":
-        if isinstance(self.subscriptions, Zipf) and self.subscriptions.size > self.count:
-            raise ValueError(f"subscriptions.size ({self.subscriptions.size}) exceeds topics.count ({self.count})")
-        return self
-
-
-MAX_PUBLISHES = 1_000_000  # planning lists every publish: tens of millions take minutes and gigabytes
-
-
-class Workload(Strict):
-    publishers: int = Field(1, gt=0, description="how many nodes publish (sampled)")
-    rate: Rate | None = Field(None, gt=0, description="network-wide messages per second, e.g. 2/s")
-    interval: Duration | None = Field(None, gt=0, description="per-publisher interval (instead of rate)")
-    arrival: Literal["uniform", "poisson"] = "uniform"
-    publish_topics: Literal["any", "subscribed", "owned"] = Field(
-        "any", description="publish on any topic with subscribers, only on the publisher's own topics, or "
-                           "owned: each topic has one publisher (a channel and its author), dealt round-robin")
-    publisher_skew: float = Field(0.0, ge=0, description="Zipf exponent of how often each publisher publishes "
-                                                         "(0: all alike; with a network-wide rate)")
-    message_size: Size = Field(1024, gt=0)
-    warmup: Duration = Field(2.0, ge=0, description="after T0, before the first publish")
-    duration: Duration = Field(10.0, gt=0, description="publishing window")
-    messages_per_publisher: int | None = Field(
-        None, gt=0, description="instead of duration: each publisher publishes this many messages, in "
-                                "turn, at `rate` (the gossipsub seed's scenarios: one each)")
-    drain: Duration = Field(3.0, ge=0, description="after the last publish, before stopping")
-    events: list[str] | None = Field(None, description="content-based protocols: the event predicates "
-                                                       "publishers pick from at random, e.g. "
-                                                       "'surf T/bali T/price R 1200 1200'")
-
-    @field_validator("events")
-    @classmethod
-    def _events_parse(cls, events: list[str] | None) -> list[str] | None:
-        if events is None:
-            return None
-        if not events:
-            raise ValueError("give at least one event predicate")
-        try:
-            return [str(Predicate.parse(e)) for e in events]
-        except PredicateError as err:
-            raise ValueError(str(err)) from None
-
-    @model_validator(mode="after")
-    def _one_pace(self) -> "Workload":
-        if self.rate is not None and self.interval is not None:
-            raise ValueError("give either rate (network-wide) or interval (per publisher), not both")
-        if self.rate is None and self.interval is None:
-            self.rate = 1.0
-        if self.publisher_skew and self.interval is not None:
-            raise ValueError("publisher_skew shares a network-wide rate among publishers; give rate, not interval")
-        if self.messages_per_publisher is not None:
-            if "duration" in self.model_fields_set:
-                raise ValueError("give either duration or messages_per_publisher, not both (to run for a "
-                                 "duration instead: --set workload.messages_per_publisher=null)")
-            if self.rate is None or self.arrival != "uniform":
-                raise ValueError("messages_per_publisher needs a network-wide rate and uniform arrivals")
-            self.duration = self.messages_per_publisher * self.publishers / self.rate
-        planned = self.rate * self.duration if self.rate is not None else self.publishers * self.duration / self.interval
-        if planned > MAX_PUBLISHES:
-            raise ValueError(f"{planned:.3g} messages planned (rate x duration, or publishers x duration / interval); "
-                             f"a run publishes at most {MAX_PUBLISHES:,}: lower the rate or shorten the duration")
-        return self
 
 
 NODE_ACTIONS = ("kill", "stop", "restart", "join", "degrade", "restore")

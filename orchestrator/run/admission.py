@@ -109,10 +109,10 @@ def estimate(scenario: Scenario, backend: str = "local") -> Estimate:
     second (each node holds some seconds of them), the messages and the duration."""
     mix = _kinds(scenario)
     n = sum(mix.values())
-    messages = _messages(scenario)
+    messages = scenario.workload.messages()
     table = costs()["backends"][backend]
     held_mib = (table.get("held_s") or 0.0) * messages / max(scenario.workload.duration, 1e-9) \
-        * scenario.workload.message_size / MIB
+        * scenario.workload.mean_size() / MIB
     return Estimate(
         nodes=n,
         memory_mib=round(table["fixed_mib"] + sum((node_mib(backend, k) + held_mib) * c for k, c in mix.items()), 1),
@@ -216,12 +216,3 @@ def _kinds(scenario: Scenario) -> dict[str, int]:
 def kind_of(scenario: Scenario) -> str:
     """The one kind of node the scenario runs (for a mix: the kinds joined by '+')."""
     return "+".join(sorted(_kinds(scenario)))
-
-
-def _messages(scenario: Scenario) -> float:
-    w = scenario.workload
-    if w.messages_per_publisher:
-        return w.messages_per_publisher * w.publishers
-    if w.rate:
-        return w.rate * w.duration
-    return w.publishers * w.duration / (w.interval or 1.0)
