@@ -34,7 +34,7 @@ def _cell(value: Any) -> str:
 ROWS = (  # (row, how to get it from a phase's figures)
     ("verdict", lambda p: p["verdict"]),
     ("host samples", lambda p: p["host"].get("samples") or p["host"].get("note")),
-    ("CPU busy % p50 / max", lambda p: p["host"].get("cpu_busy_pct")),
+    ("CPU busy % p50 / max / mean", lambda p: p["host"].get("cpu_busy_pct")),
     ("run queue per core p50 / max", lambda p: p["host"].get("runnable_per_core")),
     ("PSI some % (1 s) p50 / max", lambda p: p["host"].get("psi_some_pct")),
     ("PSI some avg10 max %", lambda p: p["host"].get("psi_some_avg10_max")),

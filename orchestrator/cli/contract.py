@@ -147,15 +147,11 @@ def cmd_interop_import(args: argparse.Namespace) -> int:
 
     import yaml
 
-    from node.interop import reading, script
+    from node.interop import reading
     from orchestrator.model import imported
     from orchestrator.model.scenario import load_scenario, read_data, read_file, validate_data
 
-    try:
-        params = json.loads(args.params.read_text())
-    except (OSError, ValueError) as e:
-        raise UsageError(f"{args.params}: {e}") from None
-    problems = script.problems(params)
+    params, problems = _read_params(args.params)
     if problems:
         raise UsageError(f"{args.params}: does not follow the gossipsub-interop instruction schema: {problems[0]}"
                          f"{f' (and {len(problems) - 1} more: peerlab contract interop-check)' if len(problems) > 1 else ''}")
@@ -186,14 +182,19 @@ def cmd_interop_import(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_interop_check(args: argparse.Namespace) -> int:
+def _read_params(path: Path) -> tuple[dict, list[str]]:
+    """A params.json, and what in it does not follow the contract's instruction schema."""
     from node.interop import script
 
     try:
-        params = json.loads(args.params.read_text())
+        params = json.loads(path.read_text())
     except (OSError, ValueError) as e:
-        raise UsageError(f"{args.params}: {e}") from None
-    problems = script.problems(params)
+        raise UsageError(f"{path}: {e}") from None
+    return params, script.problems(params)
+
+
+def cmd_interop_check(args: argparse.Namespace) -> int:
+    params, problems = _read_params(args.params)
     for line in problems:
         print(line)
     print(f"{args.params}: {'follows' if not problems else f'{len(problems)} problems with'} the gossipsub-interop "

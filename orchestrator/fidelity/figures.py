@@ -25,7 +25,8 @@ def host_figures(samples: Sequence[Sample], th: Thresholds = THRESHOLDS) -> dict
     avg10 = [s.psi_some_avg10 for s in samples if s.psi_some_avg10 is not None]
     return {
         "samples": n,
-        "cpu_busy_pct": _spread([s.busy for s in samples], 100, 1),
+        "cpu_busy_pct": {**_spread([s.busy for s in samples], 100, 1),  # the mean: CPU time used (admission's bench)
+                         "mean": round(statistics.fmean(s.busy for s in samples) * 100, 1)},
         "steal_pct": _spread([s.steal for s in samples], 100, 1),
         "runnable_per_core": _spread([s.runnable_per_core for s in samples]),
         "psi_some_pct": _spread(psi, 1, 1) if psi else "no PSI",

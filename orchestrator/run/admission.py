@@ -7,14 +7,18 @@ peak (orchestrator/run/memory_watch.py) beside the estimate.
 Memory comes from admission_costs.json, measured by `peerlab bench admission` on each backend: the
 run's fixed cost, each kind of node's (peerlab's node per protocol, each libp2p implementation),
 and how many seconds of what is published a node holds (message size times rate). CPU is each
-kind's share of a core in the gossipsub-implementations comparison (docs/development.md,
-"Admission"). On the kubernetes backend the pods' requests are checked against the namespace's
+kind's share of a core when idle (the gossipsub-implementations comparison, docs/development.md,
+"Admission") plus what moving the run's bytes costs the machine: the bytes published per second,
+times the nodes, times the copies of each a node sends, at the CPU per MiB sent that the same bench
+measured (nodes, kernel, delay line and shaper together; measured on peerlab's GossipSub and applied
+to every kind). On the kubernetes backend the pods' requests are checked against the namespace's
 quotas and the cluster's allocatable instead (kube_admission.py); the sim backend's one process is
 not checked.
 """
 from __future__ import annotations
 
 import json
+import math
 import os
 import resource
 import shutil
@@ -95,13 +99,14 @@ class Estimate:
     fds: int
     disk_mib: float
     fixed_mib: float = 0.0  # of memory_mib, what does not grow with the nodes
+    dilation: float = 1.0   # the run's; cpu_cores is per real second, already divided by it
 
     def scaled(self, nodes: int) -> "Estimate":
         """The same run with `nodes` nodes of the same mix (everything but the fixed memory scales)."""
         f = nodes / self.nodes
         return Estimate(nodes, self.fixed_mib + (self.memory_mib - self.fixed_mib) * f, self.cpu_cores * f,
                         ORCHESTRATOR_FDS + round((self.fds - ORCHESTRATOR_FDS) * f), self.disk_mib * f,
-                        self.fixed_mib)
+                        self.fixed_mib, self.dilation)
 
 
 def estimate(scenario: Scenario, backend: str = "local") -> Estimate:
@@ -116,10 +121,19 @@ def estimate(scenario: Scenario, backend: str = "local") -> Estimate:
     return Estimate(
         nodes=n,
         memory_mib=round(table["fixed_mib"] + sum((node_mib(backend, k) + held_mib) * c for k, c in mix.items()), 1),
-        cpu_cores=sum(cpu_share(k) * c for k, c in mix.items()) / scenario.dilation,
+        cpu_cores=(sum(cpu_share(k) * c for k, c in mix.items()) + traffic_cores(scenario, n, table)) / scenario.dilation,
         fds=ORCHESTRATOR_FDS + ORCHESTRATOR_FDS_PER_NODE * n,
         disk_mib=n * messages * EVENTS_PER_NODE_PER_MESSAGE * EVENT_BYTES / MIB,
-        fixed_mib=table["fixed_mib"])
+        fixed_mib=table["fixed_mib"], dilation=scenario.dilation)
+
+
+def traffic_cores(scenario: Scenario, nodes: int, table: dict[str, Any]) -> float:
+    """Cores' worth of moving what the run publishes (experiment time: the caller divides by dilation)."""
+    per_mib, copies = table.get("cpu_s_per_mib_sent"), table.get("copies_sent")
+    if not per_mib or not copies:
+        return 0.0
+    published = scenario.workload.messages() * scenario.workload.mean_size() / max(scenario.workload.duration, 1e-9)
+    return published * nodes * copies / MIB * per_mib
 
 
 def problems(need: Estimate, machine: Machine) -> list[str]:
@@ -128,9 +142,10 @@ def problems(need: Estimate, machine: Machine) -> list[str]:
         out.append(f"memory: {_size(need.memory_mib)} needed, {_size(machine.memory_mib)} available "
                    f"(a run may take {HEADROOM:.0%})")
     if need.cpu_cores > machine.cpus:
-        out.append(f"CPU: {need.cpu_cores:.1f} cores' worth of node work, {machine.cpus} cores here (timings "
-                   "would measure the queue for the CPU, not the protocol; --dilate K gives each node K times "
-                   "the CPU per second of the experiment)")
+        fits = math.ceil(need.cpu_cores * need.dilation / machine.cpus)
+        out.append(f"CPU: {need.cpu_cores:.1f} cores' worth of node work and traffic, {machine.cpus} cores here "
+                   "(timings would measure the queue for the CPU, not the protocol; --dilate K gives each node K "
+                   f"times the CPU per second of the experiment: --dilate {fits} or more fits)")
     if need.fds > machine.fds * HEADROOM:
         out.append(f"file descriptors: {need.fds} needed, limit {machine.fds} (ulimit -n)")
     if need.disk_mib > machine.disk_mib * HEADROOM:

@@ -11,10 +11,16 @@ container with its shim). Per backend:
 - (local) GossipSub with large messages at a high rate against the same with 1 KiB ones: the extra
   memory per node over the bytes published per second is how many seconds' worth of messages a node
   holds (message cache, socket buffers), the estimate's term for message size and rate.
+- (local) GossipSub with medium messages against the same 1 KiB run, both well short of the machine's
+  cores: the CPU the machine spent (host busy over the load phase: nodes, kernel, delay line, shaper)
+  against the bytes the nodes' links sent (their kernel counters) gives the CPU per MiB moved, and the
+  bytes sent against the bytes published times the nodes how many copies of a published byte the
+  nodes send: the estimate's CPU term for what the run moves.
 """
 from __future__ import annotations
 
 import datetime
+import gzip
 import json
 import os
 from pathlib import Path
@@ -48,6 +54,7 @@ ONE_COUNT = {"local": 30, "docker": 10}
 CONTENT_BASED = {"peerlab/scoutsubs": "scenarios/smartpubsub-normal.yaml",
                  "peerlab/fastdelivery": "scenarios/smartpubsub-fastdelivery.yaml"}
 SMALL, LARGE = ("1KiB", 1024, 4), ("64KiB", 65536, 8)  # message size (text, bytes), rate per second
+MEDIUM = ("16KiB", 16384, 4)  # for the CPU per byte: enough traffic to measure, the cores not saturated
 
 
 def _scenario(kind: str, n: int, store: str, message: tuple[str, int, int] = SMALL) -> Any:
@@ -61,14 +68,47 @@ def _scenario(kind: str, n: int, store: str, message: tuple[str, int, int] = SMA
                                           store=store))
 
 
-def _peak(scenario: Any, backend: str, console: Console) -> float:
+def _run(scenario: Any, backend: str, console: Console) -> Path:
+    return Runner(scenario, backend=backend, console=console, force=True).run()
+
+
+def _peak(scenario: Any, backend: str, console: Console, run_dir: Path | None = None) -> float:
     """The run's peak memory in MiB, as its manifest records it."""
-    runner = Runner(scenario, backend=backend, console=console, force=True)
-    run_dir = runner.run()
+    run_dir = run_dir or _run(scenario, backend, console)
     peak = json.loads((run_dir / "manifest.json").read_text())["admission"].get("peak_mib")
     if peak is None:
         raise RuntimeError(f"{run_dir}: no memory was sampled")
     return peak
+
+
+def load_rates(run_dir: Path) -> tuple[float, float]:
+    """(cores busy, bytes sent per second by all nodes' links) over the run's load phase: the host's
+    mean busy share times its cores, and the nodes' kernel counters across the phase."""
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    phase = manifest["fidelity"]["phases"]["load"]
+    cores = phase["host"]["cpu_busy_pct"]["mean"] / 100 * manifest["admission"]["machine"]["cpus"]
+    first: dict[str, tuple[int, int]] = {}
+    last: dict[str, tuple[int, int]] = {}
+    with gzip.open(run_dir / "kernel_traffic.jsonl.gz", "rt") as f:
+        for line in f:
+            row = json.loads(line)
+            if phase["from_ns"] <= row["ts"] <= phase["to_ns"]:
+                first.setdefault(row["node"], (row["ts"], row["sent_bytes"]))
+                last[row["node"]] = (row["ts"], row["sent_bytes"])
+    sent = sum(last[n][1] - first[n][1] for n in last)
+    span = (max(t for t, _ in last.values()) - min(t for t, _ in first.values())) / 1e9
+    return cores, sent / span
+
+
+def traffic_cpu(small: Path, medium: Path, n: int) -> dict[str, float]:
+    """CPU seconds per MiB the nodes' links send, and copies sent per byte published per node, from two
+    runs of `n` nodes that differ in message size (SMALL, MEDIUM)."""
+    (cores_s, sent_s), (cores_m, sent_m) = load_rates(small), load_rates(medium)
+    published = MEDIUM[1] * MEDIUM[2] - SMALL[1] * SMALL[2]
+    if sent_m <= sent_s or cores_m <= cores_s:
+        raise RuntimeError(f"{medium}: no more traffic or CPU than {small}; the measurement is void")
+    return {"cpu_s_per_mib_sent": round((cores_m - cores_s) / ((sent_m - sent_s) / 2**20), 4),
+            "copies_sent": round((sent_m - sent_s) / (published * n), 2)}
 
 
 def bench_admission(backends: list[str], store: str, console: Console, table: Path = COSTS_FILE,
@@ -77,7 +117,8 @@ def bench_admission(backends: list[str], store: str, console: Console, table: Pa
                            "host": f"{os.cpu_count()} cores", "backends": {}}
     for backend in backends:
         lo, hi = BASE["peerlab/gossipsub"] if backend == "local" else DOCKER_BASE
-        peaks = {n: _peak(_scenario("peerlab/gossipsub", n, store), backend, console) for n in (lo, hi)}
+        runs_dirs = {n: _run(_scenario("peerlab/gossipsub", n, store), backend, console) for n in (lo, hi)}
+        peaks = {n: _peak(None, backend, console, runs_dirs[n]) for n in (lo, hi)}
         per_node = {"peerlab/gossipsub": round((peaks[hi] - peaks[lo]) / (hi - lo), 2)}
         fixed = round(peaks[lo] - lo * per_node["peerlab/gossipsub"], 1)
         say(f"{backend}: GossipSub {lo} nodes {peaks[lo]} MiB, {hi} nodes {peaks[hi]} MiB: fixed {fixed} MiB, "
@@ -98,6 +139,12 @@ def bench_admission(backends: list[str], store: str, console: Console, table: Pa
         entry: dict[str, Any] = {"fixed_mib": fixed, "node_mib": per_node, "peaks_mib": runs}
         if backend == "local":
             n, small = hi, peaks[hi]
+            small_dir = runs_dirs[hi]
+            medium_dir = _run(_scenario("peerlab/gossipsub", n, store, MEDIUM), backend, console)
+            entry.update(traffic_cpu(small_dir, medium_dir, n))
+            say(f"{backend}: {MEDIUM[0]} messages at {MEDIUM[2]}/s against {SMALL[0]}: "
+                f"{entry['cpu_s_per_mib_sent']} CPU s per MiB sent, {entry['copies_sent']} copies sent per byte "
+                "published per node")
             large = _peak(_scenario("peerlab/gossipsub", n, store, LARGE), backend, console)
             per_second = LARGE[1] * LARGE[2] - SMALL[1] * SMALL[2]  # bytes published per second, network-wide
             held = max(0.0, (large - small) * 2**20 / n / per_second)
@@ -107,9 +154,10 @@ def bench_admission(backends: list[str], store: str, console: Console, table: Pa
             say(f"{backend}: {LARGE[0]} messages at {LARGE[2]}/s against {SMALL[0]} at {SMALL[2]}/s: "
                 f"{large} against {small} MiB, each node holds {held:.2f} s of what is published")
         out["backends"][backend] = entry
-    held = out["backends"].get("local", {}).get("held_s")
+    local = out["backends"].get("local", {})
     for entry in out["backends"].values():
-        entry.setdefault("held_s", held)  # (docker's nodes are the same programs)
+        for key in ("held_s", "cpu_s_per_mib_sent", "copies_sent"):
+            entry.setdefault(key, local.get(key))  # (docker's nodes are the same programs)
     table.write_text(json.dumps(out, indent=1) + "\n")
     say(f"written: {table}")
     return out

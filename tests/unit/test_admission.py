@@ -120,3 +120,37 @@ def test_the_cli_refuses_before_planning_and_creates_nothing_and_force_lets_it_t
     assert "do not fit" not in forced.stderr and "Traceback" not in forced.stderr
     plan = peerlab("plan", "scenarios/quickstart.yaml", timeout=120)
     assert plan.returncode == 0 and "on this machine (local backend): needs" in plan.stdout
+
+
+def _bench_run(tmp_path, name: str, busy_pct: float, sent_per_s: int):
+    """A run directory as the bench reads it: the load phase's host figures, 4 nodes' link counters."""
+    import gzip
+    import json
+
+    run = tmp_path / name
+    run.mkdir()
+    start, end = 10 * 10**9, 20 * 10**9
+    (run / "manifest.json").write_text(json.dumps({
+        "admission": {"machine": {"cpus": 2}},
+        "fidelity": {"phases": {"load": {"from_ns": start, "to_ns": end,
+                                         "host": {"cpu_busy_pct": {"p50": 1.0, "max": 99.0, "mean": busy_pct}}}}}}))
+    with gzip.open(run / "kernel_traffic.jsonl.gz", "wt") as f:
+        for second in range(0, 31):  # before and after the phase each node sends 40 times as much: not counted
+            sent = sum(sent_per_s // 4 if 10 <= s < 20 else 10 * sent_per_s for s in range(second))
+            for node in ("n0", "n1", "n2", "n3"):
+                f.write(json.dumps({"ts": second * 10**9, "node": node, "sent_bytes": sent}) + "\n")
+    return run
+
+
+def test_the_bench_takes_cpu_per_mib_sent_and_copies_from_the_load_phase_of_two_runs(tmp_path):
+    from orchestrator.tools import bench_admission as bench
+
+    small = _bench_run(tmp_path, "small", busy_pct=10.0, sent_per_s=4 * 2**20)
+    medium = _bench_run(tmp_path, "medium", busy_pct=60.0, sent_per_s=24 * 2**20)
+    assert bench.load_rates(small) == pytest.approx((0.2, 4 * 2**20))
+    got = bench.traffic_cpu(small, medium, n=4)
+    assert got["cpu_s_per_mib_sent"] == pytest.approx(1.0 / 20, abs=1e-4)  # one more core for 20 MiB/s more
+    published = bench.MEDIUM[1] * bench.MEDIUM[2] - bench.SMALL[1] * bench.SMALL[2]
+    assert got["copies_sent"] == pytest.approx(20 * 2**20 / (published * 4), abs=0.01)
+    with pytest.raises(RuntimeError, match="void"):
+        bench.traffic_cpu(medium, small, n=4)

@@ -44,7 +44,7 @@ QUIET = dict(samples=_samples(20), lag=_lag(3.0), probes=_probes([100.5, 101.0, 
 def test_a_quiet_phase_is_faithful():
     phase = _phase(**QUIET)
     assert phase["verdict"] == rule.FAITHFUL and phase["reasons"] == []
-    assert phase["host"]["cpu_busy_pct"] == {"p50": 50.0, "max": 50.0}
+    assert phase["host"]["cpu_busy_pct"] == {"p50": 50.0, "max": 50.0, "mean": 50.0}
     assert phase_line(phase).startswith("faithful: CPU busy p50 50%")
 
 
