@@ -90,9 +90,9 @@ def _admission_line(scenario: Any) -> str:
 
     need, here = admission.estimate(scenario, "local"), admission.Machine.here()
     docker = admission.estimate(scenario, "docker")
-    found = admission.problems(need, here)
-    verdict = ("fits" if not found else "does not fit (" + "; ".join(found) + f"); at most "
-               f"{admission.largest_fit(need, here)} nodes fit, or run with --force")
+    found, warned = admission.problems(need, here), admission.warnings(need, here)
+    verdict = ("fits" + (" (" + "; ".join(warned) + ")" if warned else "") if not found else "does not fit ("
+               + "; ".join(found) + f"); at most {admission.largest_fit(need, here)} nodes fit, or run with --force")
     return (f"  on this machine (local backend): needs {need.memory_mib / 1024:.2f} GiB memory "
             f"({docker.memory_mib / 1024:.2f} on docker), {need.cpu_cores:.2f} cores, {need.fds} file descriptors, "
             f"{need.disk_mib:.0f} MiB of logs; has {here.memory_mib / 1024:.1f} GiB, {here.cpus} cores, "

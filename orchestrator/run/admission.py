@@ -7,11 +7,12 @@ peak (orchestrator/run/memory_watch.py) beside the estimate.
 Memory comes from admission_costs.json, measured by `peerlab bench admission` on each backend: the
 run's fixed cost, each kind of node's (peerlab's node per protocol, each libp2p implementation),
 and how many seconds of what is published a node holds (message size times rate). CPU is each
-kind's share of a core when idle (the gossipsub-implementations comparison, docs/development.md,
-"Admission") plus what moving the run's bytes costs the machine: the bytes published per second,
-times the nodes, times the copies of each a node sends, at the CPU per MiB sent that the same bench
-measured (nodes, kernel, delay line and shaper together; measured on peerlab's GossipSub and applied
-to every kind). On the kubernetes backend the pods' requests are checked against the namespace's
+run's fixed share (orchestrator, watches, delay line at rest), each kind's share per node, and what
+moving the run's bytes costs the machine: the bytes published per second, times the nodes, times the
+copies of each a node sends, at the CPU per MiB sent (nodes, kernel, delay line and shaper together;
+measured on peerlab's GossipSub and applied to every kind), all measured by the same bench from the
+host's busy time. A run needing more cores than the machine has is refused; one needing more than
+FAITHFUL_CPU_SHARE of them is admitted with a warning that its timing will likely be unfaithful. On the kubernetes backend the pods' requests are checked against the namespace's
 quotas and the cluster's allocatable instead (kube_admission.py); the sim backend's one process is
 not checked.
 """
@@ -33,7 +34,7 @@ from orchestrator.model.scenario import Scenario
 
 MIB = 2**20
 COSTS_FILE = Path(__file__).with_name("admission_costs.json")
-NODE_CPU_SHARE = {PEERLAB: 0.004, "go-libp2p": 0.004, "rust-libp2p": 0.0022, "js-libp2p": 0.035, "py-libp2p": 0.027}
+FAITHFUL_CPU_SHARE = 0.4        # of the cores: the bench's runs above it were unfaithful (docs/development.md)
 ORCHESTRATOR_FDS_PER_NODE = 6   # process pipes, control connection, namespace and probe handles
 ORCHESTRATOR_FDS = 64
 EVENT_BYTES = 160               # a JSON line, uncompressed (119-156 B measured)
@@ -61,11 +62,19 @@ def node_mib(backend: str, kind: str) -> float:
     raise KeyError(f"no measured memory for {kind} nodes on the {backend} backend (peerlab bench admission)")
 
 
-def cpu_share(kind: str) -> float:
-    """One node's share of a core; a gossipsub-interop binary nobody measured: the costliest measured."""
+def node_cores(backend: str, kind: str) -> float:
+    """One node's share of a core on `backend` beside the traffic term (its timers, its runtime); a
+    peerlab protocol not measured, or a gossipsub-interop binary: the costliest of its kind measured."""
+    table = costs()["backends"][backend].get("node_cores")
+    if table is None:  # (a table from before CPU was measured: only while the bench measures its first)
+        return 0.0
+    if kind in table:
+        return table[kind]
+    if kind.startswith(f"{PEERLAB}/"):
+        return max(v for k, v in table.items() if k.startswith(f"{PEERLAB}/"))
     if kind.startswith(INTEROP):
-        return max(NODE_CPU_SHARE.values())
-    return NODE_CPU_SHARE[kind.split("/")[0]]
+        return max(table.values())
+    raise KeyError(f"no measured CPU for {kind} nodes on the {backend} backend (peerlab bench admission)")
 
 
 class AdmissionError(RuntimeError):
@@ -100,13 +109,21 @@ class Estimate:
     disk_mib: float
     fixed_mib: float = 0.0  # of memory_mib, what does not grow with the nodes
     dilation: float = 1.0   # the run's; cpu_cores is per real second, already divided by it
+    fixed_cores: float = 0.0  # of cpu_cores, what does not grow with the nodes
+
+    def dilation_for(self, cores: float) -> int:
+        """The smallest --dilate that brings the work within `cores` (the fixed share is not dilated)."""
+        if self.fixed_cores >= cores:
+            return 10**6  # (the machine is too small for the run's own processes)
+        return math.ceil((self.cpu_cores - self.fixed_cores) * self.dilation / (cores - self.fixed_cores) - 1e-9)
 
     def scaled(self, nodes: int) -> "Estimate":
         """The same run with `nodes` nodes of the same mix (everything but the fixed memory scales)."""
         f = nodes / self.nodes
-        return Estimate(nodes, self.fixed_mib + (self.memory_mib - self.fixed_mib) * f, self.cpu_cores * f,
+        return Estimate(nodes, self.fixed_mib + (self.memory_mib - self.fixed_mib) * f,
+                        self.fixed_cores + (self.cpu_cores - self.fixed_cores) * f,
                         ORCHESTRATOR_FDS + round((self.fds - ORCHESTRATOR_FDS) * f), self.disk_mib * f,
-                        self.fixed_mib, self.dilation)
+                        self.fixed_mib, self.dilation, self.fixed_cores)
 
 
 def estimate(scenario: Scenario, backend: str = "local") -> Estimate:
@@ -121,10 +138,11 @@ def estimate(scenario: Scenario, backend: str = "local") -> Estimate:
     return Estimate(
         nodes=n,
         memory_mib=round(table["fixed_mib"] + sum((node_mib(backend, k) + held_mib) * c for k, c in mix.items()), 1),
-        cpu_cores=(sum(cpu_share(k) * c for k, c in mix.items()) + traffic_cores(scenario, n, table)) / scenario.dilation,
+        cpu_cores=table.get("fixed_cores", 0.0) + (sum(node_cores(backend, k) * c for k, c in mix.items())
+                                          + traffic_cores(scenario, n, table)) / scenario.dilation,
         fds=ORCHESTRATOR_FDS + ORCHESTRATOR_FDS_PER_NODE * n,
         disk_mib=n * messages * EVENTS_PER_NODE_PER_MESSAGE * EVENT_BYTES / MIB,
-        fixed_mib=table["fixed_mib"], dilation=scenario.dilation)
+        fixed_mib=table["fixed_mib"], dilation=scenario.dilation, fixed_cores=table.get("fixed_cores", 0.0))
 
 
 def traffic_cores(scenario: Scenario, nodes: int, table: dict[str, Any]) -> float:
@@ -142,7 +160,7 @@ def problems(need: Estimate, machine: Machine) -> list[str]:
         out.append(f"memory: {_size(need.memory_mib)} needed, {_size(machine.memory_mib)} available "
                    f"(a run may take {HEADROOM:.0%})")
     if need.cpu_cores > machine.cpus:
-        fits = math.ceil(need.cpu_cores * need.dilation / machine.cpus)
+        fits = need.dilation_for(machine.cpus)
         out.append(f"CPU: {need.cpu_cores:.1f} cores' worth of node work and traffic, {machine.cpus} cores here "
                    "(timings would measure the queue for the CPU, not the protocol; --dilate K gives each node K "
                    f"times the CPU per second of the experiment: --dilate {fits} or more fits)")
@@ -152,6 +170,16 @@ def problems(need: Estimate, machine: Machine) -> list[str]:
         out.append(f"disk: {_size(need.disk_mib)} of event logs, {_size(machine.disk_mib)} free "
                    f"in {tempfile.gettempdir()}")
     return out
+
+
+def warnings(need: Estimate, machine: Machine) -> list[str]:
+    """What fits but will likely make the run's verdict unfaithful."""
+    if machine.cpus >= need.cpu_cores > FAITHFUL_CPU_SHARE * machine.cpus:
+        fits = need.dilation_for(FAITHFUL_CPU_SHARE * machine.cpus)
+        return [f"CPU: {need.cpu_cores:.2f} cores' worth of work on {machine.cpus} cores: the bench's runs above "
+                f"{FAITHFUL_CPU_SHARE:.0%} of the cores had unfaithful timing (CPU pressure, late event loops); "
+                f"--dilate {fits} keeps under it"]
+    return []
 
 
 def largest_fit(need: Estimate, machine: Machine) -> int:
@@ -178,7 +206,7 @@ def admit(scenario: Scenario, backend: str, force: bool = False, machine: Machin
     need = estimate(scenario, backend)
     found = problems(need, machine)
     record = {"checked": True, "estimate": asdict(need), "machine": asdict(machine), "problems": found,
-              "forced": bool(found) and force}
+              "warnings": warnings(need, machine), "forced": bool(found) and force}
     if found and not force:
         fit = largest_fit(need, machine)
         advice = (f"At most {fit} nodes of this scenario fit (--set nodes.count={fit})" if fit

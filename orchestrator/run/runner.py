@@ -58,6 +58,8 @@ class Runner(Readiness, RunRecord):
         self.manifest["admission"] = admitted
         if admitted.get("forced"):
             self.warn("admission: the run does not fit this machine (--force): " + "; ".join(admitted["problems"]))
+        for warning in admitted.get("warnings", []):
+            self.warn("admission: " + warning)
         self.scratch = scratch_root() / self.short
         self.ctx = RunContext(self.run_id, self.short, self.run_dir, self.scratch, self.plan, secrets.token_hex(16))
         try:

@@ -53,7 +53,9 @@ ONE_COUNT = {"local": 30, "docker": 10}
 # content-based protocols need their predicates and events: their own scenarios, shortened
 CONTENT_BASED = {"peerlab/scoutsubs": "scenarios/smartpubsub-normal.yaml",
                  "peerlab/fastdelivery": "scenarios/smartpubsub-fastdelivery.yaml"}
-SMALL, LARGE = ("1KiB", 1024, 4), ("64KiB", 65536, 8)  # message size (text, bytes), rate per second
+# message size (text, bytes), rate per second; LARGE and MEDIUM keep well short of the cores (their
+# runs' verdicts are in the table): a node short of CPU holds what it cannot forward yet
+SMALL, LARGE = ("1KiB", 1024, 4), ("64KiB", 65536, 2)
 MEDIUM = ("16KiB", 16384, 4)  # for the CPU per byte: enough traffic to measure, the cores not saturated
 
 
@@ -113,51 +115,86 @@ def traffic_cpu(small: Path, medium: Path, n: int) -> dict[str, float]:
 
 def bench_admission(backends: list[str], store: str, console: Console, table: Path = COSTS_FILE,
                     say: Callable[[str], None] = lambda m: print(m, flush=True)) -> dict[str, Any]:
-    out: dict[str, Any] = {"measured": datetime.date.today().isoformat(), "command": "peerlab bench admission",
-                           "host": f"{os.cpu_count()} cores", "backends": {}}
+    """Measure `backends` and write the table; a backend not measured keeps its entry from the table."""
+    old = json.loads(table.read_text()) if table.exists() else {"backends": {}}
+    out: dict[str, Any] = {"command": "peerlab bench admission", "host": f"{os.cpu_count()} cores",
+                           "backends": dict(old.get("backends", {}))}
     for backend in backends:
-        lo, hi = BASE["peerlab/gossipsub"] if backend == "local" else DOCKER_BASE
-        runs_dirs = {n: _run(_scenario("peerlab/gossipsub", n, store), backend, console) for n in (lo, hi)}
-        peaks = {n: _peak(None, backend, console, runs_dirs[n]) for n in (lo, hi)}
-        per_node = {"peerlab/gossipsub": round((peaks[hi] - peaks[lo]) / (hi - lo), 2)}
-        fixed = round(peaks[lo] - lo * per_node["peerlab/gossipsub"], 1)
-        say(f"{backend}: GossipSub {lo} nodes {peaks[lo]} MiB, {hi} nodes {peaks[hi]} MiB: fixed {fixed} MiB, "
-            f"{per_node['peerlab/gossipsub']} MiB per node")
-        runs = {f"peerlab/gossipsub x{n}": p for n, p in peaks.items()}
-        for kind in OTHERS:
-            if backend == "docker" and kind.startswith("peerlab/") and kind != "peerlab/floodsub":
-                continue  # on docker a peerlab node is the same process in a container: floodsub says enough
-            n = ONE_COUNT[backend]
-            scenario = _scenario(kind, n, store)
-            n = scenario.nodes.count
-            if kind_of(scenario) != kind:
-                raise RuntimeError(f"{scenario.name}: its nodes are {kind_of(scenario)}, not {kind}")
-            peak = _peak(scenario, backend, console)
-            per_node[kind] = round((peak - fixed) / n, 2)
-            runs[f"{kind} x{n}"] = peak
-            say(f"{backend}: {kind} {n} nodes {peak} MiB: {per_node[kind]} MiB per node")
-        entry: dict[str, Any] = {"fixed_mib": fixed, "node_mib": per_node, "peaks_mib": runs}
-        if backend == "local":
-            n, small = hi, peaks[hi]
-            small_dir = runs_dirs[hi]
-            medium_dir = _run(_scenario("peerlab/gossipsub", n, store, MEDIUM), backend, console)
-            entry.update(traffic_cpu(small_dir, medium_dir, n))
-            say(f"{backend}: {MEDIUM[0]} messages at {MEDIUM[2]}/s against {SMALL[0]}: "
-                f"{entry['cpu_s_per_mib_sent']} CPU s per MiB sent, {entry['copies_sent']} copies sent per byte "
-                "published per node")
-            large = _peak(_scenario("peerlab/gossipsub", n, store, LARGE), backend, console)
-            per_second = LARGE[1] * LARGE[2] - SMALL[1] * SMALL[2]  # bytes published per second, network-wide
-            held = max(0.0, (large - small) * 2**20 / n / per_second)
-            entry["held_s"] = round(held, 2)
-            runs[f"peerlab/gossipsub x{n}, {SMALL[0]} at {SMALL[2]}/s"] = small
-            runs[f"peerlab/gossipsub x{n}, {LARGE[0]} at {LARGE[2]}/s"] = large
-            say(f"{backend}: {LARGE[0]} messages at {LARGE[2]}/s against {SMALL[0]} at {SMALL[2]}/s: "
-                f"{large} against {small} MiB, each node holds {held:.2f} s of what is published")
-        out["backends"][backend] = entry
-    local = out["backends"].get("local", {})
-    for entry in out["backends"].values():
-        for key in ("held_s", "cpu_s_per_mib_sent", "copies_sent"):
-            entry.setdefault(key, local.get(key))  # (docker's nodes are the same programs)
+        local = out["backends"].get("local") or {}
+        shared = {k: local.get(k) for k in SHARED} if backend != "local" else {}
+        out["backends"][backend] = _measure_backend(backend, store, console, say, shared)
     table.write_text(json.dumps(out, indent=1) + "\n")
     say(f"written: {table}")
     return out
+
+
+class _Runs:
+    """The bench's runs on one backend: each one's memory peak, busy cores and bytes sent, by label."""
+
+    def __init__(self, backend: str, store: str, console: Console):
+        self.backend, self.store, self.console = backend, store, console
+        self.table: dict[str, dict[str, Any]] = {}
+
+    def run(self, label: str, scenario: Any) -> dict[str, Any]:
+        run_dir = _run(scenario, self.backend, self.console)
+        cores, sent = load_rates(run_dir)
+        verdict = json.loads((run_dir / "manifest.json").read_text())["fidelity"]["verdict"]
+        self.table[label] = {"peak_mib": _peak(None, self.backend, self.console, run_dir), "busy_cores": round(cores, 3),
+                             "sent_mib_s": round(sent / 2**20, 3), "verdict": verdict, "dir": run_dir}
+        return self.table[label]
+
+
+SHARED = ("cpu_s_per_mib_sent", "copies_sent", "held_s")  # measured locally, for every backend
+
+
+def _measure_backend(backend: str, store: str, console: Console, say: Callable[[str], None],
+                     shared: dict[str, Any]) -> dict[str, Any]:
+    """One backend's entry. `shared`: on a backend other than local, local's SHARED figures (the same
+    programs move the bytes and hold the messages)."""
+    traffic = {k: shared.get(k) for k in SHARED[:2]} if shared else {}
+    runs = _Runs(backend, store, console)
+    lo, hi = BASE["peerlab/gossipsub"] if backend == "local" else DOCKER_BASE
+    small = {n: runs.run(f"peerlab/gossipsub x{n}", _scenario("peerlab/gossipsub", n, store)) for n in (lo, hi)}
+    if backend == "local":
+        medium = runs.run(f"peerlab/gossipsub x{hi}, {MEDIUM[0]} at {MEDIUM[2]}/s",
+                          _scenario("peerlab/gossipsub", hi, store, MEDIUM))
+        traffic = traffic_cpu(small[hi]["dir"], medium["dir"], hi)
+        say(f"{backend}: {MEDIUM[0]} messages at {MEDIUM[2]}/s against {SMALL[0]}: {traffic['cpu_s_per_mib_sent']} "
+            f"CPU s per MiB sent, {traffic['copies_sent']} copies sent per byte published per node")
+    per_mib = traffic.get("cpu_s_per_mib_sent") or 0.0
+
+    def node_work(r: dict[str, Any]) -> float:  # busy cores less what moving its bytes cost
+        return r["busy_cores"] - r["sent_mib_s"] * per_mib
+
+    mib = {"peerlab/gossipsub": round((small[hi]["peak_mib"] - small[lo]["peak_mib"]) / (hi - lo), 2)}
+    cpu = {"peerlab/gossipsub": round((node_work(small[hi]) - node_work(small[lo])) / (hi - lo), 4)}
+    fixed = round(small[lo]["peak_mib"] - lo * mib["peerlab/gossipsub"], 1)
+    fixed_cpu = round(max(0.0, node_work(small[lo]) - lo * cpu["peerlab/gossipsub"]), 3)
+    say(f"{backend}: GossipSub {lo} and {hi} nodes: fixed {fixed} MiB and {fixed_cpu} cores, per node "
+        f"{mib['peerlab/gossipsub']} MiB and {cpu['peerlab/gossipsub']} cores")
+    for kind in OTHERS:
+        if backend == "docker" and kind.startswith("peerlab/") and kind != "peerlab/floodsub":
+            continue  # on docker a peerlab node is the same process in a container: floodsub says enough
+        scenario = _scenario(kind, ONE_COUNT[backend], store)
+        n = scenario.nodes.count
+        if kind_of(scenario) != kind:
+            raise RuntimeError(f"{scenario.name}: its nodes are {kind_of(scenario)}, not {kind}")
+        r = runs.run(f"{kind} x{n}", scenario)
+        mib[kind] = round((r["peak_mib"] - fixed) / n, 2)
+        cpu[kind] = round(max(0.0, node_work(r) - fixed_cpu) / n, 4)
+        say(f"{backend}: {kind} {n} nodes {r['peak_mib']} MiB, {r['busy_cores']} cores busy ({r['verdict']}): "
+            f"{mib[kind]} MiB and {cpu[kind]} cores per node")
+    entry: dict[str, Any] = {"measured": datetime.date.today().isoformat(), "fixed_mib": fixed, "node_mib": mib,
+                             "fixed_cores": fixed_cpu, "node_cores": cpu, **traffic}
+    if backend == "local":
+        large = runs.run(f"peerlab/gossipsub x{hi}, {LARGE[0]} at {LARGE[2]}/s",
+                         _scenario("peerlab/gossipsub", hi, store, LARGE))
+        per_second = LARGE[1] * LARGE[2] - SMALL[1] * SMALL[2]  # bytes published per second, network-wide
+        entry["held_s"] = round(max(0.0, (large["peak_mib"] - small[hi]["peak_mib"]) * 2**20 / hi / per_second), 2)
+        say(f"{backend}: {LARGE[0]} messages at {LARGE[2]}/s against {SMALL[0]} at {SMALL[2]}/s: {large['peak_mib']} "
+            f"against {small[hi]['peak_mib']} MiB ({large['verdict']}), each node holds {entry['held_s']} s of what "
+            "is published")
+    else:
+        entry["held_s"] = shared.get("held_s")
+    entry["runs"] = {label: {k: v for k, v in r.items() if k != "dir"} for label, r in runs.table.items()}
+    return entry
