@@ -155,7 +155,8 @@ class Runner(Readiness, RunRecord):
         return self.t0_ns + self.manifest["clock"]["offsets_ns"].get(node_id, 0)
 
     def _record_memory(self) -> None:
-        """The run's measured peak beside the estimate that admitted it (on this host's backends)."""
+        """The run's measured peak, and the cores the host was busy over the load phase, beside the
+        estimate that admitted it (on this host's backends)."""
         peak = self.memory.finish()
         record = self.manifest["admission"]
         if peak is None or self.backend.name not in admission.CHECKED_BACKENDS:
@@ -163,6 +164,9 @@ class Runner(Readiness, RunRecord):
         record["peak_mib"] = peak
         if "estimate" in record:
             record["estimate_error_pct"] = round(100 * (record["estimate"]["memory_mib"] - peak) / peak, 1)
+        busy = ((self.manifest.get("fidelity") or {}).get("phases", {}).get("load", {}).get("host") or {}).get("cpu_busy_pct")
+        if busy and "machine" in record:
+            record["busy_cores_load"] = round(busy["mean"] / 100 * record["machine"]["cpus"], 3)
 
     def _shaper_report(self) -> None:
         """The shaping mechanism's accounting into the manifest (the delay line's), and its warnings

@@ -3,6 +3,7 @@ ms), and the times the orchestrator stamps itself (link counter samples, clock o
 time; admission counts a dilated run's CPU per real second."""
 import asyncio
 import json
+import re
 import time
 
 import pytest
@@ -88,6 +89,11 @@ def test_clock_offsets_are_measured_on_the_experiment_clock():
 def test_admission_counts_the_cpu_per_real_second():
     big = "name: big\nnodes: {count: 600}\n"
     machine = Machine(memory_mib=64_000, cpus=2, fds=100_000, disk_mib=100_000)
-    with pytest.raises(admission.AdmissionError, match="--dilate K"):
+    with pytest.raises(admission.AdmissionError, match=r"--dilate (\d+) or more fits") as refused:
         admission.admit(parse_scenario(big), "local", machine=machine)
-    assert not admission.admit(parse_scenario(big, overrides=["dilation=2"]), "local", machine=machine)["problems"]
+    k = int(re.search(r"--dilate (\d+) or more fits", str(refused.value)).group(1))
+    need, dilated = (admission.estimate(parse_scenario(big, overrides=[f"dilation={d}"])) for d in (1, k))
+    assert dilated.cpu_cores - dilated.fixed_cores == pytest.approx((need.cpu_cores - need.fixed_cores) / k)
+    assert not admission.admit(parse_scenario(big, overrides=[f"dilation={k}"]), "local", machine=machine)["problems"]
+    assert admission.admit(parse_scenario(big, overrides=[f"dilation={k - 1}"]), "local", machine=machine,
+                           force=True)["problems"]
