@@ -12,9 +12,9 @@ moving the run's bytes costs the machine: the bytes published per second, times 
 copies of each a node sends, at the CPU per MiB sent (nodes, kernel, delay line and shaper together;
 measured on peerlab's GossipSub and applied to every kind), all measured by the same bench from the
 host's busy time. A run needing more cores than the machine has is refused; one needing more than
-FAITHFUL_CPU_SHARE of them is admitted with a warning that its timing will likely be unfaithful. On the kubernetes backend the pods' requests are checked against the namespace's
-quotas and the cluster's allocatable instead (kube_admission.py); the sim backend's one process is
-not checked.
+FAITHFUL_CPU_SHARE of them is admitted with a warning that its timing will likely be unfaithful. On
+the kubernetes backend the pods' requests are checked against the namespace's quotas and the
+cluster's allocatable instead (kube_admission.py); the sim backend's one process is not checked.
 """
 from __future__ import annotations
 
