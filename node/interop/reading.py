@@ -30,6 +30,8 @@ def peerlab_params(go_params: dict[str, Any], where: str) -> dict[str, Any]:
     """initGossipSub's `gossipSubParams` (go-libp2p-pubsub's names, times in ns) under peerlab's names."""
     out: dict[str, Any] = {}
     for go, value in go_params.items():
+        if value is None:  # (their schema: null is the implementation's default)
+            continue
         if go not in FROM_FIELD:
             raise ValueError(f"{where}.gossipSubParams.{go}: peerlab has no counterpart (it reads "
                              f"{', '.join(FROM_FIELD)})")
@@ -79,6 +81,9 @@ def _carry_out(node: NodeScript, instruction: dict[str, Any], elapsed: int, wher
     elif kind == "setTopicValidationDelay":
         node.validation_delays[instruction["topicID"]] = float(instruction["delaySeconds"])
     elif kind == "subscribeToTopic":
+        if instruction.get("partial"):
+            raise ValueError(f"{where}: a partial subscription has no peerlab counterpart (partial messages are "
+                             "not imported)")
         node.subscriptions.append((elapsed, instruction["topicID"]))
     elif kind == "connect":
         node.connects += [(elapsed, int(peer)) for peer in instruction["connectTo"]]

@@ -20,11 +20,12 @@ TARGETS = {
     "soak": "one long local GossipSub run (--duration, default 30m; --nodes, default 20) with churn and a "
             "partition every 5 minutes, printing the orchestrator's RSS and descriptors, the run's namespaces "
             "and processes every --every, and the run's accounting at the end.",
-    "admission": "what a node costs in memory on each of --backends (default local,docker): peerlab's GossipSub at "
-                 "two node counts (the run's fixed cost and the cost per node), each other protocol and each libp2p "
-                 "implementation at one, and GossipSub's large messages against small ones (how many seconds of "
-                 "what is published a node holds); writes orchestrator/run/admission_costs.json, the table "
-                 "admission reads (about 25 minutes for both backends on 2 cores).",
+    "admission": "what a node costs in memory and CPU on each of --backends (default local,docker): peerlab's "
+                 "GossipSub at two node counts (the run's fixed cost and the cost per node), each other protocol and "
+                 "each libp2p implementation at one, GossipSub's medium messages against small ones (CPU per MiB "
+                 "sent, copies sent per byte published) and large ones (how many seconds of what is published a "
+                 "node holds); writes orchestrator/run/admission_costs.json, the table admission reads, keeping "
+                 "the entries of backends not measured (about 27 minutes for both backends on 2 cores).",
     "delayline": "the delay line alone: --senders namespaces (default 4) with an HTB uplink at --bandwidth (default "
                  "50mbit) write a --message-size message (default 200KB) on each of --streams connections at once "
                  "(default 8), round after round, to --receivers namespaces (default 2) through a one-way --delay "

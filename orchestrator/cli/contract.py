@@ -155,22 +155,35 @@ def cmd_interop_import(args: argparse.Namespace) -> int:
     if problems:
         raise UsageError(f"{args.params}: does not follow the gossipsub-interop instruction schema: {problems[0]}"
                          f"{f' (and {len(problems) - 1} more: peerlab contract interop-check)' if len(problems) > 1 else ''}")
-    nodes = args.nodes or reading.node_count(params)
-    if nodes < 1 or nodes < reading.node_count(params):
-        raise UsageError(f"--nodes {nodes}: the script names {reading.node_count(params)} nodes")
+    named = reading.node_count(params)
+    nodes = named if args.nodes is None else args.nodes
+    if nodes < 1:
+        raise UsageError(f"{args.params}: the script names no node (no ifNodeIDEquals or connect); give --nodes N"
+                         if args.nodes is None else f"--nodes {nodes}: give 1 or more")
+    if nodes < named:
+        raise UsageError(f"--nodes {nodes}: the script names {named} nodes (node ids 0..{named - 1})")
+    if not 0 <= args.lead <= 100_000:
+        raise UsageError(f"--lead {args.lead}: whole seconds from the binaries' start to T0, 0 or more")
     base = window = None
+    access = None
     if args.base:
+        from orchestrator.model.data_files import DataAccess
+
         base = read_data(read_file(args.base), args.base)
         base_plan = load_scenario(args.base).workload
         window = (base_plan.warmup, base_plan.duration, base_plan.drain)
+        access = DataAccess.for_scenario(args.base)  # the base's data files, where the base names them
     stem = f"{base['name']}-imported" if base and isinstance(base.get("name"), str) else args.params.stem
     name = args.name or re.sub(r"[^A-Za-z0-9_.-]", "-", stem)[:64].strip("-._") or "imported"
+    notes: list[str] = []
     try:
         data = imported.scenario(reading.read(params, nodes), name=name, lead=args.lead, base=base, window=window,
-                                 implementation=args.implementation)
+                                 implementation=args.implementation, notes=notes)
     except ValueError as e:
         raise UsageError(f"{args.params}: {e}") from None
-    validate_data(data, f"{args.params} (imported)")
+    validate_data(data, f"{args.params} (imported)", access=access)
+    for note in notes:
+        err.print(f"note: {note}", markup=False, highlight=False)
     text = yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=120)
     if args.output:
         Path(args.output).write_text(text)

@@ -36,7 +36,7 @@ class GivenSubscriptions(Strict):
             late[sub.node].append((sub.at, sub.topic))
         return at_start, [sorted(x) for x in late]
 
-    def indexes(self) -> list[tuple[str, int]]:
+    def indexes(self) -> list[tuple[str, int]]:  # (a negative one is refused by the scenario's range check)
         """(field path, node index) of every node named, for the scenario's range check."""
         return ([(f"topics.subscriptions.nodes.{i}", i) for i in self.nodes]
                 + [(f"topics.subscriptions.late[{k}].node", s.node) for k, s in enumerate(self.late)])

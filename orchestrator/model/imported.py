@@ -18,6 +18,9 @@ DRAWN = ("publishers", "rate", "interval", "arrival", "publish_topics", "publish
          "messages_per_publisher", "message_size", "events")
 THEIR_NETWORK = {"latency": {"model": "weighted-regions"}}  # their eight regions, weights and latencies
 DEFAULT_DRAIN = 10.0
+# their experiments give each node its own initial heartbeat delay (100.1 ms, 100.2 ms, ...) to spread
+# the heartbeats; a scenario gives one value to all, so differing ones are left to the implementation
+PER_NODE_SPREAD = ("heartbeat_initial_delay",)
 
 
 def _same_everywhere(scripts: list[NodeScript], what: str, value_of: Any) -> Any:
@@ -30,7 +33,15 @@ def _same_everywhere(scripts: list[NodeScript], what: str, value_of: Any) -> Any
     return first
 
 
-def _params(scripts: list[NodeScript]) -> dict[str, Any]:
+def _params(scripts: list[NodeScript], notes: list[str]) -> dict[str, Any]:
+    for name in PER_NODE_SPREAD:
+        values = {(s.params or {}).get(name) for s in scripts}
+        if len(values) > 1:
+            shown = sorted(v for v in values if v is not None)
+            notes.append(f"{name} differs per node ({shown[0]:g} to {shown[-1]:g} s: their spread of heartbeats); "
+                         "left to each implementation's default")
+            for s in scripts:
+                (s.params or {}).pop(name, None)
     params = dict(_same_everywhere(scripts, "initGossipSub", lambda s: s.params) or {})
     delays = {d for s in scripts for d in s.validation_delays.values()}
     if len(delays) > 1:
@@ -46,7 +57,7 @@ def _topics(scripts: list[NodeScript]) -> dict[str, Any]:
     named = [t for s in scripts for t in [*(t for _, t in s.subscriptions), *s.validation_delays,
                                           *(t for _, t, _ in s.publishes)]]
     names = list(dict.fromkeys(named))
-    if all(re.fullmatch(r"t\d+", t) for t in names) and \
+    if all(re.fullmatch(r"t(0|[1-9]\d*)", t) for t in names) and \
             sorted(int(t[1:]) for t in names) == list(range(len(names))):
         return {"count": max(1, len(names))}
     return {"names": names}
@@ -60,9 +71,12 @@ def _seconds_after_t0(elapsed: int, lead: int, what: str) -> float:
 
 
 def scenario(scripts: list[NodeScript], *, name: str, lead: int, base: dict[str, Any] | None = None,
-             window: tuple[float, float, float] | None = None, implementation: str | None = None) -> dict[str, Any]:
+             window: tuple[float, float, float] | None = None, implementation: str | None = None,
+             notes: list[str] | None = None) -> dict[str, Any]:
     """The scenario (as YAML would hold it) of these nodes' scripts, over `base` (or their network).
-    `window`: the base's (warmup, duration, drain) in seconds, kept if it holds every publish."""
+    `window`: the base's (warmup, duration, drain) in seconds, kept if it holds every publish (the drain
+    is kept in any case). `notes` gets what was left out, for the user."""
+    notes = [] if notes is None else notes
     if not scripts:
         raise ValueError("the script names no node")
     sc = copy.deepcopy(base) if base else {"network": THEIR_NETWORK}
@@ -76,10 +90,18 @@ def scenario(scripts: list[NodeScript], *, name: str, lead: int, base: dict[str,
     protocol = {"name": protocol} if isinstance(protocol, str) else dict(protocol)
     if protocol["name"] != "gossipsub":
         raise ValueError(f"--base runs {protocol['name']}; a gossipsub-interop experiment is gossipsub")
-    protocol["params"] = _params(scripts)
+    protocol["params"] = _params(scripts, notes)
     if implementation:
         protocol["implementation"] = implementation
+        for group in sc["nodes"].get("groups", []):
+            group.pop("implementation", None)  # every node runs the one named
     sc["protocol"] = protocol
+    late_links = [(s.index, peer, elapsed) for s in scripts for elapsed, peer in s.connects if elapsed >= lead]
+    if late_links:
+        a, b, elapsed = late_links[0]
+        raise ValueError(f"node {a} connects to {b} at {elapsed} s from the binaries' start, after T0 (--lead {lead}): "
+                         "a scenario's links are made before T0 (a link made later is a fault peerlab has no "
+                         "instruction for); give a larger --lead")
     sc["topology"] = {"algorithm": "given",
                       "dial": {s.index: sorted({peer for _, peer in s.connects}) for s in scripts if s.connects}}
 

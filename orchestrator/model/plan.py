@@ -144,10 +144,11 @@ def _topology(sc: Scenario, rng: random.Random, subs: list[list[str]], topics: l
     return [[f"n{j}" for j in sorted(d)] for d in dial]
 
 
-def _attackers(sc: Scenario, rng: random.Random, n: int) -> list[dict[str, Any] | None]:
-    """Which nodes attack, and with what settings (each block samples from the nodes left)."""
+def _attackers(sc: Scenario, rng: random.Random, n: int, spare: set[int] = frozenset()) -> list[dict[str, Any] | None]:
+    """Which nodes attack, and with what settings (each block samples from the nodes left, never from
+    `spare`)."""
     out: list[dict[str, Any] | None] = [None] * n
-    free = list(range(n))
+    free = [i for i in range(n) if i not in spare]
     for attack in sc.attackers:
         for i in sorted(rng.sample(free, attack.count)):
             out[i] = attack.model_dump(mode="json", exclude_none=True)
@@ -327,10 +328,11 @@ def make_plan(sc: Scenario, seed: int | None = None) -> RunPlan:
         subs, late = sc.topics.subscriptions.of(n)
     else:
         subs = _subscriptions(sc, _stream(seed, "subscriptions"), topics)
-    attackers = _attackers(sc, _stream(seed, "attackers"), n)
+    given_publishers = {p.node for p in sc.workload.schedule or []}  # never drawn as attackers or reserve
+    attackers = _attackers(sc, _stream(seed, "attackers"), n, spare=given_publishers)
     for i, attack in enumerate(attackers):
         if attack and attack.get("topic") and attack["topic"] not in subs[i]:
-            subs[i] = ids.by_index(subs[i] + [attack["topic"]])
+            subs[i] = sorted(subs[i] + [attack["topic"]], key=topics.index)
     dial = _topology(sc, _stream(seed, "topology"), subs, topics)
     _attack_edges(sc, _stream(seed, "attack-edges"), attackers, dial)
     neighbours = _neighbours(dial)
@@ -338,7 +340,7 @@ def make_plan(sc: Scenario, seed: int | None = None) -> RunPlan:
     churn_rng = _stream(seed, "churn")
     reserve: list[str] = []
     if sc.churn and sc.churn.reserve:
-        candidates = [i for i in range(n) if f"n{i}" not in joins_at]
+        candidates = [i for i in range(n) if f"n{i}" not in joins_at and i not in given_publishers]
         reserve = [f"n{i}" for i in sorted(churn_rng.sample(candidates, sc.churn.reserve))]
     absent = set(joins_at) | set(reserve)
     rng = _stream(seed, "workload")

@@ -136,7 +136,7 @@ class Scenario(Strict):
             named += subs.indexes()
         named += [(f"workload.schedule[{k}].node", p.node) for k, p in enumerate(self.workload.schedule or [])]
         for where, i in named:
-            if i >= n:
+            if not 0 <= i < n:
                 raise ValueError(f"{where}: node {i} does not exist (nodes.count is {n}: indexes 0..{n - 1})")
         known = set(topic_names)
         for k, p in enumerate(self.workload.schedule or []):

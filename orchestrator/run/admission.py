@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from node.adapters import INTEROP, PEERLAB
+from orchestrator.model import dilation as dilation_rules
 from orchestrator.model.scenario import Scenario
 
 MIB = 2**20
@@ -110,6 +111,7 @@ class Estimate:
     fixed_mib: float = 0.0  # of memory_mib, what does not grow with the nodes
     dilation: float = 1.0   # the run's; cpu_cores is per real second, already divided by it
     fixed_cores: float = 0.0  # of cpu_cores, what does not grow with the nodes
+    dilatable: bool = True    # whether its implementations may be dilated (orchestrator/model/dilation.py)
 
     def dilation_for(self, cores: float) -> int:
         """The smallest --dilate that brings the work within `cores` (the fixed share is not dilated)."""
@@ -123,7 +125,7 @@ class Estimate:
         return Estimate(nodes, self.fixed_mib + (self.memory_mib - self.fixed_mib) * f,
                         self.fixed_cores + (self.cpu_cores - self.fixed_cores) * f,
                         ORCHESTRATOR_FDS + round((self.fds - ORCHESTRATOR_FDS) * f), self.disk_mib * f,
-                        self.fixed_mib, self.dilation, self.fixed_cores)
+                        self.fixed_mib, self.dilation, self.fixed_cores, self.dilatable)
 
 
 def estimate(scenario: Scenario, backend: str = "local") -> Estimate:
@@ -142,7 +144,8 @@ def estimate(scenario: Scenario, backend: str = "local") -> Estimate:
                                           + traffic_cores(scenario, n, table)) / scenario.dilation,
         fds=ORCHESTRATOR_FDS + ORCHESTRATOR_FDS_PER_NODE * n,
         disk_mib=n * messages * EVENTS_PER_NODE_PER_MESSAGE * EVENT_BYTES / MIB,
-        fixed_mib=table["fixed_mib"], dilation=scenario.dilation, fixed_cores=table.get("fixed_cores", 0.0))
+        fixed_mib=table["fixed_mib"], dilation=scenario.dilation, fixed_cores=table.get("fixed_cores", 0.0),
+        dilatable=dilation_rules.refusal(2.0, scenario.implementations()) is None)
 
 
 def traffic_cores(scenario: Scenario, nodes: int, table: dict[str, Any]) -> float:
@@ -160,10 +163,8 @@ def problems(need: Estimate, machine: Machine) -> list[str]:
         out.append(f"memory: {_size(need.memory_mib)} needed, {_size(machine.memory_mib)} available "
                    f"(a run may take {HEADROOM:.0%})")
     if need.cpu_cores > machine.cpus:
-        fits = need.dilation_for(machine.cpus)
         out.append(f"CPU: {need.cpu_cores:.1f} cores' worth of node work and traffic, {machine.cpus} cores here "
-                   "(timings would measure the queue for the CPU, not the protocol; --dilate K gives each node K "
-                   f"times the CPU per second of the experiment: --dilate {fits} or more fits)")
+                   f"(timings would measure the queue for the CPU, not the protocol{_remedy(need, machine.cpus)})")
     if need.fds > machine.fds * HEADROOM:
         out.append(f"file descriptors: {need.fds} needed, limit {machine.fds} (ulimit -n)")
     if need.disk_mib > machine.disk_mib * HEADROOM:
@@ -172,13 +173,26 @@ def problems(need: Estimate, machine: Machine) -> list[str]:
     return out
 
 
+def _remedy(need: Estimate, cores: float) -> str:
+    """How the run would come within `cores`: the --dilate that does it, or (implementations that cannot
+    be dilated, or a dilation past the limit) the node count."""
+    k = need.dilation_for(cores)
+    if need.dilatable and k <= dilation_rules.MAX:
+        return (f"; --dilate K gives each node K times the CPU per second of the experiment: --dilate {k} or more "
+                "fits")
+    nodes = need.nodes
+    while nodes > 0 and need.scaled(nodes).cpu_cores > cores:
+        nodes -= 1
+    why = "its implementations cannot be dilated" if not need.dilatable else f"--dilate {k} is past {dilation_rules.MAX:g}"
+    return f"; {why}: --set nodes.count={nodes} fits" if nodes else f"; {why}"
+
+
 def warnings(need: Estimate, machine: Machine) -> list[str]:
     """What fits but will likely make the run's verdict unfaithful."""
     if machine.cpus >= need.cpu_cores > FAITHFUL_CPU_SHARE * machine.cpus:
-        fits = need.dilation_for(FAITHFUL_CPU_SHARE * machine.cpus)
         return [f"CPU: {need.cpu_cores:.2f} cores' worth of work on {machine.cpus} cores: the bench's runs above "
-                f"{FAITHFUL_CPU_SHARE:.0%} of the cores had unfaithful timing (CPU pressure, late event loops); "
-                f"--dilate {fits} keeps under it"]
+                f"{FAITHFUL_CPU_SHARE:.0%} of the cores had unfaithful timing (CPU pressure, late event loops)"
+                f"{_remedy(need, FAITHFUL_CPU_SHARE * machine.cpus)}"]
     return []
 
 

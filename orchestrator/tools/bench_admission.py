@@ -1,5 +1,5 @@
-"""`peerlab bench admission`: what a node costs in memory, measured by runs, written into the table
-admission reads (orchestrator/run/admission_costs.json).
+"""`peerlab bench admission`: what a node costs in memory and CPU, measured by runs, written into the
+table admission reads (orchestrator/run/admission_costs.json).
 
 Every run's memory is the peak of the sum of PSS over its processes (orchestrator/run/memory_watch.py:
 the orchestrator, the fork server and the nodes it forked, the delay line, and on docker every
@@ -11,8 +11,9 @@ container with its shim). Per backend:
 - (local) GossipSub with large messages at a high rate against the same with 1 KiB ones: the extra
   memory per node over the bytes published per second is how many seconds' worth of messages a node
   holds (message cache, socket buffers), the estimate's term for message size and rate.
-- (local) GossipSub with medium messages against the same 1 KiB run, both well short of the machine's
-  cores: the CPU the machine spent (host busy over the load phase: nodes, kernel, delay line, shaper)
+- (local) GossipSub with medium messages against the same 1 KiB run, neither saturating the cores
+  (the medium one keeps about half of them busy; its timing is not faithful, its CPU time is what
+  the work took): the CPU the machine spent (host busy over the load phase: nodes, kernel, delay line, shaper)
   against the bytes the nodes' links sent (their kernel counters) gives the CPU per MiB moved, and the
   bytes sent against the bytes published times the nodes how many copies of a published byte the
   nodes send: the estimate's CPU term for what the run moves.
@@ -53,8 +54,8 @@ ONE_COUNT = {"local": 30, "docker": 10}
 # content-based protocols need their predicates and events: their own scenarios, shortened
 CONTENT_BASED = {"peerlab/scoutsubs": "scenarios/smartpubsub-normal.yaml",
                  "peerlab/fastdelivery": "scenarios/smartpubsub-fastdelivery.yaml"}
-# message size (text, bytes), rate per second; LARGE and MEDIUM keep well short of the cores (their
-# runs' verdicts are in the table): a node short of CPU holds what it cannot forward yet
+# message size (text, bytes), rate per second; LARGE and MEDIUM keep the cores short of saturation (about
+# half busy; their runs' verdicts are in the table): a node starved of CPU holds what it cannot forward yet
 SMALL, LARGE = ("1KiB", 1024, 4), ("64KiB", 65536, 2)
 MEDIUM = ("16KiB", 16384, 4)  # for the CPU per byte: enough traffic to measure, the cores not saturated
 
@@ -87,8 +88,11 @@ def load_rates(run_dir: Path) -> tuple[float, float]:
     """(cores busy, bytes sent per second by all nodes' links) over the run's load phase: the host's
     mean busy share times its cores, and the nodes' kernel counters across the phase."""
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    phase = manifest["fidelity"]["phases"]["load"]
-    cores = phase["host"]["cpu_busy_pct"]["mean"] / 100 * manifest["admission"]["machine"]["cpus"]
+    phase = manifest.get("fidelity", {}).get("phases", {}).get("load") or {}
+    busy = (phase.get("host") or {}).get("cpu_busy_pct")
+    if not busy or phase.get("to_ns") is None:
+        raise RuntimeError(f"{run_dir}: no host samples over its load phase; the measurement is void")
+    cores = busy["mean"] / 100 * manifest["admission"]["machine"]["cpus"]
     first: dict[str, tuple[int, int]] = {}
     last: dict[str, tuple[int, int]] = {}
     with gzip.open(run_dir / "kernel_traffic.jsonl.gz", "rt") as f:
@@ -97,9 +101,10 @@ def load_rates(run_dir: Path) -> tuple[float, float]:
             if phase["from_ns"] <= row["ts"] <= phase["to_ns"]:
                 first.setdefault(row["node"], (row["ts"], row["sent_bytes"]))
                 last[row["node"]] = (row["ts"], row["sent_bytes"])
-    sent = sum(last[n][1] - first[n][1] for n in last)
-    span = (max(t for t, _ in last.values()) - min(t for t, _ in first.values())) / 1e9
-    return cores, sent / span
+    span = (max(t for t, _ in last.values()) - min(t for t, _ in first.values())) / 1e9 if last else 0.0
+    if span <= 0:
+        raise RuntimeError(f"{run_dir}: no link counters across its load phase; the measurement is void")
+    return cores, sum(last[n][1] - first[n][1] for n in last) / span
 
 
 def traffic_cpu(small: Path, medium: Path, n: int) -> dict[str, float]:

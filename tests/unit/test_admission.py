@@ -109,6 +109,16 @@ def test_a_run_above_the_faithful_share_of_the_cores_is_admitted_with_a_warning(
     assert admit(scenario(n - 10), "local", machine=BUILD_MACHINE)["warnings"] == []
 
 
+def test_implementations_that_cannot_be_dilated_are_pointed_to_fewer_nodes():
+    js = lambda n: scenario(n, "protocol.name=gossipsub", "protocol.implementation=js-libp2p")  # noqa: E731
+    n = next(n for n in range(10, 500, 5) if estimate(js(n)).cpu_cores > BUILD_MACHINE.cpus)
+    found = problems(estimate(js(n)), BUILD_MACHINE)
+    fits = int(re.search(r"its implementations cannot be dilated: --set nodes.count=(\d+) fits", found[0]).group(1))
+    assert "--dilate" not in found[0] and estimate(js(fits)).cpu_cores <= BUILD_MACHINE.cpus < estimate(js(fits + 1)).cpu_cores
+    warned = admission.warnings(estimate(js(fits)), BUILD_MACHINE)
+    assert warned and "cannot be dilated: --set nodes.count=" in warned[0] and "--dilate" not in warned[0]
+
+
 def test_every_implementation_and_protocol_has_a_cost_on_both_backends():
     from node.adapters import ADAPTERS
     from node.protocols import PROTOCOLS

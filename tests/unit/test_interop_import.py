@@ -85,6 +85,10 @@ def test_a_script_without_a_base_gives_its_parameters_names_links_and_late_subsc
     (lambda s: s["script"].append({"type": "publishPartial", "topicID": "blobs", "groupID": 1, "publishToNodeIDs": []}),
      "script[12]: publishPartial has no peerlab counterpart"),
     (lambda s: s["script"].append({"type": "waitUntil"}), "does not follow the gossipsub-interop instruction schema"),
+    (lambda s: s["script"].append({"type": "subscribeToTopic", "topicID": "blobs", "partial": True}),
+     "script[12]: a partial subscription has no peerlab counterpart"),
+    (lambda s: s["script"].append({"type": "ifNodeIDEquals", "nodeID": 1, "instruction": {
+        "type": "connect", "connectTo": [3]}}), "node 1 connects to 3 at 23 s from the binaries' start, after T0"),
 ])
 def test_what_a_scenario_cannot_hold_is_refused_in_one_line_naming_it(tmp_path, change, named):
     script = json.loads(json.dumps(SCRIPT))
@@ -94,6 +98,26 @@ def test_what_a_scenario_cannot_hold_is_refused_in_one_line_naming_it(tmp_path, 
     done = peerlab("contract", "interop-import", str(params))
     assert done.returncode == 2 and named in done.stderr, done.stderr
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_their_experiments_per_node_heartbeat_spread_and_null_parameters_are_left_to_the_defaults(tmp_path):
+    """Their experiment.py gives each node its own HeartbeatInitialDelay (100.1 ms, 100.2 ms, ...) and
+    null means the implementation's default: the import leaves both out, and says so for the first."""
+    script = json.loads(json.dumps(SCRIPT))
+    init = script["script"].pop(0)
+    script["script"][:0] = [{"type": "ifNodeIDEquals", "nodeID": i, "instruction": {
+        "type": "initGossipSub", "gossipSubParams": {**init["gossipSubParams"], "HeartbeatInitialDelay": 100_000_000 + i * 100_000,
+                                                      "FanoutTTL": None}}} for i in range(4)]
+    params = tmp_path / "their.json"
+    params.write_text(json.dumps(script))
+    out = tmp_path / "their.yaml"
+    done = peerlab("contract", "interop-import", str(params), "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "note: heartbeat_initial_delay differs per node (0.1 to 0.1003 s" in done.stderr
+    node = make_plan(load_scenario(out)).nodes[0]
+    default = make_plan(validate_data({"name": "d", "nodes": {"count": 1}, "protocol": "gossipsub"})).nodes[0].params
+    assert node.params["D"] == 6 and node.params["heartbeat_interval"] == 0.7
+    assert all(node.params[k] == default[k] for k in ("heartbeat_initial_delay", "fanout_ttl"))
 
 
 GIVEN = {"name": "given", "nodes": {"count": 4}, "protocol": "gossipsub",
@@ -135,8 +159,20 @@ def test_given_parts_plan_as_listed():
     ({"workload__schedule": [{"at": "2s", "node": 9, "topic": "a", "size": 10}]}, "schedule[0].node: node 9 does not exist"),
     ({"workload__schedule": [{"at": "2s", "node": 0, "topic": "z", "size": 10}]}, "schedule[0].topic: 'z' is not a topic"),
     ({"workload__rate": "2/s"}, "schedule lists every publish; leave out rate"),
+    ({"topics__subscriptions__nodes": {-1: ["a"]}}, "subscriptions.nodes.-1: node -1 does not exist"),
 ])
 def test_given_parts_that_do_not_fit_are_refused_naming_the_field(changes, named):
     with pytest.raises(ScenarioError) as refused:
         validate_data(given(**changes))
     assert named in str(refused.value)
+
+
+def test_named_topics_take_an_attacker_and_a_given_schedules_publishers_are_never_drawn_to_attack():
+    data = given()
+    data["nodes"]["count"] = 12
+    data["attackers"] = [{"behaviour": "topic-drop", "count": 11, "topic": "b"}]
+    plan = make_plan(validate_data(data))
+    publisher = plan.nodes[0]
+    assert publisher.role == "honest" and publisher.schedule == [(2.0, "a", 1024)]
+    assert all(n.role == "topic-drop" and n.subscriptions[-1] == "b" for n in plan.nodes[1:])
+    assert plan.nodes[1].subscriptions == ["a", "b"]  # in the plan's topic order
