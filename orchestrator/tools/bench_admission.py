@@ -75,9 +75,8 @@ def _run(scenario: Any, backend: str, console: Console) -> Path:
     return Runner(scenario, backend=backend, console=console, force=True).run()
 
 
-def _peak(scenario: Any, backend: str, console: Console, run_dir: Path | None = None) -> float:
+def _peak(run_dir: Path) -> float:
     """The run's peak memory in MiB, as its manifest records it."""
-    run_dir = run_dir or _run(scenario, backend, console)
     peak = json.loads((run_dir / "manifest.json").read_text())["admission"].get("peak_mib")
     if peak is None:
         raise RuntimeError(f"{run_dir}: no memory was sampled")
@@ -144,7 +143,7 @@ class _Runs:
         run_dir = _run(scenario, self.backend, self.console)
         cores, sent = load_rates(run_dir)
         verdict = json.loads((run_dir / "manifest.json").read_text())["fidelity"]["verdict"]
-        self.table[label] = {"peak_mib": _peak(None, self.backend, self.console, run_dir), "busy_cores": round(cores, 3),
+        self.table[label] = {"peak_mib": _peak(run_dir), "busy_cores": round(cores, 3),
                              "sent_mib_s": round(sent / 2**20, 3), "verdict": verdict, "dir": run_dir}
         return self.table[label]
 
