@@ -52,14 +52,22 @@ def own_socket_tables() -> Iterator[None]:
     if not CHILD_EHASH_PATH.exists():
         yield
         return
-    with open(Path(tempfile.gettempdir()) / "peerlab-netns-create.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with creating_namespaces():
         before = CHILD_EHASH_PATH.read_text().strip()
         CHILD_EHASH_PATH.write_text(str(NODE_EHASH_BUCKETS))
         try:
             yield
         finally:
             CHILD_EHASH_PATH.write_text(before)
+
+
+@contextlib.contextmanager
+def creating_namespaces() -> Iterator[None]:
+    """Held while a run creates namespaces with its own table size: inside, no other run's value is
+    in the host's setting (what reads the host's own value must hold it too)."""
+    with open(Path(tempfile.gettempdir()) / "peerlab-netns-create.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def available_congestion() -> list[str]:
