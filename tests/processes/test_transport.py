@@ -282,10 +282,11 @@ def test_a_priority_frame_overtakes_frames_the_kernel_has_not_taken():
         async def peer_b(reader, writer):
             decoder = FrameDecoder(1 << 20)
             while not decoder.feed(await reader.read(4096)):
-                pass
+                if reader.at_eof():
+                    return
             writer.write(encode_frame(Frame(hello=Hello(node_id="b", protocol="p", run_id="run"))))
             await go.wait()  # reads nothing until then: the window closes, the sender's queue fills
-            while len(order) < 11:
+            while len(order) < 11 and not reader.at_eof():
                 for frame in decoder.feed(await reader.read(65536)):
                     order.append("priority" if frame.WhichOneof("body") == "probe" else "data")
 
