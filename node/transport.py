@@ -11,6 +11,7 @@ import asyncio
 import logging
 import random
 import socket
+import sys
 from collections import deque
 from typing import Callable, NamedTuple
 
@@ -34,6 +35,7 @@ SEGMENT = 1448
 # priority lane waited behind all of them instead of overtaking them: half the IDONTWANT savings the
 # simulator counts, which holds frames in the node until the one before has left, as this does.
 SEND_LOWAT = 16 * 1024
+TCPI_BYTES_ACKED = 120  # offset of tcpi_bytes_acked (u64) in Linux's struct tcp_info
 
 
 class TransportEvents(NamedTuple):
@@ -307,6 +309,16 @@ class Transport:
         if conn is None:
             return 0
         return conn.queued_bytes + conn.writer.transport.get_write_buffer_size()
+
+    def bytes_acked(self, peer: str) -> int | None:
+        """What the kernel counts as acknowledged by `peer` on this connection (tcp_info's
+        bytes_acked: payload bytes, plus one for the SYN), None if not connected."""
+        conn = self.connections.get(peer)
+        sock = conn.writer.get_extra_info("socket") if conn else None
+        if sock is None:
+            return None
+        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, TCPI_BYTES_ACKED + 8)
+        return int.from_bytes(info[TCPI_BYTES_ACKED:TCPI_BYTES_ACKED + 8], sys.byteorder)
 
     def disconnect(self, peer: str) -> None:
         """Close the connection to `peer` and stop redialling it (not while its connection is being

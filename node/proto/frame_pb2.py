@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0b\x66rame.proto\x12\rpeerlab.frame\":\n\x05Hello\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x10\n\x08protocol\x18\x02 \x01(\t\x12\x0e\n\x06run_id\x18\x03 \x01(\t\"\xb5\x01\n\x05Probe\x12\'\n\x04kind\x18\x01 \x01(\x0e\x32\x19.peerlab.frame.Probe.Kind\x12\r\n\x05nonce\x18\x02 \x01(\x04\x12\x0f\n\x07payload\x18\x03 \x01(\x0c\x12\r\n\x05\x62ytes\x18\x04 \x01(\x04\x12\x0f\n\x07span_ns\x18\x05 \x01(\x04\"C\n\x04Kind\x12\x08\n\x04PING\x10\x00\x12\x08\n\x04PONG\x10\x01\x12\x08\n\x04\x42ULK\x10\x02\x12\x0c\n\x08\x42ULK_END\x10\x03\x12\x0f\n\x0b\x42ULK_REPORT\x10\x04\"l\n\x05\x46rame\x12%\n\x05hello\x18\x01 \x01(\x0b\x32\x14.peerlab.frame.HelloH\x00\x12\r\n\x03rpc\x18\x02 \x01(\x0cH\x00\x12%\n\x05probe\x18\x03 \x01(\x0b\x32\x14.peerlab.frame.ProbeH\x00\x42\x06\n\x04\x62odyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0b\x66rame.proto\x12\rpeerlab.frame\":\n\x05Hello\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x10\n\x08protocol\x18\x02 \x01(\t\x12\x0e\n\x06run_id\x18\x03 \x01(\t\"\x8e\x01\n\x05Probe\x12\'\n\x04kind\x18\x01 \x01(\x0e\x32\x19.peerlab.frame.Probe.Kind\x12\r\n\x05nonce\x18\x02 \x01(\x04\x12\x0f\n\x07payload\x18\x03 \x01(\x0c\"0\n\x04Kind\x12\x08\n\x04PING\x10\x00\x12\x08\n\x04PONG\x10\x01\x12\x08\n\x04\x42ULK\x10\x02\"\x04\x08\x03\x10\x03\"\x04\x08\x04\x10\x04J\x04\x08\x04\x10\x05J\x04\x08\x05\x10\x06\"l\n\x05\x46rame\x12%\n\x05hello\x18\x01 \x01(\x0b\x32\x14.peerlab.frame.HelloH\x00\x12\r\n\x03rpc\x18\x02 \x01(\x0cH\x00\x12%\n\x05probe\x18\x03 \x01(\x0b\x32\x14.peerlab.frame.ProbeH\x00\x42\x06\n\x04\x62odyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,9 +34,9 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_HELLO']._serialized_start=30
   _globals['_HELLO']._serialized_end=88
   _globals['_PROBE']._serialized_start=91
-  _globals['_PROBE']._serialized_end=272
-  _globals['_PROBE_KIND']._serialized_start=205
-  _globals['_PROBE_KIND']._serialized_end=272
-  _globals['_FRAME']._serialized_start=274
-  _globals['_FRAME']._serialized_end=382
+  _globals['_PROBE']._serialized_end=233
+  _globals['_PROBE_KIND']._serialized_start=173
+  _globals['_PROBE_KIND']._serialized_end=221
+  _globals['_FRAME']._serialized_start=235
+  _globals['_FRAME']._serialized_end=343
 # @@protoc_insertion_point(module_scope)

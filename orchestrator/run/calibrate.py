@@ -4,8 +4,8 @@ RTT on sampled neighbour pairs and upload throughput on sampled nodes, through p
 data connections (so transport-mode delays are measured too), or, for an adapter's nodes, which have
 no probes, through probes in their namespaces before they start (orchestrator/fidelity/netprobe.py). Throughput is the fastest of
 `throughput_rounds` probes: a loaded host can only slow a probe down, never speed it past the shaper.
-The receiver measures payload (goodput); the configured rate counts what HTB counts, Ethernet frames
-with their headers, so each probe also reads the sender's link class before and after (`link_sent`)
+The sender measures payload (goodput) from TCP's acknowledgements; the configured rate counts what
+HTB counts, Ethernet frames with their headers, so each probe also reads the sender's link class before and after (`link_sent`)
 and the rate compared with the plan is the goodput times the frames' bytes per payload byte.
 Results, configured vs measured, go into the manifest; errors above the tolerance become warnings.
 """

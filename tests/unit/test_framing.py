@@ -59,6 +59,6 @@ def test_random_bytes_never_crash_the_decoder(data):
 
 
 def test_probe_roundtrip():
-    f = Frame(probe=Probe(kind=Probe.BULK_REPORT, nonce=7, bytes=123, span_ns=456))
+    f = Frame(probe=Probe(kind=Probe.BULK, nonce=7, payload=b"x" * 456))
     (back,) = FrameDecoder(1000).feed(encode_frame(f))
-    assert back.probe.span_ns == 456 and back.WhichOneof("body") == "probe"
+    assert back.probe.payload == b"x" * 456 and back.WhichOneof("body") == "probe"
