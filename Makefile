@@ -120,9 +120,11 @@ mutation: setup
 	$(VENV)/bin/mutmut run || true
 	$(VENV)/bin/mutmut results
 
-# regenerate node/proto/*_pb2.py after editing a .proto
+# regenerate the *_pb2.py beside each .proto after editing it (the node's frame in node/proto, each
+# protocol's wire schema in its package)
 proto: setup
-	cd node/proto && ../../$(PY) -m grpc_tools.protoc -I. --python_out=. pubsub.proto frame.proto gossip.proto fragment.proto kademlia.proto pulsarcast.proto scoutsubs.proto fastdelivery.proto
+	for f in node/proto/*.proto node/protocols/*/*.proto; do \
+		(cd $$(dirname $$f) && $(CURDIR)/$(PY) -m grpc_tools.protoc -I. --python_out=. $$(basename $$f)) || exit 1; done
 
 # the chart's protocol list (charts/peerlab/values.schema.json) from the protocol registry
 chart-schema: setup

@@ -36,7 +36,7 @@ from pyspark.sql import types as T
 
 from analysis.spark import local_frame, partitions_for
 from node.eventlog import load_schema
-from node.predicates import subscription_times
+from node.protocols.content.predicates import subscription_times
 
 _SPARK_TYPES = {"long": T.LongType(), "string": T.StringType(), "boolean": T.BooleanType(),
                 "double": T.DoubleType()}

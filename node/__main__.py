@@ -6,7 +6,7 @@ import asyncio
 import signal
 
 from node.config import load_config
-from node.runtime import NodeRuntime
+from node.process.runtime import NodeRuntime
 
 
 def main(argv: list[str] | None = None) -> None:

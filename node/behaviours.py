@@ -4,7 +4,7 @@ section V-D, the GossipSub paper on v1.1 hardening and v1.2 IDONTWANT).
 The core runs unchanged. `build()` gives an honest node its core as is; an attacker gets an
 `AttackerCore` proxy that sees every input before the core (frames, peers up/down, start) and a
 `BehaviourIO` between the core and the real ProtocolIO that edits what it sends. Runtime
-(node/runtime.py) and simulator (node/memnet.py) both build cores here, so a behaviour is the same
+(node/process/runtime.py) and simulator (node/memory/network.py) both build cores here, so a behaviour is the same
 in emulation and simulation.
 
 Forwarding attacks (any protocol; what a frame carries is read with the core's `frame_topics`):
@@ -33,8 +33,8 @@ from collections import deque
 from typing import Any, Callable
 
 from node.framing import MAX_FRAME
-from node.protocols import pubsub_wire as wire
 from node.protocols.base import ProtocolCore, ProtocolIO
+from node.protocols.pubsub import wire
 
 Later = Callable[[float, Callable[[], None]], Any]  # run a callback after a delay (loop.call_later)
 
@@ -129,7 +129,7 @@ class AttackerCore:
             return
         announced = [i for h in rpc.control.ihave for i in h.messageIDs]
         self.seen_ids.extend(announced)
-        ids = getattr(self.core, "ids", None)  # GossipSub's message ids (pubsub_messages.py)
+        ids = getattr(self.core, "ids", None)  # GossipSub's message ids (node/protocols/pubsub/messages.py)
         self.seen_ids.extend(ids.wire_id(m) if ids else wire.default_msg_id(m).encode() for m in rpc.publish)
         if self.behaviour == "idontwant-liar" and announced:
             lie = wire.RPC()

@@ -27,8 +27,8 @@ from typing import Any, Callable
 from node.framing import DecodeError, Frame, FrameDecoder, FrameTooLarge, Hello, Probe, encode_frame, encode_varint
 from node.identity import Identities
 from node.protocols import PROTOCOLS
-from node.protocols import pubsub_wire as wire
-from node.protocols.pubsub_messages import MessageIds
+from node.protocols.pubsub import wire
+from node.protocols.pubsub.messages import MessageIds
 
 Target = Callable[[bytes], None]
 REFUSALS = (DecodeError, FrameTooLarge)
@@ -119,7 +119,7 @@ def _rpc_target() -> Target:
 
 
 def _core_target(name: str) -> Target:
-    from node.memnet import MemNetwork
+    from node.memory.network import MemNetwork
 
     cls = PROTOCOLS[name]
     net = MemNetwork(seed=1, latency=0.001)
@@ -186,7 +186,7 @@ def _instrument_node(atheris: Any) -> None:
     """Coverage for peerlab's own functions only (the decoders and cores; not protobuf, not the
     fuzzer): instrumenting everything loaded makes each input ~4x slower."""
     for name, module in list(sys.modules.items()):
-        if not name.startswith("node.") or name.startswith("node.proto.") or name == __name__:
+        if not name.startswith("node.") or name.endswith("_pb2") or name == __name__:
             continue
         for obj in list(vars(module).values()):
             if getattr(obj, "__module__", None) != name:

@@ -9,8 +9,8 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from analysis import metrics as M
-from analysis.extras import ExtraResult, RunFrames, register, warmup_messages
 from analysis.extras.dissemination import dissemination
+from analysis.extras.registry import ExtraResult, RunFrames, register, warmup_messages
 from analysis.traffic import control_counts
 
 SEED_WARMUP = 2

@@ -16,10 +16,10 @@ from typing import Any
 
 from pyspark.sql import functions as F
 
-from analysis.extras import ExtraResult, RunFrames, register
+from analysis.extras.registry import ExtraResult, RunFrames, register
 from analysis.report import series_plot
 from node.protocols import PROTOCOLS
-from node.protocols.static_overlay import StaticOverlay
+from node.protocols.overlays.static import StaticOverlay
 
 CONVERGED_WINDOWS = 5
 # every registered core that is a static overlay (Topiary and the baselines): one added there is analysed here

@@ -1,15 +1,15 @@
 """Registry of protocol cores by scenario name; the orchestrator validates `protocol.params` with it."""
 from __future__ import annotations
 
-from .base import Params, ProtocolCore, ProtocolIO, Unsupported
-from .fastdelivery import FastDelivery
-from .floodsub import FloodSub
-from .gossipsub import GossipSub
-from .overlay_baselines import BASELINES
-from .pulsarcast import PulsarCast
-from .scoutsubs import ScoutSubs
-from .static_overlay import StaticOverlay
-from .topiary import Topiary
+from node.protocols.base import Params, ProtocolCore, ProtocolIO, Unsupported
+from node.protocols.fastdelivery.core import FastDelivery
+from node.protocols.floodsub import FloodSub
+from node.protocols.gossipsub.core import GossipSub
+from node.protocols.overlays.baselines import BASELINES
+from node.protocols.overlays.static import StaticOverlay
+from node.protocols.pulsarcast.core import PulsarCast
+from node.protocols.scoutsubs.core import ScoutSubs
+from node.protocols.topiary.core import Topiary
 
 PROTOCOLS: dict[str, type[ProtocolCore]] = {
     core.name: core for core in (FloodSub, GossipSub, StaticOverlay, Topiary, PulsarCast, ScoutSubs,

@@ -3,7 +3,7 @@
 A core is a plain object driven by inputs - peer up/down, frame received, timer fired, app
 subscribe/unsubscribe/publish - that acts only through the injected `ProtocolIO`. It is given a
 clock (seconds, float) and a `random.Random`; it never touches sockets, asyncio or the wall clock.
-The asyncio runtime (`node.runtime`) is one driver, the in-memory network (`node.memnet`) another.
+The asyncio runtime (`node.process.runtime`) is one driver, the in-memory network (`node.memory.network`) another.
 """
 from __future__ import annotations
 
@@ -90,10 +90,10 @@ class ProtocolCore:
     # planner names one per topic and the runtime calls create_topic on it at start.
     topic_authors: ClassVar[bool] = False
     # "topic": a message goes to the subscribers of its topic; "predicate": topics are content
-    # predicates (node/predicates.py) and a message goes to the subscribers whose filter
+    # predicates (node/protocols/content/predicates.py) and a message goes to the subscribers whose filter
     # matches it (the planner and the analysis follow this).
     matching: ClassVar[str] = "topic"
-    # "pubsub": frames are libp2p pubsub RPCs (node/protocols/pubsub_wire.py), so the control-plane
+    # "pubsub": frames are libp2p pubsub RPCs (node/protocols/pubsub/wire.py), so the control-plane
     # attack behaviours (node/behaviours.py) can speak to it; None: a wire of its own.
     wire: ClassVar[str | None] = None
     # Operations on a topic the control API offers for this protocol: POST /<name> {"topic": ...}

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .pubsub_wire import (
+from node.protocols.pubsub.topic_core import TopicCore, TopicParams
+from node.protocols.pubsub.wire import (
     RPC,
     DecodeError,
     decode_rpc,
@@ -17,7 +18,6 @@ from .pubsub_wire import (
     rpc_sizes,
     subscriptions_rpc,
 )
-from .topic_core import TopicCore, TopicParams
 
 
 class FloodSubParams(TopicParams):

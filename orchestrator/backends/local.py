@@ -4,7 +4,7 @@
     pl<short>-n0   (node namespace)     eth0 10.X.0.2/16  <── veth ──> v0
     ...
 
-Node processes are forked by a per-run fork server (`node.forkserver`) that has the node's modules
+Node processes are forked by a per-run fork server (`node.process.forkserver`) that has the node's modules
 loaded already; each child enters its namespace before it runs. The bridge lives in its own namespace, so nothing of a run touches the host's root namespace, and
 every name carries the run's short id so that `peerlab clean` can find it after a crash.
 """
@@ -181,7 +181,7 @@ class LocalBackend(Backend):
     def _forkserver_proc(self) -> subprocess.Popen:
         if self.forkserver is None or self.forkserver.poll() is not None:
             self.forkserver = subprocess.Popen(
-                [sys.executable, "-m", "node.forkserver", str(self.ctx.scratch)],
+                [sys.executable, "-m", "node.process.forkserver", str(self.ctx.scratch)],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, start_new_session=True,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"})
             threading.Thread(target=self._read_forkserver, args=(self.forkserver,), daemon=True).start()

@@ -1,12 +1,12 @@
 """A phase's figures from what was sampled during it: host samples (orchestrator/fidelity/host.py),
-the nodes' loop-lag windows (node/looplag.py), the delay line's lateness histogram over the phase,
+the nodes' loop-lag windows (node/process/looplag.py), the delay line's lateness histogram over the phase,
 and the RTT probes. Pure functions; the rule (orchestrator/fidelity/rule.py) reads their output."""
 from __future__ import annotations
 
 import statistics
 from typing import Any, Sequence
 
-from node.looplag import EDGES_MS
+from node.process.looplag import EDGES_MS
 from orchestrator.fidelity.host import Sample
 from orchestrator.fidelity.rule import THRESHOLDS, Thresholds, rtt_ok
 
@@ -40,7 +40,7 @@ def host_figures(samples: Sequence[Sample], th: Thresholds = THRESHOLDS) -> dict
 
 
 def _pooled_quantile(hist: list[int], q: float) -> float | str:
-    """The histogram edge (node.looplag.EDGES_MS) at or under which a share `q` of the ticks fall."""
+    """The histogram edge (node.process.looplag.EDGES_MS) at or under which a share `q` of the ticks fall."""
     below = 0
     for edge, count in zip(EDGES_MS, hist):
         below += count

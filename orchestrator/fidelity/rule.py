@@ -34,7 +34,7 @@ JUDGED = (LOAD, DRAIN)  # the phases the run's verdict is made of
 class Thresholds:
     rtt_error_share: float = 0.10
     rtt_error_ms: float = 2.0
-    lag_ms: float = 20.0  # one of node.looplag.EDGES_MS (the nodes' histogram counts above it)
+    lag_ms: float = 20.0  # one of node.process.looplag.EDGES_MS (the nodes' histogram counts above it)
     lag_late_share: float = 0.05
     delayline_late_share: float = 0.01
     psi_some_pct: float = 50.0

@@ -5,7 +5,7 @@ orchestrator/fidelity/rule.py).
 - the host's CPU every INTERVAL_S or so (orchestrator/fidelity/host.py), the run queue at random
   instants in between, where the nodes run on this machine (local and Docker backends; not
   Kubernetes, whose nodes run elsewhere);
-- each of peerlab's nodes' loop lag (node/looplag.py), read at the end of each phase;
+- each of peerlab's nodes' loop lag (node/process/looplag.py), read at the end of each phase;
 - the delay line's lateness histogram, read at the end of each phase (when the run uses it);
 - RTT probes from T0 on (orchestrator/fidelity/probes.py); before T0, calibration's own.
 

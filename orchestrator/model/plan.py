@@ -14,8 +14,8 @@ from pydantic import BaseModel, Field
 
 from node import ids
 from node.adapters import PEERLAB
-from node.predicates import expected_topics, group_predicates
 from node.protocols import PROTOCOLS
+from node.protocols.content.predicates import expected_topics, group_predicates
 
 from . import overlays
 from .given import GIVEN, GivenSubscriptions

@@ -7,7 +7,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Field, field_validator, model_validator
 
-from node.predicates import Predicate, PredicateError
+from node.protocols.content.predicates import Predicate, PredicateError
 
 from .given import GivenSubscriptions, Publish
 from .strict import Strict

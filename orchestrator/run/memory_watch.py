@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from orchestrator.procfs import memory_kib, tree
 
@@ -25,6 +25,20 @@ def occupied_kib(roots: Iterable[int]) -> int:
     for root in roots:
         seen.update(tree(root))
     return sum(memory_kib(p)[1] for p in seen)
+
+
+def record_peak(manifest: dict[str, Any], peak: int | None, checked: bool) -> None:
+    """The run's measured peak, and the cores the host was busy over the load phase, beside the
+    estimate that admitted it (`checked`: a backend whose nodes are this host's processes)."""
+    record = manifest["admission"]
+    if peak is None or not checked:
+        return
+    record["peak_mib"] = peak
+    if "estimate" in record:
+        record["estimate_error_pct"] = round(100 * (record["estimate"]["memory_mib"] - peak) / peak, 1)
+    busy = ((manifest.get("fidelity") or {}).get("phases", {}).get("load", {}).get("host") or {}).get("cpu_busy_pct")
+    if busy and "machine" in record:
+        record["busy_cores_load"] = round(busy["mean"] / 100 * record["machine"]["cpus"], 3)
 
 
 class MemoryWatch(threading.Thread):

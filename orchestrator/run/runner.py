@@ -37,7 +37,7 @@ from orchestrator.run import admission, clock, interrupts, link_sampler, node_co
 from orchestrator.run.calibrate import calibrate
 from orchestrator.run.link_sampler import LinkSampler
 from orchestrator.run.live_faults import LiveFaults
-from orchestrator.run.memory_watch import MemoryWatch
+from orchestrator.run.memory_watch import MemoryWatch, record_peak
 from orchestrator.run.readiness import Readiness
 
 
@@ -153,20 +153,6 @@ class Runner(Readiness, RunRecord):
         """T0 on the node's own clock."""
         assert self.t0_ns is not None
         return self.t0_ns + self.manifest["clock"]["offsets_ns"].get(node_id, 0)
-
-    def _record_memory(self) -> None:
-        """The run's measured peak, and the cores the host was busy over the load phase, beside the
-        estimate that admitted it (on this host's backends)."""
-        peak = self.memory.finish()
-        record = self.manifest["admission"]
-        if peak is None or self.backend.name not in admission.CHECKED_BACKENDS:
-            return
-        record["peak_mib"] = peak
-        if "estimate" in record:
-            record["estimate_error_pct"] = round(100 * (record["estimate"]["memory_mib"] - peak) / peak, 1)
-        busy = ((self.manifest.get("fidelity") or {}).get("phases", {}).get("load", {}).get("host") or {}).get("cpu_busy_pct")
-        if busy and "machine" in record:
-            record["busy_cores_load"] = round(busy["mean"] / 100 * record["machine"]["cpus"], 3)
 
     def _shaper_report(self) -> None:
         """The shaping mechanism's accounting into the manifest (the delay line's), and its warnings
@@ -377,7 +363,7 @@ class Runner(Readiness, RunRecord):
                 await client.close()
             await self.probes.close()
             await self.sampler.stop()  # (after an error: what was sampled is kept)
-            self._record_memory()
+            record_peak(self.manifest, self.memory.finish(), self.backend.name in admission.CHECKED_BACKENDS)
             self.step("teardown: stopping processes, removing namespaces")
             if self.shaper:
                 self._shaper_report()

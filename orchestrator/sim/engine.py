@@ -1,4 +1,4 @@
-"""A RunPlan executed in virtual time on the discrete-event network (node/memnet.py): the `sim` backend.
+"""A RunPlan executed in virtual time on the discrete-event network (node/memory/network.py): the `sim` backend.
 
 The same plan a real backend deploys (latency per pair as shaping applies it, per-node bandwidth,
 jitter, loss, subscriptions, dial lists, attackers, publish schedules, the fault timeline) drives the
@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from node import ids
 from node.lifecycle import NodeLifecycle
-from node.memnet import MemNetwork
+from node.memory.network import MemNetwork
 from node.protocols import get_protocol
 from orchestrator import fault_rules
 from orchestrator.model.plan import FaultEvent, RunPlan
@@ -129,7 +129,7 @@ def _peak_rss_mib() -> float:
 class Simulation:
     """Builds the network from the plan; `run()` executes start-up, T0, the schedule and the faults.
 
-    `sink(node_id, event)` gets every event (None: memnet keeps them per node, schema-checked);
+    `sink(node_id, event)` gets every event (None: the in-memory network keeps them per node, schema-checked);
     `bandwidth=False` drops the bandwidth model (latency only: quicker parameter sweeps)."""
 
     def __init__(self, plan: RunPlan, sink: Callable[[str, dict[str, Any]], None] | None = None, *,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from node.predicates import subscription_times
+from node.protocols.content.predicates import subscription_times
 from orchestrator.model.plan import RunPlan
 from orchestrator.sim.engine import Simulation
 

@@ -114,7 +114,7 @@ def run_netns_all() -> list[str]:
 
 def _leftovers() -> dict[str, object]:
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
-    procs = subprocess.run(["pgrep", "-f", "node.forkserver|-m node |shaping.delayline|peerlab-delayline|adapter.mjs"],
+    procs = subprocess.run(["pgrep", "-f", "node.process.forkserver|-m node |shaping.delayline|peerlab-delayline|adapter.mjs"],
                            capture_output=True, text=True).stdout
     scratch = Path("/tmp/peerlab")
     return {"netns": {n for n in run_netns_all() if n.startswith("pl")},

@@ -135,7 +135,7 @@ def test_an_orchestrator_killed_before_its_logs_were_stored_leaves_a_run_clean_r
     try:
         wait_for_line(proc, "T0:", 120)
         time.sleep(4)  # some messages published and delivered
-        found = subprocess.run(["pgrep", "-P", str(proc.pid), "-f", "node.forkserver"], capture_output=True, text=True)
+        found = subprocess.run(["pgrep", "-P", str(proc.pid), "-f", "node.process.forkserver"], capture_output=True, text=True)
         forkserver = int(found.stdout)
         os.kill(forkserver, signal.SIGSTOP)
         proc.send_signal(signal.SIGTERM)

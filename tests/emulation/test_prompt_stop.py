@@ -79,7 +79,7 @@ def test_a_second_signal_during_teardown_stops_only_the_storing_of_logs(tmp_path
     forkserver = None
     try:
         wait_for_line(proc, "T0:", 120)
-        found = subprocess.run(["pgrep", "-P", str(proc.pid), "-f", "node.forkserver"], capture_output=True, text=True)
+        found = subprocess.run(["pgrep", "-P", str(proc.pid), "-f", "node.process.forkserver"], capture_output=True, text=True)
         assert len(found.stdout.split()) == 1, f"not one fork server under the run: {found.stdout!r}"
         forkserver = int(found.stdout)
         os.kill(forkserver, signal.SIGSTOP)

@@ -8,7 +8,7 @@ import pytest
 
 from node.framing import encode_frame
 from node.linkmodel import DIAL_BACKOFF_FIRST, REDIAL_AFTER_CLOSE
-from node.transport import Transport, TransportEvents
+from node.process.transport import Transport, TransportEvents
 
 pytestmark = pytest.mark.exclusive
 
@@ -26,7 +26,7 @@ def transport(name, ups, downs, on_down=None):
 
 async def pair(disconnect_on_down=False):
     """Two transports on loopback; `disconnect_on_down`: each asks to disconnect a peer whose link went
-    down, as the DHT cores' on-demand links (node/protocols/dial_queue.py) do."""
+    down, as the DHT cores' on-demand links (node/protocols/dht/dial_queue.py) do."""
     ups, downs = [], []
     a, b = transport("a", ups, downs), transport("b", ups, downs)
     if disconnect_on_down:

@@ -1,7 +1,7 @@
 """libp2p pubsub messages and ids as a node of an in-memory network writes them (go's from || seqno ids,
 StrictSign), for tests that hand a core frames of their own."""
-from node.proto.pubsub_pb2 import Message
-from node.protocols.pubsub_messages import MessageIds
+from node.protocols.pubsub.messages import MessageIds
+from node.protocols.pubsub.pubsub_pb2 import Message
 
 
 def authored(net, origin: str, seqno: int, topic: str, data: bytes, *, scheme: str = "from-seqno",

@@ -8,7 +8,7 @@ import pytest
 
 from node.behaviours import malformed_frame
 from node.framing import MAX_FRAME
-from node.protocols import pubsub_wire as wire
+from node.protocols.pubsub import wire
 from orchestrator.model.plan import make_plan
 from orchestrator.model.scenario import ScenarioError, parse_scenario
 from orchestrator.sim.engine import Simulation

@@ -8,7 +8,7 @@ import pytest
 
 from node.config import NodeConfig
 from node.dilation import Dilation
-from node.runtime import NodeRuntime
+from node.process.runtime import NodeRuntime
 
 EPOCH = 1_800_000_000_000_000_000
 

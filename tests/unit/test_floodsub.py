@@ -3,9 +3,9 @@ import random
 
 import pytest
 
-from node.memnet import MemNetwork
+from node.memory.network import MemNetwork
 from node.protocols.floodsub import FloodSub
-from node.protocols.pubsub_wire import RPC, encode_rpc, make_message
+from node.protocols.pubsub.wire import RPC, encode_rpc, make_message
 
 
 def mesh(n: int, seed: int = 1, latency=0.01) -> MemNetwork:

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from node import fuzz
-from node.protocols import pubsub_wire as wire
+from node.protocols.pubsub import wire
 from tests.support.cli import ROOT
 
 

@@ -5,9 +5,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from node.memnet import MemNetwork
-from node.proto.pubsub_pb2 import RPC, ControlGraft, ControlIDontWant, ControlMessage
-from node.protocols.gossipsub import GossipSub, GossipSubParams
+from node.memory.network import MemNetwork
+from node.protocols.gossipsub.core import GossipSub, GossipSubParams
+from node.protocols.pubsub.pubsub_pb2 import RPC, ControlGraft, ControlIDontWant, ControlMessage
 from tests.support.pubsub import authored, wire_ids
 
 
@@ -107,7 +107,7 @@ def test_iwant_is_not_served_after_idontwant():
     core = net.nodes["n0"].core
     msg_id = core.publish("t", b"q" * 3000)
     core.on_frame("n1", RPC(control=ControlMessage(idontwant=[ControlIDontWant(messageIDs=wire_ids(net, msg_id))])).SerializeToString())
-    from node.proto.pubsub_pb2 import ControlIWant
+    from node.protocols.pubsub.pubsub_pb2 import ControlIWant
     before = len(net.nodes["n0"].events)
     core.on_frame("n1", RPC(control=ControlMessage(iwant=[ControlIWant(messageIDs=wire_ids(net, msg_id))])).SerializeToString())
     assert not [e for e in net.nodes["n0"].events[before:] if e["type"] == "send_rpc" and e.get("msgs")]

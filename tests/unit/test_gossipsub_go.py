@@ -8,11 +8,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from pydantic import ValidationError
 
 from node import contract
-from node.memnet import MemNetwork
-from node.proto import pubsub_pb2 as pb
-from node.protocols.gossipsub import GossipSub, GossipSubParams
-from node.protocols.gossipsub_params import GO_DEFAULTS
-from node.protocols.pubsub_messages import SIGN_PREFIX
+from node.memory.network import MemNetwork
+from node.protocols.gossipsub.core import GossipSub, GossipSubParams
+from node.protocols.gossipsub.params import GO_DEFAULTS
+from node.protocols.pubsub import pubsub_pb2 as pb
+from node.protocols.pubsub.messages import SIGN_PREFIX
 from tests.support.pubsub import authored, wire_ids
 from tests.unit.test_gossipsub import network
 

@@ -4,10 +4,10 @@ import pytest
 from pydantic import ValidationError
 from test_gossipsub import network
 
-from node.proto.pubsub_pb2 import RPC, ControlGraft, ControlMessage
-from node.protocols.gossipsub import GossipSubParams
-from node.protocols.gossipsub_score import PeerScore, ScoreParams
-from node.protocols.validators import ValidationParams
+from node.protocols.gossipsub.core import GossipSubParams
+from node.protocols.gossipsub.score import PeerScore, ScoreParams
+from node.protocols.pubsub.pubsub_pb2 import RPC, ControlGraft, ControlMessage
+from node.protocols.pubsub.validators import ValidationParams
 from tests.support.pubsub import authored, wire_ids
 
 
@@ -219,7 +219,7 @@ def test_idontwant_skips_are_logged_as_saves():
     net = network(n=3, degree=4, idontwant=True)
     net.run(until=3)
     relay = net.nodes["n1"].core
-    from node.proto.pubsub_pb2 import ControlIDontWant
+    from node.protocols.pubsub.pubsub_pb2 import ControlIDontWant
     relay.on_frame("n2", RPC(control=ControlMessage(idontwant=[ControlIDontWant(messageIDs=wire_ids(net, "n0-77"))])).SerializeToString())
     relay.on_frame("n0", RPC(publish=[authored(net, "n0", 77, "t", b"z" * 5000)]).SerializeToString())
     saves = [e for e in net.nodes["n1"].events if e["type"] == "idontwant_skip"]

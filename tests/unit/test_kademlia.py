@@ -6,10 +6,10 @@ import random
 
 import pytest
 
-from node.memnet import MemNetwork
-from node.protocols.dht_core import DhtCore
-from node.protocols.kademlia import DhtParams
-from node.protocols.kademlia_table import RoutingTable, content_key, node_key
+from node.memory.network import MemNetwork
+from node.protocols.dht.core import DhtCore
+from node.protocols.dht.kademlia import DhtParams
+from node.protocols.dht.table import RoutingTable, content_key, node_key
 from tests.support.dht_net import dht_network
 
 

@@ -3,8 +3,8 @@ time-outs, PING/PONG, bucket refresh, value expiry and malformed keys (Maymounko
 sections 2.3-2.5, and libp2p's kad-dht spec)."""
 from __future__ import annotations
 
-from node.proto.kademlia_pb2 import Message
-from node.protocols.kademlia_table import content_key, node_key
+from node.protocols.dht.kademlia_pb2 import Message
+from node.protocols.dht.table import content_key, node_key
 from tests.unit.test_kademlia import network
 
 T = Message.Type

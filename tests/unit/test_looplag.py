@@ -1,9 +1,9 @@
-"""The node's loop-lag figures (node/looplag.py): windows by sample number, a restarted node, the
+"""The node's loop-lag figures (node/process/looplag.py): windows by sample number, a restarted node, the
 tick for the run's size, and a real loop blocked on purpose."""
 import asyncio
 import time
 
-from node.looplag import MAX_TICK_S, TICK_S, LoopLag
+from node.process.looplag import MAX_TICK_S, TICK_S, LoopLag
 
 
 def test_windows_by_number():

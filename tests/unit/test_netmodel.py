@@ -1,12 +1,12 @@
-"""The discrete-event network model (node/memnet.py) that the sim backend runs on: serialisation at
+"""The discrete-event network model (node/memory/network.py) that the sim backend runs on: serialisation at
 the upload rate shared by the connections sending, each in order with a priority lane, the download
 FIFO, header overhead, TCP's window, jitter that never reorders, loss, crash/restart with redial."""
 from __future__ import annotations
 
 import pytest
 
-from node.memlink import MSS, SEGMENT_HEADERS, wire_bytes
-from node.memnet import MemNetwork
+from node.memory.access_link import MSS, SEGMENT_HEADERS, wire_bytes
+from node.memory.network import MemNetwork
 from node.protocols.base import ProtocolCore
 
 MBIT = 1_000_000

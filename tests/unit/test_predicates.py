@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from node.predicates import Attribute, Predicate, PredicateError, group_predicates
-from node.protocols.match_index import MatchIndex
+from node.protocols.content.match_index import MatchIndex
+from node.protocols.content.predicates import Attribute, Predicate, PredicateError, group_predicates
 
 NAMES = ["surf", "bali", "trip", "ipfs", "price", "year"]
 

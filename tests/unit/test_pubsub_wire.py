@@ -1,6 +1,6 @@
 """Our RPC encoding against libp2p's pubsub field numbers, checked with an independent hand encoder
 (varint tags per the spec), both ways."""
-from node.proto.pubsub_pb2 import RPC, ControlIDontWant, ControlIHave, ControlMessage, ControlPrune, Message
+from node.protocols.pubsub.pubsub_pb2 import RPC, ControlIDontWant, ControlIHave, ControlMessage, ControlPrune, Message
 
 
 def varint(n):

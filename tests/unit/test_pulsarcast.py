@@ -7,10 +7,10 @@ import random
 
 import pytest
 
-from node.memnet import MemNetwork
-from node.proto.pulsarcast_pb2 import EventDescriptor
-from node.protocols.kademlia_table import node_key
-from node.protocols.pulsarcast import PulsarCast, PulsarCastParams, descriptor_id
+from node.memory.network import MemNetwork
+from node.protocols.dht.table import node_key
+from node.protocols.pulsarcast.core import PulsarCast, PulsarCastParams, descriptor_id
+from node.protocols.pulsarcast.pulsarcast_pb2 import EventDescriptor
 from tests.support.dht_net import dht_network
 
 

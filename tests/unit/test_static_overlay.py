@@ -2,9 +2,9 @@
 TTL rules are checked on both cores)."""
 import pytest
 
-from node.memnet import MemNetwork
-from node.protocols.static_overlay import StaticOverlay, StaticOverlayParams
-from node.protocols.topiary import Topiary
+from node.memory.network import MemNetwork
+from node.protocols.overlays.static import StaticOverlay, StaticOverlayParams
+from node.protocols.topiary.core import Topiary
 
 CORES = pytest.mark.parametrize("core", [StaticOverlay, Topiary])
 
@@ -54,7 +54,7 @@ def test_ttl_is_spent_at_non_subscribers(core):
 def test_a_non_subscriber_drops_a_message_that_reaches_it_at_ttl_zero(core):
     net = line(3, subscribed={0, 2}, ttl=0, core=core)
     core = net.nodes["n1"].core
-    from node.proto.gossip_pb2 import GossipMessage, GossipRPC
+    from node.protocols.overlays.gossip_pb2 import GossipMessage, GossipRPC
     core.on_frame("n0", GossipRPC(messages=[GossipMessage(origin="n0", seqno=5, topic="t", ttl=0)]).SerializeToString())
     assert [e["reason"] for e in net.events("reject_message")] == ["ttl expired"]
 

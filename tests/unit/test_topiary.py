@@ -7,10 +7,10 @@ import statistics
 
 import pytest
 
-from node.memnet import MemNetwork
+from node.memory.network import MemNetwork
 from node.protocols import get_protocol
-from node.protocols import topiary_score as ts
-from node.protocols.topiary import Topiary, TopiaryParams
+from node.protocols.topiary import score as ts
+from node.protocols.topiary.core import Topiary, TopiaryParams
 
 W = ts.Weights(coverage=1.0, delay=10.0, waste=0.0)
 

@@ -1,0 +1,3 @@
+"""The in-memory driver: a discrete-event network in virtual time that drives the same protocol
+cores (the simulator's engine and the cores' deterministic tests): the network and its clock, each
+node's record and ProtocolIO, and the access link with TCP's congestion window."""

@@ -1,0 +1,1 @@
+"""FastDelivery (the SmartPubSub paper): its core and its attribute boards, and its wire schema."""

@@ -1,0 +1,1 @@
+"""Topiary: its core over a static overlay, and its peer score."""
