@@ -220,8 +220,8 @@ def test_a_large_frame_trickling_in_wakes_the_reader_once_per_16_kb(monkeypatch)
     """A 200 KB frame sent in 1 KB pieces (each its own TCP segment, as a slow or dilated link
     delivers them) is read in a few wake-ups, not 200: the socket's low-water mark is raised to what
     the frame still lacks. The frame arrives whole, and a small frame after it is not held back."""
-    from node.process import transport as transport_module
     from node.framing import Frame, encode_frame
+    from node.process import transport as transport_module
 
     feeds = []
 
