@@ -6,6 +6,6 @@ the columns `peerlab compare` shows for it. `analysis.job` looks the run's proto
 no protocol name appears anywhere else in analysis/.
 """
 from analysis.extras import dht, gossipsub, overlay_epochs  # noqa: F401  (they register themselves)
-from analysis.extras.registry import EXTRAS, Extra, ExtraResult, RunFrames, register, warmup_messages
+from analysis.extras.registration import EXTRAS, Extra, ExtraResult, RunFrames, register, warmup_messages
 
 __all__ = ["EXTRAS", "Extra", "ExtraResult", "RunFrames", "register", "warmup_messages"]

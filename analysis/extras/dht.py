@@ -14,7 +14,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from analysis.extras.registry import ExtraResult, RunFrames, register
+from analysis.extras.registration import ExtraResult, RunFrames, register
 from analysis.metrics import summarize
 
 

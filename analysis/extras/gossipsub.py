@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 
 from analysis import metrics as M
 from analysis.extras.dissemination import dissemination
-from analysis.extras.registry import ExtraResult, RunFrames, register, warmup_messages
+from analysis.extras.registration import ExtraResult, RunFrames, register, warmup_messages
 from analysis.traffic import control_counts
 
 SEED_WARMUP = 2

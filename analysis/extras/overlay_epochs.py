@@ -16,7 +16,7 @@ from typing import Any
 
 from pyspark.sql import functions as F
 
-from analysis.extras.registry import ExtraResult, RunFrames, register
+from analysis.extras.registration import ExtraResult, RunFrames, register
 from analysis.report import series_plot
 from node.protocols import PROTOCOLS
 from node.protocols.overlays.static import StaticOverlay

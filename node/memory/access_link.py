@@ -1,4 +1,4 @@
-"""A node's access link in virtual time, for the discrete-event network (network.py): frame sizes on
+"""A node's access link in virtual time, for the discrete-event network (virtual_network.py): frame sizes on
 the wire (framing and TCP/IP/Ethernet headers per segment), the uplink shared by the node's
 connections with each one's queue and priority lane, and the download's horizon."""
 from __future__ import annotations

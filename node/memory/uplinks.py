@@ -1,4 +1,4 @@
-"""Each node's uplink in virtual time, for the discrete-event network (network.py): a frame to a peer
+"""Each node's uplink in virtual time, for the discrete-event network (virtual_network.py): a frame to a peer
 goes out in flights of its connection's congestion window, sharing the node's upload rate with the
 node's other connections that have a flight to send; between flights it waits for acknowledgements;
 when its last flight has left, the network propagates it and the connection's next frame starts."""
@@ -10,7 +10,7 @@ from node.memory.access_link import AccessLink, Sending, wire_bytes
 from node.memory.tcp_window import RTO_MIN, TcpWindow
 
 if TYPE_CHECKING:  # the network owns the clock and hands frames over; a type hint only
-    from node.memory.network import MemNetwork
+    from node.memory.virtual_network import MemNetwork
 
 
 class Uplinks:

@@ -13,7 +13,7 @@ from typing import Any
 
 from rich.console import Console
 
-from node.memory.network import MemNetwork
+from node.memory.virtual_network import MemNetwork
 from node.protocols.base import ProtocolCore
 from orchestrator.model.plan import make_plan
 from orchestrator.model.scenario import load_scenario

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from node.memory.network import MemNetwork
+from node.memory.virtual_network import MemNetwork
 from node.protocols.base import Params, ProtocolCore
 
 

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from node.memory.network import MemNetwork
+from node.memory.virtual_network import MemNetwork
 from node.protocols import Unsupported
 from node.protocols.content.predicates import Predicate, group_predicates
 from node.protocols.fastdelivery.core import FastDelivery, FastDeliveryParams

@@ -3,7 +3,7 @@ import random
 
 import pytest
 
-from node.memory.network import MemNetwork
+from node.memory.virtual_network import MemNetwork
 from node.protocols.floodsub import FloodSub
 from node.protocols.pubsub.wire import RPC, encode_rpc, make_message
 

@@ -8,7 +8,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from pydantic import ValidationError
 
 from node import contract
-from node.memory.network import MemNetwork
+from node.memory.virtual_network import MemNetwork
 from node.protocols.gossipsub.core import GossipSub, GossipSubParams
 from node.protocols.gossipsub.params import GO_DEFAULTS
 from node.protocols.pubsub import pubsub_pb2 as pb

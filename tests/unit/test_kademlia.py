@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from node.memory.network import MemNetwork
+from node.memory.virtual_network import MemNetwork
 from node.protocols.dht.core import DhtCore
 from node.protocols.dht.kademlia import DhtParams
 from node.protocols.dht.table import RoutingTable, content_key, node_key

@@ -1,4 +1,4 @@
-"""The discrete-event network model (node/memory/network.py) that the sim backend runs on: serialisation at
+"""The discrete-event network model (node/memory/virtual_network.py) that the sim backend runs on: serialisation at
 the upload rate shared by the connections sending, each in order with a priority lane, the download
 FIFO, header overhead, TCP's window, jitter that never reorders, loss, crash/restart with redial."""
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from node.memory.access_link import MSS, SEGMENT_HEADERS, wire_bytes
-from node.memory.network import MemNetwork
+from node.memory.virtual_network import MemNetwork
 from node.protocols.base import ProtocolCore
 
 MBIT = 1_000_000

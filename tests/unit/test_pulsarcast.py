@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from node.memory.network import MemNetwork
+from node.memory.virtual_network import MemNetwork
 from node.protocols.dht.table import node_key
 from node.protocols.pulsarcast.core import PulsarCast, PulsarCastParams, descriptor_id
 from node.protocols.pulsarcast.pulsarcast_pb2 import EventDescriptor

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from node.memory.network import MemNetwork
+from node.memory.virtual_network import MemNetwork
 from node.protocols.content.predicates import Predicate
 from node.protocols.scoutsubs.core import ScoutSubs, ScoutSubsParams
 from tests.support.dht_net import dht_network

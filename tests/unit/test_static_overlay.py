@@ -2,7 +2,7 @@
 TTL rules are checked on both cores)."""
 import pytest
 
-from node.memory.network import MemNetwork
+from node.memory.virtual_network import MemNetwork
 from node.protocols.overlays.static import StaticOverlay, StaticOverlayParams
 from node.protocols.topiary.core import Topiary
 

@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from node.memory.network import MemNetwork
+from node.memory.virtual_network import MemNetwork
 from node.protocols import get_protocol
 from node.protocols.topiary import score as ts
 from node.protocols.topiary.core import Topiary, TopiaryParams

@@ -22,7 +22,7 @@ What it does, in the spec's terms:
   IDONTWANTs are kept per peer for idontwant_ttl heartbeats and honoured when relaying and when
   serving IWANT; never penalised;
 - staggering and fragmentation for large messages (large.py); the heartbeat's mesh,
-  fanout and gossip work (heartbeat.py); received control (control.py); mesh
+  fanout and gossip work (heartbeat.py); received control (received_control.py); mesh
   membership, GRAFT/PRUNE with backoff and PX, direct peers (mesh.py);
 
 - peer scoring P1..P7 (`score.py`), switchable (`scoring.enabled`; off, the default as in
@@ -39,12 +39,12 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
-from node.protocols.gossipsub.control import ControlHandling
 from node.protocols.gossipsub.fragment_pb2 import Fragment
 from node.protocols.gossipsub.heartbeat import Heartbeat
 from node.protocols.gossipsub.large import LargeMessages
 from node.protocols.gossipsub.mesh import MeshMembership
 from node.protocols.gossipsub.params import GossipSubParams
+from node.protocols.gossipsub.received_control import ControlHandling
 from node.protocols.gossipsub.state import GossipSubState, Stagger
 from node.protocols.pubsub.pubsub_pb2 import (
     RPC,

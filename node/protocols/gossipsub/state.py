@@ -1,5 +1,5 @@
 """GossipSub's state, declared in one place: every field the router keeps, with its type and what it
-holds. The parts of the router (core.py, mesh.py, control.py, heartbeat.py, large.py) each
+holds. The parts of the router (core.py, mesh.py, received_control.py, heartbeat.py, large.py) each
 subclass it, so each reads and changes the state declared here; none adds fields of its own."""
 from __future__ import annotations
 
