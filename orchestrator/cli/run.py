@@ -97,7 +97,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         err.print(f"[bold red]error:[/] {e}", highlight=False)
         return 1
     from orchestrator.run.runner import RunError, RunInterrupted, Runner
-    from orchestrator.sim.backend import SimInterrupted, SimRunner
+    from orchestrator.sim.sim_runner import SimInterrupted, SimRunner
 
     done: list[Path] = []
     for i, combo in enumerate(combos, 1):

@@ -6,7 +6,7 @@ import gzip
 import json
 
 from orchestrator.model.scenario import parse_scenario
-from orchestrator.sim.backend import NO_DILATION, SimRunner
+from orchestrator.sim.sim_runner import NO_DILATION, SimRunner
 from tests.support.scenarios import scenario_text
 
 SCENARIO = scenario_text("simdilated", 3, """\
