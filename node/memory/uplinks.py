@@ -23,6 +23,26 @@ class Uplinks:
         self.access: dict[str, AccessLink] = {}   # node -> its access link
         self._windows: dict[tuple[str, str], tuple[int, TcpWindow]] = {}  # per direction: its congestion window
 
+    def add(self, node: str, up_bps: float, down_bps: float) -> None:
+        self.access[node] = AccessLink(up_bps, down_bps)
+
+    def set_rates(self, node: str, up_bps: float, down_bps: float) -> None:
+        """The node's link rates from now on (what was sent so far went at the old rates)."""
+        access = self.access.get(node)
+        if access:
+            access.advance(self.net.now)
+            access.up_rate, access.down_rate = up_bps / 8, down_bps / 8
+            self.reschedule(node, access)
+
+    def drop_queued(self, node: str) -> int:
+        """Forget the node's frames not yet sent (it crashed); how many."""
+        access = self.access.get(node)
+        if not access:
+            return 0
+        dropped = access.drop_queued()
+        self.reschedule(node, access)
+        return dropped
+
     def send(self, src: str, dst: str, payload: bytes, priority: bool, conn: int) -> bool:
         """Put the frame on `src`'s uplink (behind the connection's frames, its priority lane first);
         False if `src` has no bandwidth modelled."""

@@ -37,7 +37,6 @@ from node.linkmodel import (
     next_backoff,
     release_time,
 )
-from node.memory.access_link import AccessLink
 from node.memory.nodes import MemIO, MemNode
 from node.memory.tcp_window import RTO_MIN
 from node.memory.uplinks import Uplinks
@@ -107,7 +106,7 @@ class MemNetwork:
         self.ips[node_id] = ip or f"10.0.{len(self.nodes) // 256}.{len(self.nodes) % 256}"
         params = params if params is not None else core_cls.Params()
         if bandwidth:
-            self.access[node_id] = AccessLink(*bandwidth)
+            self.uplinks.add(node_id, *bandwidth)
         node = self.nodes[node_id] = MemNode(node_id, None, spec=(core_cls, params, behaviour or {}))  # type: ignore[arg-type]
         self._boot(node)
         return node
@@ -227,10 +226,7 @@ class MemNetwork:
             (other,) = link - {node_id}
             self._close(node_id, other, reason)
         self.dials.pop(node_id, None)
-        access = self.access.get(node_id)
-        if access:
-            self.in_flight -= access.drop_queued()
-            self.uplinks.reschedule(node_id, access)
+        self.in_flight -= self.uplinks.drop_queued(node_id)
         for key in [k for k in self._held if node_id in k]:
             self.in_flight -= len(self._held.pop(key)[1])
 
@@ -270,11 +266,8 @@ class MemNetwork:
         """Add `delay` seconds and `loss` to every link of the node, both ways (zeros restore);
         `bandwidth` = (up, down) bit/s sets its link rates from now on."""
         self.degraded.set(node_id, delay, loss)
-        access = self.access.get(node_id)
-        if bandwidth and access:
-            access.advance(self.now)   # what was sent so far went at the old rate
-            access.up_rate, access.down_rate = bandwidth[0] / 8, bandwidth[1] / 8
-            self.uplinks.reschedule(node_id, access)
+        if bandwidth:
+            self.uplinks.set_rates(node_id, *bandwidth)
 
     def _delay(self, a: str, b: str) -> float:
         base = self._latency(a, b)
