@@ -93,7 +93,8 @@ def _admission_line(scenario: Any) -> str:
     found, warned = admission.problems(need, here), admission.warnings(need, here)
     verdict = ("fits" + (" (" + "; ".join(warned) + ")" if warned else "") if not found else "does not fit ("
                + "; ".join(found) + f"); at most {admission.largest_fit(need, here)} nodes fit, or run with --force")
+    probes = f", {need.probes:.0f} probe processes beside adapter nodes among it" if need.probes else ""
     return (f"  on this machine (local backend): needs {need.memory_mib / 1024:.2f} GiB memory "
-            f"({docker.memory_mib / 1024:.2f} on docker), {need.cpu_cores:.2f} cores, {need.fds} file descriptors, "
+            f"({docker.memory_mib / 1024:.2f} on docker{probes}), {need.cpu_cores:.2f} cores, {need.fds} file descriptors, "
             f"{need.disk_mib:.0f} MiB of logs; has {here.memory_mib / 1024:.1f} GiB, {here.cpus} cores, "
             f"{here.fds} fds, {here.disk_mib / 1024:.0f} GiB free: {verdict}")

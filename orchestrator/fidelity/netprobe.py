@@ -18,8 +18,9 @@ if TYPE_CHECKING:
     from orchestrator.backends import Backend
 
 PORT = 4999  # beside the nodes' data port
+PROBE_MARK = "peerlab-probe"  # in each probe's command line: the memory watch counts them apart
 
-SERVER = r"""
+SERVER = r"""# peerlab-probe server
 import socket, sys, threading, time
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(64)
@@ -53,7 +54,7 @@ while True:
     threading.Thread(target=serve, args=(conn,), daemon=True).start()
 """
 
-CLIENT = r"""
+CLIENT = r"""# peerlab-probe client
 import json, socket, sys, time
 host, port, what, n = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 c = socket.create_connection((host, port), timeout=60)
@@ -73,7 +74,7 @@ else:
 """
 
 
-CLOCK = r"""
+CLOCK = r"""# peerlab-probe clock
 import sys, time
 for line in sys.stdin:
     sys.stdout.write("%d\n" % time.time_ns()); sys.stdout.flush()

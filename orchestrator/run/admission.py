@@ -7,7 +7,8 @@ peak (orchestrator/run/memory_watch.py) beside the estimate.
 Memory comes from admission_costs.json, measured by `peerlab bench admission` on each backend: the
 run's fixed cost, each kind of node's (peerlab's node per protocol, each libp2p implementation),
 and how many seconds of what is published a node holds (message size times rate). CPU is each
-run's fixed share (orchestrator, watches, delay line at rest), each kind's share per node, and what
+run's fixed share (orchestrator, watches, delay line at rest), each kind's share per node (idle,
+plus its share per message per second published network-wide: each node handles each), and what
 moving the run's bytes costs the machine: the bytes published per second, times the nodes, times the
 copies of each a node sends, at the CPU per MiB sent (nodes, kernel, delay line and shaper together;
 measured on peerlab's GossipSub and applied to every kind), all measured by the same bench from the
@@ -15,6 +16,13 @@ host's busy time. A run needing more cores than the machine has is refused; one 
 FAITHFUL_CPU_SHARE of them is admitted with a warning that its timing will likely be unfaithful. On
 the kubernetes backend the pods' requests are checked against the namespace's quotas and the
 cluster's allocatable instead (kube_admission.py); the sim backend's one process is not checked.
+
+Beside adapter nodes, which have no probes of their own, the orchestrator runs probe processes in
+their namespaces (orchestrator/fidelity/netprobe.py), a term of their own since how many are alive
+depends on the run, not on the node: before the nodes start, a clock reader in every namespace and
+calibration's servers; from T0, a probe server at each node the fidelity probes have reached, kept
+to the run's end (PAIRS pairs every INTERVAL_S real seconds, so a long run has one beside almost
+every node). Each costs `probe_mib`, measured by the bench apart from the nodes.
 """
 from __future__ import annotations
 
@@ -30,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from node.adapters import INTEROP, PEERLAB
+from orchestrator.fidelity import probes as fidelity_probes
 from orchestrator.model import dilation as dilation_rules
 from orchestrator.model.scenario import Scenario
 
@@ -61,6 +70,17 @@ def node_mib(backend: str, kind: str) -> float:
     if kind.startswith(INTEROP):  # a binary nobody measured: as the costliest implementation measured
         return max(table.values())
     raise KeyError(f"no measured memory for {kind} nodes on the {backend} backend (peerlab bench admission)")
+
+
+def node_cores_per_msg(backend: str, kind: str) -> float:
+    """One node's share of a core per message per second published (0 where not measured: a
+    content-based protocol's idle figure holds its own scenario's messages)."""
+    table = costs()["backends"][backend].get("node_cores_per_msg") or {}
+    if kind in table:
+        return table[kind]
+    if kind.startswith(INTEROP) and table:
+        return max(table.values())
+    return 0.0
 
 
 def node_cores(backend: str, kind: str) -> float:
@@ -112,6 +132,7 @@ class Estimate:
     dilation: float = 1.0   # the run's; cpu_cores is per real second, already divided by it
     fixed_cores: float = 0.0  # of cpu_cores, what does not grow with the nodes
     dilatable: bool = True    # whether its implementations may be dilated (orchestrator/model/dilation.py)
+    probes: float = 0.0       # probe processes beside adapter nodes at the run's peak (of memory_mib)
 
     def dilation_for(self, cores: float) -> int:
         """The smallest --dilate that brings the work within `cores` (the fixed share is not dilated)."""
@@ -125,7 +146,7 @@ class Estimate:
         return Estimate(nodes, self.fixed_mib + (self.memory_mib - self.fixed_mib) * f,
                         self.fixed_cores + (self.cpu_cores - self.fixed_cores) * f,
                         ORCHESTRATOR_FDS + round((self.fds - ORCHESTRATOR_FDS) * f), self.disk_mib * f,
-                        self.fixed_mib, self.dilation, self.fixed_cores, self.dilatable)
+                        self.fixed_mib, self.dilation, self.fixed_cores, self.dilatable, self.probes * f)
 
 
 def estimate(scenario: Scenario, backend: str = "local") -> Estimate:
@@ -137,15 +158,39 @@ def estimate(scenario: Scenario, backend: str = "local") -> Estimate:
     table = costs()["backends"][backend]
     held_mib = (table.get("held_s") or 0.0) * messages / max(scenario.workload.duration, 1e-9) \
         * scenario.workload.mean_size() / MIB
+    nodes_mib = sum((node_mib(backend, k) + held_mib) * c for k, c in mix.items())
+    rate = messages / max(scenario.workload.duration, 1e-9)  # published per second, network-wide
+    before_t0, after_t0 = probe_processes(scenario, mix)
+    probe_mib = table.get("probe_mib") or 0.0
+    # the peak: with the nodes up and the probes the fidelity watch started, or before the nodes start
+    # with a clock reader in every namespace (where a node costs less than a probe)
+    probes = round(max(after_t0, before_t0 - nodes_mib / probe_mib if probe_mib else 0.0), 1)
     return Estimate(
         nodes=n,
-        memory_mib=round(table["fixed_mib"] + sum((node_mib(backend, k) + held_mib) * c for k, c in mix.items()), 1),
-        cpu_cores=table.get("fixed_cores", 0.0) + (sum(node_cores(backend, k) * c for k, c in mix.items())
+        memory_mib=round(table["fixed_mib"] + nodes_mib + probes * probe_mib, 1),
+        cpu_cores=table.get("fixed_cores", 0.0) + (sum((node_cores(backend, k) + node_cores_per_msg(backend, k) * rate)
+                                                     * c for k, c in mix.items())
                                           + traffic_cores(scenario, n, table)) / scenario.dilation,
         fds=ORCHESTRATOR_FDS + ORCHESTRATOR_FDS_PER_NODE * n,
         disk_mib=n * messages * EVENTS_PER_NODE_PER_MESSAGE * EVENT_BYTES / MIB,
         fixed_mib=table["fixed_mib"], dilation=scenario.dilation, fixed_cores=table.get("fixed_cores", 0.0),
-        dilatable=dilation_rules.refusal(2.0, scenario.implementations()) is None)
+        dilatable=dilation_rules.refusal(2.0, scenario.implementations()) is None, probes=probes)
+
+
+def probe_processes(scenario: Scenario, mix: dict[str, int]) -> tuple[float, float]:
+    """How many probe processes a run holds (orchestrator/fidelity/netprobe.py) where it has adapter
+    nodes: (before T0: a clock reader per node and calibration's servers; from T0: the servers the
+    fidelity probes are expected to have started by the run's end, one at each distinct node a probe
+    reached). A run of peerlab's nodes alone has none: its nodes answer the probes themselves."""
+    n = sum(mix.values())
+    if n == 0 or all(k.startswith(f"{PEERLAB}/") for k in mix):
+        return 0.0, 0.0
+    cal = scenario.calibration
+    before = n + (min(n, cal.pairs + cal.throughput_nodes) if cal.enabled else 0)
+    w = scenario.workload
+    real_s = (w.warmup + w.duration + w.drain) * scenario.dilation
+    draws = fidelity_probes.PAIRS * (real_s / fidelity_probes.INTERVAL_S + 1)
+    return float(before), n * (1 - (1 - 1 / n) ** draws)
 
 
 def traffic_cores(scenario: Scenario, nodes: int, table: dict[str, Any]) -> float:

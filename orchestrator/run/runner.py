@@ -332,7 +332,7 @@ class Runner(Readiness, RunRecord):
         await self.fidelity.stop()
         if self.backend.name in admission.CHECKED_BACKENDS:  # the end of the run, often its peak (memory_watch.py)
             try:
-                await self._blocking(self.memory.sample)
+                await self._blocking(self.memory.sample, True)
             except OSError as err:  # a figure missed is not a run failed
                 self.warn(f"memory at the drain's end not measured: {err}")
         self.step("drain over: stopping nodes")
@@ -363,7 +363,8 @@ class Runner(Readiness, RunRecord):
                 await client.close()
             await self.probes.close()
             await self.sampler.stop()  # (after an error: what was sampled is kept)
-            record_peak(self.manifest, self.memory.finish(), self.backend.name in admission.CHECKED_BACKENDS)
+            record_peak(self.manifest, self.memory.finish(), self.backend.name in admission.CHECKED_BACKENDS,
+                        self.memory.breakdown())
             self.step("teardown: stopping processes, removing namespaces")
             if self.shaper:
                 self._shaper_report()

@@ -7,7 +7,15 @@ container with its shim). Per backend:
 - peerlab's GossipSub at two node counts: the line through the two peaks gives the run's fixed cost
   (its intercept: orchestrator, fork server, delay line) and GossipSub's cost per node (its slope);
 - every other kind of node (peerlab's other protocols, each libp2p implementation) at one count:
-  (peak - fixed) / nodes;
+  (peak - fixed) / nodes; for an adapter's nodes the peak less the probe processes in its sample, or
+  the sample as the drain ended (the probes stopped), whichever is higher: the probes beside them
+  (orchestrator/fidelity/netprobe.py) are admission's own term, their MiB per process measured here
+  from those samples;
+- CPU: the same runs' busy cores less the traffic term below; each kind runs again at SLOW's rate
+  (local; content-based protocols, whose scenarios fix their own workload, do not), so a node's
+  cores split into what it costs idle and what each message per second costs it (the estimate for a
+  run at another rate: the implementations scenario publishes one message every 4 s). The
+  per-message figures are the programs' work, shared with docker as the traffic's are;
 - (local) GossipSub with large messages at a high rate against the same with 1 KiB ones: the extra
   memory per node over the bytes published per second is how many seconds' worth of messages a node
   holds (message cache, socket buffers), the estimate's term for message size and rate.
@@ -58,6 +66,7 @@ CONTENT_BASED = {"peerlab/scoutsubs": "scenarios/smartpubsub-normal.yaml",
 # half busy; their runs' verdicts are in the table): a node starved of CPU holds what it cannot forward yet
 SMALL, LARGE = ("1KiB", 1024, 4), ("64KiB", 65536, 2)
 MEDIUM = ("16KiB", 16384, 4)  # for the CPU per byte: enough traffic to measure, the cores not saturated
+SLOW = ("1KiB", 1024, 0.5)    # against SMALL: the CPU a message per second costs each node
 
 
 def _scenario(kind: str, n: int, store: str, message: tuple[str, int, int] = SMALL) -> Any:
@@ -75,12 +84,15 @@ def _run(scenario: Any, backend: str, console: Console) -> Path:
     return Runner(scenario, backend=backend, console=console, force=True).run()
 
 
-def _peak(run_dir: Path) -> float:
-    """The run's peak memory in MiB, as its manifest records it."""
-    peak = json.loads((run_dir / "manifest.json").read_text())["admission"].get("peak_mib")
-    if peak is None:
+def _peak(run_dir: Path) -> dict[str, Any]:
+    """The run's peak memory in MiB as its manifest records it; the probes in the peak's sample and
+    what its nodes held without them (the peak less them, or the drain's end if more)."""
+    record = json.loads((run_dir / "manifest.json").read_text())["admission"]
+    if record.get("peak_mib") is None:
         raise RuntimeError(f"{run_dir}: no memory was sampled")
-    return peak
+    probes = record.get("probes_at_peak") or {"mib": 0.0, "processes": 0}
+    without = max(record["peak_mib"] - probes["mib"], record.get("drain_end_mib") or 0.0)
+    return {"peak_mib": record["peak_mib"], "probes_at_peak": probes, "without_probes_mib": round(without, 1)}
 
 
 def load_rates(run_dir: Path) -> tuple[float, float]:
@@ -127,8 +139,9 @@ def bench_admission(backends: list[str], store: str, console: Console, table: Pa
         local = out["backends"].get("local") or {}
         shared = {k: local.get(k) for k in SHARED} if backend != "local" else {}
         out["backends"][backend] = _measure_backend(backend, store, console, say, shared)
-    table.write_text(json.dumps(out, indent=1) + "\n")
-    say(f"written: {table}")
+        # after each backend: a later one's failure (no engine, no base image) keeps what was measured
+        table.write_text(json.dumps(out, indent=1) + "\n")
+        say(f"written: {table} ({backend})")
     return out
 
 
@@ -143,12 +156,12 @@ class _Runs:
         run_dir = _run(scenario, self.backend, self.console)
         cores, sent = load_rates(run_dir)
         verdict = json.loads((run_dir / "manifest.json").read_text())["fidelity"]["verdict"]
-        self.table[label] = {"peak_mib": _peak(run_dir), "busy_cores": round(cores, 3),
+        self.table[label] = {**_peak(run_dir), "busy_cores": round(cores, 3),
                              "sent_mib_s": round(sent / 2**20, 3), "verdict": verdict, "dir": run_dir}
         return self.table[label]
 
 
-SHARED = ("cpu_s_per_mib_sent", "copies_sent", "held_s")  # measured locally, for every backend
+SHARED = ("cpu_s_per_mib_sent", "copies_sent", "held_s", "node_cores_per_msg")  # measured locally, for every backend
 
 
 def _measure_backend(backend: str, store: str, console: Console, say: Callable[[str], None],
@@ -156,6 +169,7 @@ def _measure_backend(backend: str, store: str, console: Console, say: Callable[[
     """One backend's entry. `shared`: on a backend other than local, local's SHARED figures (the same
     programs move the bytes and hold the messages)."""
     traffic = {k: shared.get(k) for k in SHARED[:2]} if shared else {}
+    per_msg: dict[str, float] = dict(shared.get("node_cores_per_msg") or {}) if shared else {}
     runs = _Runs(backend, store, console)
     lo, hi = BASE["peerlab/gossipsub"] if backend == "local" else DOCKER_BASE
     small = {n: runs.run(f"peerlab/gossipsub x{n}", _scenario("peerlab/gossipsub", n, store)) for n in (lo, hi)}
@@ -170,10 +184,18 @@ def _measure_backend(backend: str, store: str, console: Console, say: Callable[[
     def node_work(r: dict[str, Any]) -> float:  # busy cores less what moving its bytes cost
         return r["busy_cores"] - r["sent_mib_s"] * per_mib
 
+    def per_message(kind: str, n: int, fast: dict[str, Any]) -> None:  # (local) the same kind at SLOW's rate
+        slow = runs.run(f"{kind} x{n}, {SLOW[0]} at {SLOW[2]}/s", _scenario(kind, n, store, SLOW))
+        per_msg[kind] = round(max(0.0, (node_work(fast) - node_work(slow)) / n / (SMALL[2] - SLOW[2])), 5)
+        say(f"{backend}: {kind} at {SMALL[2]}/s against {SLOW[2]}/s: {per_msg[kind]} cores per node per "
+            "message per second")
+
     mib = {"peerlab/gossipsub": round((small[hi]["peak_mib"] - small[lo]["peak_mib"]) / (hi - lo), 2)}
     cpu = {"peerlab/gossipsub": round((node_work(small[hi]) - node_work(small[lo])) / (hi - lo), 4)}
     fixed = round(small[lo]["peak_mib"] - lo * mib["peerlab/gossipsub"], 1)
     fixed_cpu = round(max(0.0, node_work(small[lo]) - lo * cpu["peerlab/gossipsub"]), 3)
+    if backend == "local":
+        per_message("peerlab/gossipsub", hi, small[hi])
     say(f"{backend}: GossipSub {lo} and {hi} nodes: fixed {fixed} MiB and {fixed_cpu} cores, per node "
         f"{mib['peerlab/gossipsub']} MiB and {cpu['peerlab/gossipsub']} cores")
     for kind in OTHERS:
@@ -184,12 +206,22 @@ def _measure_backend(backend: str, store: str, console: Console, say: Callable[[
         if kind_of(scenario) != kind:
             raise RuntimeError(f"{scenario.name}: its nodes are {kind_of(scenario)}, not {kind}")
         r = runs.run(f"{kind} x{n}", scenario)
-        mib[kind] = round((r["peak_mib"] - fixed) / n, 2)
+        mib[kind] = round((r["without_probes_mib"] - fixed) / n, 2)
         cpu[kind] = round(max(0.0, node_work(r) - fixed_cpu) / n, 4)
+        if backend == "local" and kind not in CONTENT_BASED:
+            per_message(kind, n, r)
         say(f"{backend}: {kind} {n} nodes {r['peak_mib']} MiB, {r['busy_cores']} cores busy ({r['verdict']}): "
             f"{mib[kind]} MiB and {cpu[kind]} cores per node")
+    # a node's cores at SMALL's rate less its messages' share: what it costs idle
+    cpu = {k: round(max(0.0, c - per_msg.get(k, 0.0) * SMALL[2]), 4) for k, c in cpu.items()}
+    probes = [r["probes_at_peak"] for r in runs.table.values() if r["probes_at_peak"]["processes"]]
+    if not probes:
+        raise RuntimeError(f"{backend}: no adapter run's peak held a probe process; their cost is unmeasured")
+    probe_mib = round(sum(p["mib"] for p in probes) / sum(p["processes"] for p in probes), 2)
+    say(f"{backend}: a probe process beside an adapter node: {probe_mib} MiB")
     entry: dict[str, Any] = {"measured": datetime.date.today().isoformat(), "fixed_mib": fixed, "node_mib": mib,
-                             "fixed_cores": fixed_cpu, "node_cores": cpu, **traffic}
+                             "probe_mib": probe_mib, "fixed_cores": fixed_cpu, "node_cores": cpu,
+                             "node_cores_per_msg": per_msg, **traffic}
     if backend == "local":
         large = runs.run(f"peerlab/gossipsub x{hi}, {LARGE[0]} at {LARGE[2]}/s",
                          _scenario("peerlab/gossipsub", hi, store, LARGE))

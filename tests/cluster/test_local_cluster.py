@@ -267,3 +267,57 @@ def test_the_charts_role_lets_the_orchestrator_do_its_work_and_nothing_else(clus
         assert api("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods/none") == 403
     finally:
         subprocess.run([*helm, "uninstall", release, "--wait"], capture_output=True, env={**os.environ, **env})
+
+
+def test_admission_reads_the_real_clusters_quota_and_allocatable(cluster):
+    """Admission on the kubernetes backend (orchestrator/backends/kube_admission.py) against the real
+    API server: a namespace's ResourceQuota as the quota controller reports it (a pending pod already
+    counted as used), and the node's allocatable as its kubelet reports it. A run beyond either is
+    refused with the figures and the node count that fits, and creates nothing."""
+    from orchestrator.backends import kube_admission
+
+    state, env = cluster
+    ns = "peerlab-admission"
+    kubectl(env, "create", "namespace", ns)
+    try:
+        kubectl(env, "create", "quota", "lab-quota", "--hard=pods=7", "-n", ns)
+        kubectl(env, "run", "pending", "-n", ns, "--image=peerlab.invalid/none", "--restart=Never",
+                "--overrides", json.dumps({"spec": {"nodeSelector": {"peerlab.test/nowhere": "true"}}}))
+        deadline = time.monotonic() + 60
+        while True:  # the quota controller counts the pod (never scheduled: no node matches)
+            quota = json.loads(kubectl(env, "get", "quota", "lab-quota", "-n", ns, "-o", "json").stdout)
+            if (quota.get("status") or {}).get("used", {}).get("pods") == "1":
+                break
+            assert time.monotonic() < deadline, quota.get("status")
+            time.sleep(1)
+        run_env = {**os.environ, **env, "PEERLAB_K8S_NAMESPACE": ns}
+        refused = peerlab("run", "scenarios/quickstart.yaml", "--backend", "kubernetes", "--namespace", ns,
+                          "--set", "nodes.count=30", env=run_env)
+        assert refused.returncode == 3, refused.stderr[-2000:]
+        assert f"30 nodes (one pod each) do not fit namespace {ns}" in refused.stderr
+        assert f"pods: 30 needed (1 per pod), 6 left in quota lab-quota of namespace {ns}" in refused.stderr
+        assert "At most 6 nodes of this scenario fit (--set nodes.count=6)" in refused.stderr
+        assert "Traceback" not in refused.stderr
+
+        # no quota: the node's allocatable, as the kubelet reports it, bounds the run
+        kubectl(env, "delete", "quota", "lab-quota", "-n", ns)
+        node = json.loads(kubectl(env, "get", "nodes", "-o", "json").stdout)["items"][0]
+        per_pod = kube_admission.pod_needs()
+        allocatable = node["status"]["allocatable"]
+        fit = min(int(float(kube_admission.quantity(allocatable["cpu"])) / per_pod["cpu"] + 1e-9),
+                  int(float(kube_admission.quantity(allocatable["memory"])) / 2**20 / per_pod["memory"] + 1e-9),
+                  int(allocatable["pods"]))
+        assert 1 < fit < 5000
+        refused = peerlab("run", "scenarios/quickstart.yaml", "--backend", "kubernetes", "--namespace", ns,
+                          "--set", "nodes.count=5000", env=run_env)
+        assert refused.returncode == 3, refused.stderr[-2000:]
+        assert "left in the cluster's schedulable nodes (allocatable)" in refused.stderr
+        assert f"At most {fit} nodes of this scenario fit (--set nodes.count={fit})" in refused.stderr
+        # nothing created: the one pending pod, no release
+        pods = json.loads(kubectl(env, "get", "pods", "-n", ns, "-o", "json").stdout)["items"]
+        assert [p["metadata"]["name"] for p in pods] == ["pending"]
+        releases = subprocess.run([str(ROOT / ".tools" / "bin" / "helm"), "list", "-n", ns, "-q"], capture_output=True,
+                                  text=True, env={**os.environ, **env}, timeout=60)
+        assert releases.returncode == 0 and releases.stdout.strip() == "", releases
+    finally:
+        kubectl(env, "delete", "namespace", ns, "--wait=true", "--timeout=120s", check=False)

@@ -7,8 +7,10 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from orchestrator.procfs import memory_kib, tree
-from orchestrator.run.memory_watch import MemoryWatch, occupied_kib
+from orchestrator.run.memory_watch import MemoryWatch, occupied, occupied_kib
 
 HOLD = """
 import sys, time
@@ -87,3 +89,30 @@ def test_processes_outside_the_tree_count_through_others(tmp_path):
     while memory_kib(pid) != (0, 0):  # gone (reaped by init): nothing, not an error
         assert time.monotonic() < deadline
         time.sleep(0.1)
+
+
+def test_probe_processes_are_counted_apart_and_the_drain_end_sample_is_kept():
+    """What the bench tells apart (orchestrator/tools/bench_admission.py): the probes beside adapter
+    nodes, known by the mark in their command line, in the peak's sample; and the runner's sample as
+    the drain ends."""
+    from orchestrator.fidelity.netprobe import PROBE_MARK
+
+    plain = _hold(16)
+    marked = subprocess.Popen([sys.executable, "-c", f"# {PROBE_MARK} test\n" + HOLD.format(mib=24)],
+                              stdout=subprocess.PIPE, text=True)
+    assert marked.stdout.readline() == "held\n"
+    try:
+        watch = MemoryWatch()
+        watch.sample(drain_end=True)
+        total, probes_kib, probes = occupied([os.getpid()])
+        assert probes == 1 and 24 * 1024 <= probes_kib < 40 * 1024, (probes, probes_kib)
+        assert total >= probes_kib + 16 * 1024
+        got = watch.breakdown()
+        assert got["probes_at_peak"]["processes"] == 1 and got["probes_at_peak"]["mib"] >= 24
+        assert got["drain_end_mib"] == pytest.approx(watch.peak_kib / 1024, abs=0.1)
+    finally:
+        for proc in (plain, marked):
+            proc.kill()
+            proc.wait()
+    watch.sample()  # later, smaller: neither the peak's probes nor the drain's end move
+    assert watch.breakdown() == got
