@@ -203,6 +203,8 @@ def _read_params(path: Path) -> tuple[dict, list[str]]:
         params = json.loads(path.read_text())
     except (OSError, ValueError) as e:
         raise UsageError(f"{path}: {e}") from None
+    except RecursionError:
+        raise UsageError(f"{path}: not a params.json (JSON nested too deep)") from None
     return params, script.problems(params)
 
 

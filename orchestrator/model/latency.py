@@ -285,6 +285,8 @@ class MatrixFile(LatencyModel):
                 rows = json.loads(text)
             except ValueError as err:  # its message quotes no content
                 raise ValueError(f"{field}: {self.path} is not JSON ({err})") from None
+            except RecursionError:  # arrays nested thousands deep
+                raise ValueError(f"{field}: {self.path} is not a JSON list of rows (nested too deep)") from None
             if not isinstance(rows, list) or not all(isinstance(r, list) for r in rows):
                 raise ValueError(f"{field}: {self.path} is not a JSON list of rows")
             rows = [[_number(field, self.path, i, str(j + 1), x) for j, x in enumerate(r)] for i, r in enumerate(rows, 1)]

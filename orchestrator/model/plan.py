@@ -204,14 +204,25 @@ def _schedule(sc: Scenario, rng: random.Random, publishers: list[int], subs: lis
         count = max(1, math.floor(wl.rate * wl.duration + 1e-9))  # n/rate x rate must give n back
         times = [(k / wl.rate, pick(k)) for k in range(count)]
     out: dict[int, list[tuple[float, str, int]]] = {p: [] for p in publishers}
-    owned = topic_owners(publishers, targets)
+    own = _own_topics(wl.publish_topics, publishers, subs, targets)
     for t, p in sorted(times):
-        if wl.publish_topics == "owned":
-            own = [x for x, owner in owned.items() if owner == p]
-        else:
-            own = [x for x in subs[p] if x in targets] if wl.publish_topics == "subscribed" else []
-        out[p].append((round(wl.warmup + t, 6), rng.choice(own or targets), wl.message_size))
+        out[p].append((round(wl.warmup + t, 6), rng.choice(own[p] or targets), wl.message_size))
     return out
+
+
+def _own_topics(publish_topics: str, publishers: list[int], subs: list[list[str]],
+                targets: list[str]) -> dict[int, list[str]]:
+    """Each publisher's topics to draw from (empty: any target): the ones it owns, or the targets it
+    subscribes to. Computed once per publisher, not per publish (a run may publish a million times)."""
+    if publish_topics == "owned":
+        own: dict[int, list[str]] = {p: [] for p in publishers}
+        for x, owner in topic_owners(publishers, targets).items():
+            own[owner].append(x)
+        return own
+    if publish_topics == "subscribed":
+        wanted = set(targets)
+        return {p: [x for x in subs[p] if x in wanted] for p in publishers}
+    return {p: [] for p in publishers}
 
 
 def _targets(subs: list[list[str]], topics: list[str], matching: str) -> list[str]:

@@ -3,6 +3,7 @@ anything is planned or created, with the figures and the largest node count that
 it and the manifest says so; backends whose nodes do not run here are not checked."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import resource
@@ -209,7 +210,6 @@ def test_the_cli_refuses_before_planning_and_creates_nothing_and_force_lets_it_t
 def _bench_run(tmp_path, name: str, busy_pct: float, sent_per_s: int):
     """A run directory as the bench reads it: the load phase's host figures, 4 nodes' link counters."""
     import gzip
-    import json
 
     run = tmp_path / name
     run.mkdir()
@@ -238,3 +238,23 @@ def test_the_bench_takes_cpu_per_mib_sent_and_copies_from_the_load_phase_of_two_
     assert got["copies_sent"] == pytest.approx(20 * 2**20 / (published * 4), abs=0.01)
     with pytest.raises(RuntimeError, match="void"):
         bench.traffic_cpu(medium, small, n=4)
+
+
+def test_the_bench_takes_an_adapters_node_without_the_probes_beside_it(tmp_path):
+    """The bench's node cost for an adapter: the peak less the probe processes in its sample, or the
+    sample as the drain ended (the probes stopped) where that is higher."""
+    from orchestrator.tools import bench_admission as bench
+
+    def run(peak: float, probes: float, drain_end: float | None):
+        path = tmp_path / f"run-{len(list(tmp_path.iterdir()))}"
+        path.mkdir()
+        record = {"peak_mib": peak, "probes_at_peak": {"mib": probes, "processes": 10}}
+        if drain_end is not None:
+            record["drain_end_mib"] = drain_end
+        (path / "manifest.json").write_text(json.dumps({"admission": record}))
+        return bench._peak(path)
+
+    assert run(300.0, 62.0, 230.0)["without_probes_mib"] == 238.0   # the peak held the probes
+    assert run(300.0, 62.0, 260.0)["without_probes_mib"] == 260.0   # the nodes grew after the probes stopped
+    assert run(300.0, 0.0, None)["without_probes_mib"] == 300.0     # peerlab's nodes: no probes
+    assert run(300.0, 62.0, 230.0)["probes_at_peak"] == {"mib": 62.0, "processes": 10}

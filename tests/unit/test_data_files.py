@@ -123,3 +123,18 @@ def test_a_file_store_in_a_system_directory_is_refused(tmp_path, store):
     assert done.returncode == 2 and "output.store" in done.stderr + done.stdout, done.stderr
     assert "system directory" in done.stderr + done.stdout or "root directory" in done.stderr + done.stdout
     assert not Path("/etc/peerlab-runs").exists()
+
+
+def test_a_matrix_or_params_json_nested_too_deep_is_refused_in_one_line(tmp_path):
+    """Found by the scenario fuzz (`peerlab fuzz --decoder scenario`, 2026-11-28): JSON arrays nested
+    100,000 deep made Python's decoder raise RecursionError, a traceback from `peerlab plan`."""
+    deep = "[" * 100_000 + "]" * 100_000
+    (tmp_path / "deep.json").write_text(deep)
+    (tmp_path / "s.yaml").write_text("name: x\nnodes: {count: 4}\nprotocol: floodsub\n"
+                                     "network: {latency: {model: matrix, path: deep.json}}\n")
+    plan = peerlab("plan", str(tmp_path / "s.yaml"))
+    assert plan.returncode == 2 and "Traceback" not in plan.stderr, plan.stderr[-2000:]
+    assert "network.latency.path" in plan.stderr and "nested too deep" in plan.stderr
+    checked = peerlab("contract", "interop-check", str(tmp_path / "deep.json"))
+    assert checked.returncode == 2 and "Traceback" not in checked.stderr
+    assert checked.stderr.strip().splitlines() == [f"error: {tmp_path / 'deep.json'}: not a params.json (JSON nested too deep)"]
