@@ -156,10 +156,9 @@ def estimate(scenario: Scenario, backend: str = "local") -> Estimate:
     n = sum(mix.values())
     messages = scenario.workload.messages()
     table = costs()["backends"][backend]
-    held_mib = (table.get("held_s") or 0.0) * messages / max(scenario.workload.duration, 1e-9) \
-        * scenario.workload.mean_size() / MIB
-    nodes_mib = sum((node_mib(backend, k) + held_mib) * c for k, c in mix.items())
     rate = messages / max(scenario.workload.duration, 1e-9)  # published per second, network-wide
+    held_mib = (table.get("held_s") or 0.0) * rate * scenario.workload.mean_size() / MIB
+    nodes_mib = sum((node_mib(backend, k) + held_mib) * c for k, c in mix.items())
     before_t0, after_t0 = probe_processes(scenario, mix)
     probe_mib = table.get("probe_mib") or 0.0
     # the peak: with the nodes up and the probes the fidelity watch started, or before the nodes start

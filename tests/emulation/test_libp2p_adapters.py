@@ -128,10 +128,6 @@ def test_traffic_and_memory_are_measured_outside_and_inside_the_node(adapter_run
         assert last[node]["sent_bytes"] > logged > 0
         rss = [e["rss_bytes"] for e in events if e["type"] == "resources"]
         assert rss and 2 * 2**20 < max(rss) < 1024 * 2**20  # bytes (rust-libp2p's node peaks at 6-7 MiB)
-    # the run's memory (the nodes, and the probe processes beside them) within 25% of admission's estimate
-    admitted = manifest["admission"]
-    assert admitted["checked"] and abs(admitted["estimate_error_pct"]) <= 25, admitted
-    assert admitted["estimate"]["probes"] > 0, admitted
 
 
 # every adapter in one network ------------------------------------------------------------------------
