@@ -71,7 +71,9 @@ def test_a_slow_read_spaces_the_samples_to_ten_times_its_length(tmp_path):
     ten_reads = 10 * links.longest_read_s
     assert first >= 1.95e9, gaps(path)
     assert first <= (ten_reads + patient(0.5)) * 1e9
-    assert 1.95 <= sampler.longest_interval_s <= ten_reads * 1.01
+    # the sampler times the read from its own side: the reader's return and the thread's wake-up
+    # included (a loaded CI machine: 2.290 s against ten reads of 2.256)
+    assert 1.95 <= sampler.longest_interval_s <= 10 * (links.longest_read_s + patient(0.02))
     assert sampler.samples >= 3  # at start, after about 2 s, and at stop
 
 
