@@ -22,11 +22,6 @@ INTERVAL_S = 2.0
 COST_SHARE = 0.02  # of a core the sampling may take: reading smaps costs 1-1.5 ms per process
 
 
-def occupied_kib(roots: Iterable[int]) -> int:
-    """The PSS of every process in the trees under `roots`, each counted once."""
-    return occupied(roots)[0]
-
-
 def occupied(roots: Iterable[int]) -> tuple[int, int, int]:
     """(PSS of every process in the trees under `roots`, each counted once; of it, the probes' PSS;
     how many probe processes) in KiB."""
