@@ -4,7 +4,8 @@ saying how to launch it, which protocols and parameters it takes, and how it is 
 
     IMPLEMENTATIONS   "peerlab" and every adapter found here
     get_adapter(name) the adapter, or a KeyError listing the known ones; `interop:PATH` names a binary
-                      of the gossipsub-interop contract (node/interop/), run through its shim
+                      of the gossipsub-interop contract (node/interop/), run through its shim, and
+                      `interop:<adapter>` the program of an adapter that speaks that contract too
 """
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ class Adapter:
     install: str                # the command that installs it
     fixed: dict                 # parameters it cannot change, accepted when set to its one value
     timers_fixed: dict          # {"in": where, "timers": [...]}: timers it cannot scale (so no time dilation)
+    interop: str = ""           # its program for gossipsub-interop's contract (with {tools}, {adapter}), if any
 
     def _fill(self, text: str, config: str = "", tools: str | Path = TOOLS, directory: str | Path | None = None) -> str:
         return text.format(tools=tools, adapter=directory or self.directory, config=config)
@@ -41,6 +43,10 @@ class Adapter:
     def argv(self, config_path: str, tools: str | Path = TOOLS, directory: str | Path | None = None) -> list[str]:
         """The command that runs a node; `tools` and `directory` where they are inside an image."""
         return [self._fill(part, config_path, tools, directory) for part in self.command]
+
+    def interop_program(self) -> Path | None:
+        """The program that takes gossipsub-interop's `--params params.json` (None: this adapter has none)."""
+        return Path(self._fill(self.interop)) if self.interop else None
 
     def missing(self) -> list[str]:
         """Files of the installed adapter that are not there (empty: installed)."""
@@ -52,7 +58,8 @@ def _load(folder: Path) -> Adapter:
     return Adapter(name=spec["name"], directory=folder, description=spec["description"],
                    protocols=tuple(spec["protocols"]), params=tuple(spec["params"]), wire=spec["wire"],
                    command=tuple(spec["command"]), needs=tuple(spec["needs"]), install=spec["install"],
-                   fixed=spec.get("fixed", {}), timers_fixed=spec.get("timers_fixed", {}))
+                   fixed=spec.get("fixed", {}), timers_fixed=spec.get("timers_fixed", {}),
+                   interop=spec.get("interop", ""))
 
 
 ADAPTERS: dict[str, Adapter] = {a.name: a for a in (_load(f) for f in sorted(HERE.iterdir())
@@ -62,13 +69,22 @@ IMPLEMENTATIONS = (PEERLAB, *ADAPTERS)
 
 def interop_adapter(name: str) -> Adapter:
     """`interop:PATH`: a binary written for gossipsub-interop (PATH absolute, or from the current
-    directory), run by peerlab's shim for that contract (`python -m node.interop`)."""
+    directory), run by peerlab's shim for that contract (`python -m node.interop`); `interop:<adapter>`
+    (go-libp2p, rust-libp2p, js-libp2p): that adapter's program in its gossipsub-interop mode."""
     from node.interop.script import PARAMS
 
-    binary = Path(name[len(INTEROP):]).expanduser()
-    if not name[len(INTEROP):]:
-        raise KeyError(f"implementation {name!r}: name the binary after {INTEROP} (interop:./my-node)")
-    binary = binary if binary.is_absolute() else Path.cwd() / binary
+    given = name[len(INTEROP):]
+    if not given:
+        raise KeyError(f"implementation {name!r}: name the binary after {INTEROP} (interop:./my-node), or "
+                       f"an adapter that speaks that contract ({', '.join(interop_adapters())})")
+    if given in ADAPTERS:
+        binary = ADAPTERS[given].interop_program()
+        if binary is None:
+            raise KeyError(f"implementation {name!r}: the {given} adapter does not speak gossipsub-interop's "
+                           f"contract; these do: {', '.join(interop_adapters())}")
+    else:
+        binary = Path(given).expanduser()
+        binary = binary if binary.is_absolute() else Path.cwd() / binary
     return Adapter(
         name=name, directory=HERE.parent / "interop",
         description=f"{binary}, a binary of the gossipsub-interop contract (libp2p/test-plans), run through "
@@ -79,6 +95,11 @@ def interop_adapter(name: str) -> Adapter:
         fixed={"msg_id": "first-8-bytes", "sign": False},
         timers_fixed={"in": "a gossipsub-interop binary", "why": "its own (the contract gives it no clock)",
                       "timers": ["heartbeat, TTLs, backoffs and its script's waits"]})
+
+
+def interop_adapters() -> list[str]:
+    """The adapters whose program also speaks gossipsub-interop's contract."""
+    return [name for name, adapter in ADAPTERS.items() if adapter.interop]
 
 
 def get_adapter(name: str) -> Adapter:

@@ -126,7 +126,7 @@ class Shim:
         hosts_path = self.config_path.with_name(self.config_path.stem + ".hosts")
         hosts_path.write_text(hosts_file(self.config))
         names = {interop_peer_id(node_index(p)): p for p in self.config["peer_ids"]}
-        out = Stdout(names, list(self.config["subscriptions"]))
+        out = Stdout(self.node, names, list(self.config["subscriptions"]))
         signal.signal(signal.SIGTERM, lambda *_: self.stop())
         go_read, go_write = os.pipe()
         launched = [0]

@@ -1,7 +1,8 @@
 """A gossipsub-interop binary's stdout (one JSON object per line, each with `time` (RFC 3339) and `msg`)
 turned into peerlab's events: `PeerID` -> `ready`; `Received Message` (every copy, `id` in base 10,
 `from` the sender's peer id) -> `deliver_message` for the first copy of a message, `duplicate_message`
-for every later one. Other lines are the binary's own and are left out."""
+for every later one and for a copy of the node's own message (a library logs one coming back, as
+go-libp2p-pubsub's tracer does). Other lines are the binary's own and are left out."""
 from __future__ import annotations
 
 import json
@@ -25,10 +26,11 @@ def unix_ns(stamp: str) -> int:
 
 
 class Stdout:
-    """One node's stdout, line by line. `names`: interop peer id -> peerlab node id; `topics`: the node's
-    subscriptions, for a `Received Message` that does not say its topic."""
+    """One node's stdout, line by line. `node`: its peerlab id; `names`: interop peer id -> peerlab node
+    id; `topics`: the node's subscriptions, for a `Received Message` that does not say its topic."""
 
-    def __init__(self, names: dict[str, str], topics: list[str]):
+    def __init__(self, node: str, names: dict[str, str], topics: list[str]):
+        self.node = node
         self.names = names
         self.topics = topics
         self.seen: set[str] = set()
@@ -52,7 +54,7 @@ class Stdout:
         topic = record.get("topic") or (self.topics[0] if len(self.topics) == 1 else "")
         event: dict[str, Any] = {"ts": unix_ns(record["time"]), "topic": topic, "msg_id": msg_id, "peer": sender,
                                  "size": size}
-        if msg_id in self.seen:
+        if msg_id in self.seen or origin == self.node:
             return [{**event, "type": "duplicate_message"}]
         self.seen.add(msg_id)
         return [{**event, "type": "deliver_message", "origin": origin}]

@@ -87,6 +87,22 @@ def binary(crate: Path, name: str, build: bool = True) -> Path:
     return target
 
 
+def test(crate: Path) -> subprocess.CompletedProcess:
+    """`cargo test` of the crate's own unit tests, in the shared target directory (its dependencies are
+    the release build's, so only the crate itself is compiled)."""
+    cargo = _tool("cargo")
+    if not cargo or not rustc_version():
+        raise CargoBuildError(f"testing {crate} needs {HINT}")
+    target_dir = cache_root() / "cargo-target"
+    target_dir.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "CARGO_TARGET_DIR": str(target_dir)}
+    env["PATH"] = f"{Path(cargo).parent}{os.pathsep}{env.get('PATH', '')}"
+    with open(target_dir / ".peerlab-build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return subprocess.run([cargo, "test", "--release", "--locked"], cwd=crate, env=env, capture_output=True,
+                              text=True)
+
+
 def _build(crate: Path, name: str, cargo: str, target_dir: Path, target: Path) -> None:
     print(f"peerlab: building {name} from {crate} with {rustc_version()} (the first time on a machine takes "
           "minutes: crates are downloaded and compiled)", file=sys.stderr, flush=True)

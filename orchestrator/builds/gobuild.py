@@ -69,9 +69,7 @@ def binary(pin: Path, package: str, name: str, build: bool = True, ldflags: str 
     partial = target.with_name(f".{target.name}.{os.getpid()}")  # builds side by side never meet
     print(f"peerlab: building {name} from {package} as pinned in {pin} (the first time on a machine "
           "takes minutes: modules are downloaded and compiled)", file=sys.stderr, flush=True)
-    env = {**os.environ, "GOFLAGS": "-mod=readonly"}  # go.sum must pin everything: no silent updates
-    if static:
-        env["CGO_ENABLED"] = "0"
+    env = _env(static)
     flags = ["-ldflags", ldflags] if ldflags else []
     done = subprocess.run(["go", "build", "-trimpath", *flags, "-o", str(partial), package], cwd=pin, env=env,
                           capture_output=True, text=True)
@@ -81,3 +79,18 @@ def binary(pin: Path, package: str, name: str, build: bool = True, ldflags: str 
                            f"{done.stderr.strip()[-3000:]}")
     os.replace(partial, target)
     return target
+
+
+def _env(static: bool) -> dict[str, str]:
+    env = {**os.environ, "GOFLAGS": "-mod=readonly"}  # go.sum must pin everything: no silent updates
+    if static:
+        env["CGO_ENABLED"] = "0"
+    return env
+
+
+def test(pin: Path, static: bool = False) -> subprocess.CompletedProcess:
+    """`go test` of a program of our own (its _test.go files), built as `binary` builds it."""
+    if not shutil.which("go"):
+        raise GoBuildError("testing needs Go 1.26 or newer")
+    return subprocess.run(["go", "test", "-trimpath", "./..."], cwd=pin, env=_env(static), capture_output=True,
+                          text=True)

@@ -109,6 +109,9 @@ def cmd_implementations(args: argparse.Namespace) -> int:
         print(f"{'':<12} parameters: {', '.join(adapter.params)}")
         if adapter.fixed:
             print(f"{'':<12} fixed: " + ", ".join(f"{k} {json.dumps(v)}" for k, v in adapter.fixed.items()))
+        if adapter.interop:
+            print(f"{'':<12} gossipsub-interop's contract too: {INTEROP}{adapter.name} "
+                  f"({adapter.interop_program()} --params params.json)")
     interop = interop_adapter(f"{INTEROP}PATH")
     print(f"{INTEROP + 'PATH':<12} any binary of the gossipsub-interop contract (docs/interop.md), local backend; "
           f"{', '.join(interop.protocols)}")

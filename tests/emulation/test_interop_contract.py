@@ -2,7 +2,8 @@
 GossipSub node that knows that contract only: host name node<ID>, --params params.json, JSON lines on
 stdout) run by the runner on the local backend through node/interop's shim, in real namespaces, with
 latency from the delay line and a node killed and restarted; its deliveries and duplicates analysed
-into the report like any node's."""
+into the report like any node's; and peerlab's own go-libp2p, rust-libp2p and js-libp2p adapters in that
+contract's mode, side by side."""
 import gzip
 import json
 import subprocess
@@ -16,6 +17,7 @@ from orchestrator.builds import gobuild
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.run.runner import RunError, Runner
 from orchestrator.shaping import tcp
+from tests.support.adapters import require_adapters
 
 pytestmark = [pytest.mark.emulation, pytest.mark.slow]
 
@@ -131,3 +133,58 @@ def test_a_schedule_off_whole_seconds_is_refused_before_anything_starts(binary, 
         Runner(parse_scenario(text + f"output: {{store: 'file://{tmp_path}'}}\n")).run()
     (run_dir,) = tmp_path.iterdir()
     assert not list((run_dir / "events").glob("*"))  # no node was started
+
+
+ADAPTERS_AS_INTEROP = """
+name: interop-adapters
+seed: 6
+nodes:
+  count: 6
+  groups:
+    - {name: go, count: 2, implementation: "interop:go-libp2p"}
+    - {name: rust, count: 2, implementation: "interop:rust-libp2p"}
+    - {name: js, count: 2, implementation: "interop:js-libp2p"}
+protocol: {name: gossipsub, params: {heartbeat_interval: 0.5, validation: {delay: 0.03}}}
+topology: {algorithm: random, degree: 3}
+network: {latency: {model: constant, one_way: 20ms}}
+topics: {count: 1}
+workload: {publishers: 4, rate: 1/s, warmup: 2s, duration: 8s, drain: 3s, message_size: 256B}
+calibration: {pairs: 3, throughput_nodes: 2}
+"""
+
+
+def test_peerlabs_go_rust_and_js_adapters_speak_the_interop_contract_too(tmp_path, spark):
+    """The go-libp2p, rust-libp2p and js-libp2p adapters' own programs, run with --params as
+    gossipsub-interop runs a binary (the shim writes their script), side by side in one run: the program
+    peerlab runs as a contract-1 node is one their experiments can run."""
+    require_adapters("go-libp2p", "rust-libp2p", "js-libp2p")
+    text = ADAPTERS_AS_INTEROP + f"output: {{store: 'file://{tmp_path}'}}\n"
+    run_dir = Runner(parse_scenario(text)).run()
+    assert json.loads((run_dir / "status").read_text())["status"] == "completed"
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    logs = {}
+    for node in manifest["plan"]["nodes"]:
+        with gzip.open(run_dir / "events" / f"{node['id']}.jsonl.gz", "rt") as f:
+            logs[node["id"]] = [json.loads(line) for line in f]
+        assert contract.check_log([json.dumps(e) for e in logs[node["id"]]]) == [], node["id"]
+    published = {e["msg_id"]: e for evs in logs.values() for e in evs if e["type"] == "publish_message"}
+    assert len(published) == sum(len(n["schedule"]) for n in manifest["plan"]["nodes"]) > 0
+    for node, evs in logs.items():
+        got = {e["msg_id"] for e in evs if e["type"] in ("deliver_message", "publish_message")}
+        assert got == set(published), f"{node} missed {sorted(set(published) - got)}"
+    kind = {"n0": "go", "n1": "go", "n2": "rust", "n3": "rust", "n4": "js", "n5": "js"}
+    delivered = [e for evs in logs.values() for e in evs if e["type"] == "deliver_message"]
+    # across implementations every way: the same wire (no signatures, the first 8 bytes as id)
+    crossed = {(kind[e["peer"]], kind[e["node"]]) for e in delivered + [
+        e for evs in logs.values() for e in evs if e["type"] == "duplicate_message"]}
+    assert {(a, b) for a in ("go", "rust", "js") for b in ("go", "rust", "js") if a != b} <= crossed, crossed
+    # each hop waits for the 30 ms validation (go's and js's validators, rust's report after the delay) past
+    # a 20 ms link
+    latency = {n: min(e["ts"] - published[e["msg_id"]]["ts"] for e in delivered if e["node"] == n) / 1e6
+               for n in logs}
+    assert min(latency.values()) >= 50, latency
+    duplicates = [e for evs in logs.values() for e in evs if e["type"] == "duplicate_message"]
+    assert {kind[e["node"]] for e in duplicates} == {"go", "rust", "js"}
+    assert {e["peer"] for e in delivered + duplicates} <= set(logs)
+    metrics = analyse(run_dir, spark)
+    assert metrics["delivery_ratio_up"] == 1.0 and metrics["duplicates_per_node"] == pytest.approx(len(duplicates) / 6)

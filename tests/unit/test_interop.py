@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from node.adapters import get_adapter
+from node.adapters import get_adapter, interop_adapters
 from node.eventlog import check_event
 from node.interop import script, sockets
 from node.interop.shim import hosts_file, interop_peer_id
@@ -93,8 +93,8 @@ def test_a_params_file_off_the_schema_is_named(broken, where):
 
 def test_stdout_lines_become_first_copies_then_duplicates_with_their_sender():
     names = {interop_peer_id(i): f"n{i}" for i in range(4)}
-    out = Stdout(names, ["t0"])
-    mid = script.message_id("n2", 1, 2048)
+    out = Stdout("n3", names, ["t0"])
+    mid, own = script.message_id("n2", 1, 2048), script.message_id("n3", 1, 1024)
     lines = [json.dumps({"time": "2026-11-27T23:00:00.123456789Z", "msg": "PeerID", "id": interop_peer_id(3),
                          "node_id": 3}),
              "not json: a binary's own chatter",
@@ -102,13 +102,16 @@ def test_stdout_lines_become_first_copies_then_duplicates_with_their_sender():
                          "from": interop_peer_id(1)}),
              json.dumps({"time": "2026-11-27T23:00:01.6Z", "msg": "Received Message", "id": str(mid),
                          "from": interop_peer_id(0), "topic": "t0"}),
-             json.dumps({"time": "2026-11-27T23:00:02Z", "msg": "Publishing"})]
+             json.dumps({"time": "2026-11-27T23:00:02Z", "msg": "Publishing"}),
+             json.dumps({"time": "2026-11-27T23:00:03Z", "msg": "Received Message", "id": str(own),
+                         "from": interop_peer_id(2)})]  # its own message, come back
     events = [e for line in lines for e in out.events(line)]
-    assert [e["type"] for e in events] == ["ready", "deliver_message", "duplicate_message"]
+    assert [e["type"] for e in events] == ["ready", "deliver_message", "duplicate_message", "duplicate_message"]
     assert events[0]["ts"] == unix_ns("2026-11-27T23:00:00Z") + 123_456_789
     assert events[1] == {"ts": unix_ns("2026-11-27T23:00:01Z") + 500_000_000, "type": "deliver_message",
                          "topic": "t0", "msg_id": "n2-1", "origin": "n2", "peer": "n1", "size": 2048}
     assert events[2]["peer"] == "n0" and events[2]["msg_id"] == "n2-1"
+    assert events[3]["peer"] == "n2" and events[3]["msg_id"] == "n3-1"
     for e in events:
         check_event({**e, "node": "n3"})
 
@@ -153,6 +156,16 @@ def test_an_interop_implementation_names_its_binary_and_speaks_its_own_wire(tmp_
     assert adapter.argv("c.json")[-4:] == ["--binary", f"{tmp_path}/node", "--config", "c.json"]
     with pytest.raises(KeyError, match="name the binary"):
         get_adapter("interop:")
+
+
+def test_interop_and_an_adapters_name_runs_that_adapters_program_in_the_interop_mode():
+    go = get_adapter("interop:go-libp2p")
+    assert go.argv("c.json")[-4] == "--binary" and go.argv("c.json")[-3].endswith(".tools/go-libp2p/go-libp2p-node")
+    assert get_adapter("interop:js-libp2p").argv("c.json")[-3].endswith("node/adapters/js-libp2p/interop-node")
+    assert interop_adapters() == ["go-libp2p", "js-libp2p", "rust-libp2p"]
+    # py-libp2p always sends from and seqno, which that contract's wire refuses
+    with pytest.raises(KeyError, match="py-libp2p adapter does not speak .* these do: go-libp2p, js-libp2p, rust"):
+        get_adapter("interop:py-libp2p")
 
 
 def test_a_scenario_exports_as_one_params_json_that_follows_their_schema(tmp_path):

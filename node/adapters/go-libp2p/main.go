@@ -1,6 +1,7 @@
 // peerlab node contract v1 (docs/node-contract.md) for go-libp2p's GossipSub (go-libp2p-pubsub).
 //
 //	go-libp2p-node --config FILE
+//	go-libp2p-node --params params.json   (gossipsub-interop's contract: interop.go)
 //
 // Reads the contract config, starts a go-libp2p host (TCP, Noise, Yamux only) with the identity
 // derived from the config's seed, dials the planned peers and keeps those connections (a dropped one
@@ -13,7 +14,7 @@
 //
 // The files: main.go (config, identity, lifecycle, schedule), params.go (peerlab's GossipSub
 // parameters -> go-libp2p-pubsub's options), events.go (the event log and the tracer), peers.go (the
-// host, connections and dialling).
+// host, connections and dialling), interop.go (the gossipsub-interop mode).
 package main
 
 import (
@@ -162,8 +163,13 @@ type node struct {
 }
 
 func main() {
+	if len(os.Args) == 3 && os.Args[1] == "--params" {
+		runInterop(os.Args[2])
+		return
+	}
 	if len(os.Args) != 3 || os.Args[1] != "--config" {
-		fmt.Fprintln(os.Stderr, "usage: go-libp2p-node --config FILE")
+		fmt.Fprintln(os.Stderr, "usage: go-libp2p-node --config FILE      (peerlab's node contract 1)\n"+
+			"       go-libp2p-node --params params.json  (gossipsub-interop's contract, host name node<ID>)")
 		os.Exit(2)
 	}
 	signals := make(chan os.Signal, 1) // from the start: a stop during start-up still logs `stop`

@@ -47,12 +47,10 @@ type network struct {
 	down map[peer.ID]chan struct{} // closed when a peer's last connection closes
 }
 
-// newNetwork makes the host without listening yet (listen does, once pubsub handles its protocol),
-// its connection notifications registered before any connection can come.
-func newNetwork(ctx context.Context, key crypto.PrivKey, log *eventLog, names *names) (*network, error) {
-	h, err := libp2p.New(
+// hostOptions are the host's, in both contracts: the node's key, TCP, Noise and Yamux, no limits.
+func hostOptions(key crypto.PrivKey) []libp2p.Option {
+	return []libp2p.Option{
 		libp2p.Identity(key),
-		libp2p.NoListenAddrs,
 		libp2p.Transport(tcp.NewTCPTransport),
 		libp2p.Security(noise.ID, noise.New),
 		libp2p.Muxer(yamux.ID, yamux.DefaultTransport),
@@ -60,7 +58,13 @@ func newNetwork(ctx context.Context, key crypto.PrivKey, log *eventLog, names *n
 		libp2p.ConnectionManager(&connmgr.NullConnMgr{}),
 		libp2p.DisableRelay(),
 		libp2p.DisableMetrics(),
-	)
+	}
+}
+
+// newNetwork makes the host without listening yet (listen does, once pubsub handles its protocol),
+// its connection notifications registered before any connection can come.
+func newNetwork(ctx context.Context, key crypto.PrivKey, log *eventLog, names *names) (*network, error) {
+	h, err := libp2p.New(append(hostOptions(key), libp2p.NoListenAddrs)...)
 	if err != nil {
 		return nil, err
 	}
@@ -173,11 +177,15 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// close closes the host, waiting at most `limit` (a clean close can wait on peers).
 func (n *network) close(limit time.Duration) {
+	closeHost(n.host, limit)
+}
+
+// closeHost closes a host, waiting at most `limit` (a clean close can wait on peers).
+func closeHost(h host.Host, limit time.Duration) {
 	done := make(chan struct{})
 	go func() {
-		n.host.Close()
+		h.Close()
 		close(done)
 	}()
 	select {

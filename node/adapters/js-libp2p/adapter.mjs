@@ -19,6 +19,7 @@ import { gossipsub } from '@libp2p/gossipsub'
 import { RPC } from '@libp2p/gossipsub/message'
 import { generateKeyPairFromSeed } from '@libp2p/crypto/keys'
 import { multiaddr } from '@multiformats/multiaddr'
+import { nowNs } from './clock.mjs'
 
 const configPath = process.argv[process.argv.indexOf('--config') + 1]
 if (!process.argv.includes('--config') || !configPath) {
@@ -33,23 +34,6 @@ if (cfg.contract !== 1) {
 
 // events ------------------------------------------------------------------------------------------
 const log = openSync(cfg.event_log, 'a')
-// Event times on the system clock, as the other nodes and the runner read it. performance.timeOrigin
-// is taken at process start and was found 5 ms off under load (six nodes starting on two cores), so
-// the monotonic clock is anchored here, at the instant Date.now() ticks over to a new millisecond;
-// of three such anchors the one read soonest after its tick (the largest offset) is kept.
-function clockAnchor () {
-  let best = null
-  for (let i = 0; i < 3; i++) {
-    const start = Date.now()
-    let ms
-    while ((ms = Date.now()) === start) { /* until the next millisecond */ }
-    const offset = BigInt(ms) * 1_000_000n - process.hrtime.bigint()
-    if (best === null || offset > best) best = offset
-  }
-  return best
-}
-const anchor = clockAnchor()
-const nowNs = () => anchor + process.hrtime.bigint()
 function emit (type, fields = {}) {
   const body = JSON.stringify({ node: cfg.node_id, type, ...fields })
   writeSync(log, `{"ts":${nowNs()},${body.slice(1)}\n`)

@@ -1,6 +1,7 @@
 //! peerlab node contract v1 (docs/node-contract.md) for rust-libp2p's GossipSub.
 //!
 //!     rust-libp2p-node --config FILE
+//!     rust-libp2p-node --params params.json   (gossipsub-interop's contract: interop.rs)
 //!
 //! Reads the contract config, starts a libp2p swarm (TCP, Noise, Yamux, Identify, GossipSub) with the
 //! identity derived from the config's seed, dials the planned peers, subscribes, publishes the
@@ -13,6 +14,7 @@
 //! (observe.rs), RPCs with their counts by tapping the substreams (tap.rs).
 
 mod events;
+mod interop;
 mod observe;
 mod params;
 mod tap;
@@ -155,9 +157,16 @@ fn main() {
         );
         return;
     }
+    if let Some(path) = args.iter().position(|a| a == "--params").and_then(|i| args.get(i + 1)) {
+        return interop::main(path);
+    }
     let path = match args.iter().position(|a| a == "--config").and_then(|i| args.get(i + 1)) {
         Some(path) => path.clone(),
-        None => refuse("usage: rust-libp2p-node --config FILE".into()),
+        None => refuse(
+            "usage: rust-libp2p-node --config FILE        (peerlab's node contract 1)\n       \
+             rust-libp2p-node --params params.json    (gossipsub-interop's contract, host name node<ID>)"
+                .into(),
+        ),
     };
     let text = std::fs::read_to_string(&path).unwrap_or_else(|err| refuse(format!("reading {path}: {err}")));
     let cfg: Config = serde_json::from_str(&text).unwrap_or_else(|err| refuse(format!("{path}: {err}")));
@@ -221,7 +230,7 @@ async fn run(cfg: Config) {
         })
         .unwrap_or_else(|err| refuse(format!("transport: {err}")))
         .with_behaviour(|key| Node {
-            gossipsub: observe::Observed::new(behaviour),
+            gossipsub: observe::Observed::new(behaviour, observe::Contract::Peerlab),
             identify: identify::Behaviour::new(identify::Config::new("ipfs/0.1.0".into(), key.public())),
         })
         .unwrap_or_else(|err| refuse(format!("behaviour: {err}")))
@@ -407,6 +416,8 @@ fn publish(swarm: &mut Swarm<Node>, cfg: &Config, index: usize) {
     let gossipsub = &mut swarm.behaviour_mut().gossipsub;
     match gossipsub.inner.publish(IdentTopic::new(topic.as_str()), data) {
         Ok(id) => gossipsub.published(&id.0),
-        Err(err) => events::emit("publish_refused", json!({"topic": topic, "msg_id": msg_id, "reason": err.to_string()})),
+        Err(err) => {
+            events::emit("publish_refused", json!({"topic": topic, "msg_id": msg_id, "reason": err.to_string()}))
+        }
     }
 }

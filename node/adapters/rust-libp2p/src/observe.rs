@@ -6,7 +6,8 @@
 //! peer it came from) just before the behaviour handles it. A copy whose id (from || seqno) this node
 //! has seen before, published or received, is a `duplicate_message` from that peer; the first copy is
 //! the `deliver_message` of the behaviour's `Event::Message`. Copies the handler refused (signature,
-//! size) are `reject_message`. Everything else is passed through.
+//! size) are `reject_message`. Everything else is passed through. In the gossipsub-interop mode
+//! (interop.rs) ids are a message's first 8 bytes and every copy is a `Received Message` line.
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::hash_map::Entry;
@@ -30,8 +31,18 @@ type HandlerOut = THandlerOutEvent<gossipsub::Behaviour>;
 
 pub struct Observed {
     pub inner: gossipsub::Behaviour,
-    /// hash of a message id (from || seqno) -> whether its deliver_message was logged
+    /// hash of a message id -> whether its first copy was logged
     seen: HashMap<u64, bool>,
+    contract: Contract,
+}
+
+/// Which contract the node speaks: its message ids and where a duplicate is said.
+#[derive(Clone, Copy)]
+pub enum Contract {
+    /// peerlab's: ids from || seqno, a duplicate is a `duplicate_message` event
+    Peerlab,
+    /// gossipsub-interop's: ids are a message's first 8 bytes, every copy a `Received Message` line
+    Interop,
 }
 
 /// The contract's message name: the payload up to its first newline.
@@ -55,8 +66,15 @@ fn key(id: &[u8]) -> u64 {
 }
 
 impl Observed {
-    pub fn new(inner: gossipsub::Behaviour) -> Self {
-        Observed { inner, seen: HashMap::new() }
+    pub fn new(inner: gossipsub::Behaviour, contract: Contract) -> Self {
+        Observed { inner, seen: HashMap::new(), contract }
+    }
+
+    fn id(&self, message: &gossipsub::RawMessage) -> Vec<u8> {
+        match self.contract {
+            Contract::Peerlab => message_id(message.source.as_ref(), message.sequence_number),
+            Contract::Interop => crate::interop::message_id(&message.data),
+        }
     }
 
     /// A message this node published: copies coming back are duplicates.
@@ -123,7 +141,7 @@ impl NetworkBehaviour for Observed {
     fn on_connection_handler_event(&mut self, peer: PeerId, connection: ConnectionId, event: HandlerOut) {
         if let HandlerOut::Message { rpc, invalid_messages } = &event {
             // copies the handler refused (bad signature, over the size limit, ...): logged, never delivered
-            for (message, error) in invalid_messages {
+            for (message, error) in invalid_messages.iter().filter(|_| matches!(self.contract, Contract::Peerlab)) {
                 events::emit(
                     "reject_message",
                     json!({
@@ -133,20 +151,23 @@ impl NetworkBehaviour for Observed {
                 );
             }
             for message in &rpc.messages {
-                let id = key(&message_id(message.source.as_ref(), message.sequence_number));
+                let id = key(&self.id(message));
                 // first time: the behaviour will report it (Event::Message) if it is of a topic this
                 // node subscribes to; from then on a copy is a duplicate, as for the behaviour
                 if let Entry::Vacant(first) = self.seen.entry(id) {
                     first.insert(false);
                     continue;
                 }
-                events::emit(
-                    "duplicate_message",
-                    json!({
-                        "topic": message.topic.as_str(), "msg_id": label(&message.data),
-                        "peer": events::name(&peer), "size": message.data.len(),
-                    }),
-                );
+                match self.contract {
+                    Contract::Peerlab => events::emit(
+                        "duplicate_message",
+                        json!({
+                            "topic": message.topic.as_str(), "msg_id": label(&message.data),
+                            "peer": events::name(&peer), "size": message.data.len(),
+                        }),
+                    ),
+                    Contract::Interop => crate::interop::received(&message.data, &peer, message.topic.as_str()),
+                }
             }
         }
         self.inner.on_connection_handler_event(peer, connection, event)
