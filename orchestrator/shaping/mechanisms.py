@@ -45,6 +45,8 @@ class LinkShaper(abc.ABC):
         self.plan = plan
         self.backend = backend
         self.blocking = blocking
+        self._partitions: list[tuple[list[list[str]], list[str]]] = []  # prepared: (sides, nodes it cuts)
+        self._cut_nodes: set[str] = set()  # the nodes cut now
 
     @cached_property
     def address_of(self) -> dict[str, str]:
@@ -56,13 +58,16 @@ class LinkShaper(abc.ABC):
 
     # deploy --------------------------------------------------------------------------------------
     def deploy(self) -> None:
-        """Every node's uplink tree, the download caps at the far ends, then the mechanism's latency."""
+        """Every node's uplink tree, the download caps at the far ends with the filters of every
+        partition of the timeline, then the mechanism's latency."""
         work: dict[str, list[ops.Op]] = {}
         for node in self.plan.nodes:
             ends = self.backend.link_ends(node.id)
             shape = node_shape(self.plan, node.id, self.address_of)
             work.setdefault(ends.node_netns, []).append(ops.Egress(ends.node_ifname, shape, self.mode == NETEM))
             work.setdefault(ends.far_netns, []).append(ops.Download(ends.far_ifname, node.bandwidth_down))
+        for groups in (f.groups for f in self.plan.faults if f.action == "partition"):
+            self._prepare_cut(groups, work)
         self.backend.shape_all(work)
         self._deploy_latency()
 
@@ -87,14 +92,33 @@ class LinkShaper(abc.ABC):
     async def cut(self, groups: list[list[str]]) -> None:
         await self.blocking(self._cut, groups)
 
-    def _cut(self, groups: list[list[str]]) -> None:
-        """Partition: each node's far end drops what comes from the other sides."""
+    def _prepare_cut(self, groups: list[list[str]], work: dict[str, list[ops.Op]]) -> None:
+        """The filters of a partition into `groups` (ahead of it: tc.prepare_cut), numbered in the order
+        they are prepared; the nodes it will cut (those with a peer across) are remembered."""
         side = {x: i for i, g in enumerate(groups) for x in g}
-        work: dict[str, list[ops.Op]] = {}
+        partition = len(self._partitions)
+        cut: list[str] = []
         for node in self.plan.nodes:
-            ends = self.backend.link_ends(node.id)
             others = tuple(self.address_of[p] for p in self._peers(node.id) if side[p] != side[node.id])
-            work.setdefault(ends.far_netns, []).append(ops.Cut(ends.far_ifname, others))
+            if others:
+                ends = self.backend.link_ends(node.id)
+                work.setdefault(ends.far_netns, []).append(ops.PrepareCut(ends.far_ifname, others, partition))
+                cut.append(node.id)
+        self._partitions.append((groups, cut))
+
+    def _cut(self, groups: list[list[str]]) -> None:
+        """Partition: each node's far end drops what comes from the other sides, through the filters
+        prepared at deploy (a partition the plan did not hold gets them now)."""
+        work: dict[str, list[ops.Op]] = {}
+        prepared = [g for g, _ in self._partitions]
+        if groups not in prepared:
+            self._prepare_cut(groups, work)
+            prepared.append(groups)
+        partition = prepared.index(groups)
+        for node_id in self._partitions[partition][1]:
+            ends = self.backend.link_ends(node_id)
+            work.setdefault(ends.far_netns, []).append(ops.Cut(ends.far_ifname, partition))
+            self._cut_nodes.add(node_id)
         self.backend.shape_all(work)
 
     async def heal(self) -> None:
@@ -102,10 +126,11 @@ class LinkShaper(abc.ABC):
 
     def _heal(self) -> None:
         work: dict[str, list[ops.Op]] = {}
-        for node in self.plan.nodes:
-            ends = self.backend.link_ends(node.id)
+        for node_id in sorted(self._cut_nodes):
+            ends = self.backend.link_ends(node_id)
             work.setdefault(ends.far_netns, []).append(ops.Heal(ends.far_ifname))
         self.backend.shape_all(work)
+        self._cut_nodes.clear()
 
     async def sent(self, node_id: str) -> int | None:
         """Bytes the node's link class has sent, headers included (what its rate counts); None from a

@@ -46,13 +46,24 @@ class Download(Op):
 
 
 @dataclass(frozen=True)
-class Cut(Op):
-    """Partition: drop what reaches the node from `sources` (far end)."""
-    op = "cut"
+class PrepareCut(Op):
+    """The `partition`-th partition's filters for what reaches the node from `sources` (far end)."""
+    op = "prepare_cut"
     sources: tuple[str, ...]
+    partition: int
 
     def run(self, ipr: Any) -> None:
-        tc.cut_off(ipr, self.ifname, list(self.sources))
+        tc.prepare_cut(ipr, self.ifname, list(self.sources), self.partition)
+
+
+@dataclass(frozen=True)
+class Cut(Op):
+    """Partition: drop what its prepared filters pick out (far end)."""
+    op = "cut"
+    partition: int
+
+    def run(self, ipr: Any) -> None:
+        tc.cut_off(ipr, self.ifname, self.partition)
 
 
 @dataclass(frozen=True)
@@ -158,9 +169,9 @@ class Probe(Op):
         return {"ok": ok, "why": why}
 
 
-KINDS: dict[str, type[Op]] = {cls.op: cls for cls in (Egress, Download, Cut, Heal, Rate, DegradeEgress,
-                                                       DegradeIngress, RedirectIngress, Sent, Counters,
-                                                       Describe, PeerIndex, Probe)}
+KINDS: dict[str, type[Op]] = {cls.op: cls for cls in (Egress, Download, PrepareCut, Cut, Heal, Rate,
+                                                       DegradeEgress, DegradeIngress, RedirectIngress, Sent,
+                                                       Counters, Describe, PeerIndex, Probe)}
 
 
 def apply(ipr: Any, ops: list[Op]) -> list[dict[str, Any]]:

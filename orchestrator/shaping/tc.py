@@ -16,9 +16,11 @@ and on the switch side of its link (what the node can receive):
      └─ 1:1   htb rate=down                        the node's downlink
          ├─ 1:2   htb rate=down ─ 2: pfifo limit=1000   everything the node receives
          │                    (4: netem delay=d loss=l instead while netem mode's `degrade` lasts)
-         │  during a partition (fault timeline) only:
-         ├─ 1:3   htb ─ 3: pfifo limit 0           the cut: every packet classified here is dropped
-         └─ u32 filters (prio 1): ip src <node on another side> -> 1:3
+         ├─ u32 filters (prio 1), from deploy, for the k-th partition of the timeline:
+         │      ip src <node on another side> -> 1:30+k  (while that class does not exist, the kernel
+         │      finds no class and sends the packet to the default, 1:2: nothing changes)
+         └─ 1:30+k  htb ─ 30+k: pfifo limit 0      only while that partition lasts: the cut, every
+                                                   packet classified here is dropped
 Where no switch side is reachable (a pod: its veth's other end belongs to the cluster node), the
 "switch side" is an ifb device in the node's own namespace that receives its incoming packets:
 
@@ -53,7 +55,7 @@ from orchestrator.shaping.links import NodeShape
 MTU_FRAME = 1514
 ETH_P_IP = 0x0800
 BUCKET_PRIO, CUT_PRIO = 2, 1          # the partition's filters are looked at first
-CUT_CLASS, CUT_QDISC = "1:3", "3:"
+CUT_MINOR = 0x30                      # the k-th partition's class is 1:(0x30 + k)
 # the switch side's leaf class, its queue, and the netem that replaces the queue while degraded
 # (another handle: `replace` with the same handle would try to change a pfifo into a netem)
 DOWN_CLASS, LEAF_QDISC, DEGRADE_QDISC = "1:2", "2:", "4:"
@@ -169,30 +171,43 @@ def _fifo(ipr: Any, verb: str, index: int) -> None:
     ipr.tc(verb, "pfifo", index=index, parent=DOWN_CLASS, handle=LEAF_QDISC, limit=QUEUE_PACKETS)
 
 
-def cut_off(ipr: NetNS, ifname: str, sources: list[str]) -> None:
-    """Partition, on the switch side of a node's link: drop every packet reaching the node from
-    `sources` (class 1:3, a pfifo of 0 packets). Dropped in the network, not in the sender's own
-    qdisc: its TCP sees plain loss and backs off, instead of the local-congestion errors that make
-    Linux give a connection up within seconds."""
+def cut_class(partition: int) -> str:
+    return f"1:{CUT_MINOR + partition:x}"
+
+
+def prepare_cut(ipr: NetNS, ifname: str, sources: list[str], partition: int) -> None:
+    """A partition's filters, on the switch side of a node's link, ahead of it: every packet reaching
+    the node from `sources` is classified to the partition's class, which does not exist until the cut
+    (so the default class takes it meanwhile). Made at deploy, so that the cut itself is one class per
+    link (hundreds of filters took 2 s at 100 nodes on 2 cores, and the links were cut one by one)."""
     index = link_index(ipr, ifname)
-    _htb_class(ipr, "add-class", index, CUT_CLASS, "1:1", 8000, 8000)
-    ipr.tc("add", "pfifo", index=index, parent=CUT_CLASS, handle=CUT_QDISC, limit=0)
     for address in sources:
         ipr.tc("add-filter", "u32", index=index, parent="1:", prio=CUT_PRIO, protocol=ETH_P_IP,
-               target=CUT_CLASS, keys=[_u32_src(address)])
+               target=cut_class(partition), keys=[_u32_src(address)])
+
+
+def cut_off(ipr: NetNS, ifname: str, partition: int) -> None:
+    """Partition: the partition's class (a pfifo of 0 packets) drops what its filters send it.
+    Dropped in the network, not in the sender's own qdisc: its TCP sees plain loss and backs off,
+    instead of the local-congestion errors that make Linux give a connection up within seconds."""
+    index = link_index(ipr, ifname)
+    handle = cut_class(partition)
+    _htb_class(ipr, "add-class", index, handle, "1:1", 8000, 8000)
+    ipr.tc("add", "pfifo", index=index, parent=handle, handle=f"{CUT_MINOR + partition:x}:", limit=0)
+
+
+def _is_cut(handle: int) -> bool:
+    return handle >> 16 == 1 and handle & 0xFFFF >= CUT_MINOR
 
 
 def reconnect(ipr: NetNS, ifname: str) -> None:
-    """Heal: remove the partition's filters and its class (a no-op on a node that was not cut)."""
+    """Heal: remove the partitions' classes (a no-op on a node that was not cut); their filters stay,
+    classifying to no class again."""
     index = link_index(ipr, ifname)
-    try:
-        # handle 0 at a prio: the kernel removes every filter of that priority at once
-        ipr.tc("del-filter", "u32", index=index, parent="1:", prio=CUT_PRIO, protocol=ETH_P_IP,
-               target=CUT_CLASS, keys=[])
-        ipr.tc("del-class", "htb", index=index, handle=CUT_CLASS, parent="1:1", rate="8000bit", ceil="8000bit")
-    except NetlinkError as err:
-        if err.code not in (2, 22):  # not partitioned
-            raise
+    for c in ipr.get_classes(index=index):
+        if _is_cut(c["handle"]):
+            ipr.tc("del-class", "htb", index=index, handle=_handle(c["handle"]), parent="1:1", rate="8000bit",
+                   ceil="8000bit")
 
 
 def set_rate(ipr: NetNS, ifname: str, bps: int) -> None:
@@ -201,7 +216,7 @@ def set_rate(ipr: NetNS, ifname: str, bps: int) -> None:
     _htb_class(ipr, "change-class", index, "1:1", "1:", bps, bps)
     for c in ipr.get_classes(index=index):
         handle = _handle(c["handle"])
-        if c["parent"] == 0x10001 and handle != CUT_CLASS:
+        if c["parent"] == 0x10001 and not _is_cut(c["handle"]):
             own = c.get_attr("TCA_OPTIONS").get_attr("TCA_HTB_PARMS")["rate"] * 8
             _htb_class(ipr, "change-class", index, handle, "1:1", max(8000, min(own, bps)), bps)
 

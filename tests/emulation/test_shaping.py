@@ -74,16 +74,22 @@ def test_cut_drops_traffic_and_heal_and_rate_change_act_in_place(veth_pair):
         with NetNS(a, flags=0) as ns:
             shaping.shape_egress(ns, "eth0", NodeShape("n0", 50_000_000, 50_000_000, []), with_netem=False)
         assert links.connects(a, "10.9.0.2", 5001, within=15)
+        with NetNS(a, flags=0) as ns:  # what reaches b from a (as on a switch port), at deploy
+            shaping.prepare_cut(ns, "eth0", ["10.9.0.1"], 0)
+        assert links.connects(a, "10.9.0.2", 5001, within=15)  # filters to no class yet: nothing changes
+        for _ in range(2):  # cut, heal, and again (the filters stay between)
+            with NetNS(a, flags=0) as ns:
+                shaping.cut_off(ns, "eth0", 0)
+                tree = shaping.describe(ns, "eth0")
+            assert "class htb 1:30 parent 1:1 rate 8000bit" in tree and "qdisc pfifo 30: parent 1:30" in tree
+            assert not links.connects(a, "10.9.0.2", 5001)  # a's SYNs dropped at the cut
+            with NetNS(a, flags=0) as ns:
+                shaping.reconnect(ns, "eth0")
+                assert not any("1:30" in line for line in shaping.describe(ns, "eth0"))
+                assert ns.get_filters(index=ns.link_lookup(ifname="eth0")[0], parent=0x10000)
+                shaping.reconnect(ns, "eth0")  # healing twice is harmless
+            assert links.connects(a, "10.9.0.2", 5001, within=15)
         with NetNS(a, flags=0) as ns:
-            shaping.cut_off(ns, "eth0", ["10.9.0.1"])  # what reaches b from a (as on a switch port)
-            tree = shaping.describe(ns, "eth0")
-        assert "class htb 1:3 parent 1:1 rate 8000bit" in tree and "qdisc pfifo 3: parent 1:3" in tree
-        assert not links.connects(a, "10.9.0.2", 5001)  # a's SYNs dropped at the cut
-        with NetNS(a, flags=0) as ns:
-            shaping.reconnect(ns, "eth0")
-            assert not any("1:3" in line for line in shaping.describe(ns, "eth0"))
-            assert not ns.get_filters(index=ns.link_lookup(ifname="eth0")[0], parent=0x10000)
-            shaping.reconnect(ns, "eth0")  # healing twice is harmless
             shaping.set_rate(ns, "eth0", 5_000_000)
             tree = shaping.describe(ns, "eth0")
         assert links.connects(a, "10.9.0.2", 5001, within=15)
@@ -117,10 +123,15 @@ def test_pod_layout_caps_download_on_an_ifb_and_cuts_there(veth_pair):
     assert 8.0 < mbit < 10.5, mbit
     # a partition elsewhere leaves the cap in place (the cut's class must not make the node's
     # default class an inner one: HTB passes such traffic unshaped)
-    _shaper(b, [ops.Cut("ifb0", ("10.9.0.99",))])
+    _shaper(b, [ops.PrepareCut("ifb0", ("10.9.0.99",), 0), ops.Cut("ifb0", 0)])
     mbit = links.received_mbit(a, b, "10.9.0.2")
     assert 8.0 < mbit < 10.5, mbit
-    _shaper(b, [ops.Heal("ifb0"), ops.Cut("ifb0", ("10.9.0.1",))])
+    # a partition's filters ahead of it: their class does not exist, so the default class (the cap)
+    # takes what they match
+    _shaper(b, [ops.Heal("ifb0"), ops.PrepareCut("ifb0", ("10.9.0.1",), 1)])
+    mbit = links.received_mbit(a, b, "10.9.0.2")
+    assert 8.0 < mbit < 10.5, mbit
+    _shaper(b, [ops.Cut("ifb0", 1)])
     assert not links.connects(a, "10.9.0.2", 5002)
     _shaper(b, [ops.Heal("ifb0"), ops.Rate("ifb0", 30_000_000)])
     mbit = links.received_mbit(a, b, "10.9.0.2")

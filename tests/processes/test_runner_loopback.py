@@ -60,6 +60,10 @@ def test_a_run_with_faults_on_real_processes_needs_no_root(tmp_path, monkeypatch
     kinds = [op.op for _, op in runner.backend.ops]
     assert kinds.count("egress") == 6 and kinds.count("download") == 6
     assert "cut" in kinds and "heal" in kinds and kinds.count("rate") == 4  # degrade and restore, both ends
+    # the partition's filters made at deploy; the cut and the heal are then a class on each link cut
+    cut_ops = [op for _, op in runner.backend.ops if op.op in ("prepare_cut", "cut")]
+    assert [op.op for op in cut_ops] == ["prepare_cut"] * (len(cut_ops) // 2) + ["cut"] * (len(cut_ops) // 2)
+    assert kinds.count("heal") == kinds.count("cut") > 0
 
     # the killed node really died and came back: two processes, one event log
     n5 = [e["type"] for e in _events(run_dir, "n5")]
