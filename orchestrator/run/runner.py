@@ -33,7 +33,7 @@ from orchestrator.model.plan import FaultEvent
 from orchestrator.model.scenario import Scenario
 from orchestrator.record.host_state import RunState, forget_run, record_run, scratch_root
 from orchestrator.record.run_record import RunError, RunRecord
-from orchestrator.run import admission, clock, interrupts, link_sampler, node_configs
+from orchestrator.run import admission, clock, interrupts, link_sampler, node_configs, priority
 from orchestrator.run.calibrate import calibrate
 from orchestrator.run.link_sampler import LinkSampler
 from orchestrator.run.live_faults import LiveFaults
@@ -324,17 +324,20 @@ class Runner(Readiness, RunRecord):
             await self._calibrate(self.clients)
         await self._start_all()
         self.sampler.mark_at(self.t0_ns)  # the run's totals begin here
-        self.step(f"T0: running {plan.end:g}s (warm-up {plan.warmup:g}s, publishing {plan.duration:g}s, "
-                  f"drain {plan.drain:g}s, {len(plan.faults)} faults)"
-                  + (f"; dilated x{plan.dilation:g}: {self.dilation.real(plan.end):g}s of real time, latencies "
-                     f"x{plan.dilation:g}, rates /{plan.dilation:g}" if self.dilation.on else ""))
-        await self._timeline()
-        await self.fidelity.stop()
-        if self.backend.name in admission.CHECKED_BACKENDS:  # the end of the run, often its peak (memory_watch.py)
-            try:
-                await self._blocking(self.memory.sample, True)
-            except OSError as err:  # a figure missed is not a run failed
-                self.warn(f"memory at the drain's end not measured: {err}")
+        with priority.Raised() as raised:
+            self.manifest["orchestrator_nice"] = raised.nice
+            self.step(f"T0: running {plan.end:g}s (warm-up {plan.warmup:g}s, publishing {plan.duration:g}s, "
+                      f"drain {plan.drain:g}s, {len(plan.faults)} faults)"
+                      + (f"; dilated x{plan.dilation:g}: {self.dilation.real(plan.end):g}s of real time, "
+                         f"latencies x{plan.dilation:g}, rates /{plan.dilation:g}" if self.dilation.on else "")
+                      + (f"; the orchestrator at nice {raised.nice}" if raised.nice is not None else ""))
+            await self._timeline()
+            await self.fidelity.stop()
+            if self.backend.name in admission.CHECKED_BACKENDS:  # the run's end, often its peak (memory_watch.py)
+                try:
+                    await self._blocking(self.memory.sample, True)
+                except OSError as err:  # a figure missed is not a run failed
+                    self.warn(f"memory at the drain's end not measured: {err}")
         self.step("drain over: stopping nodes")
         await self._stop_all()
         await self.sampler.stop()

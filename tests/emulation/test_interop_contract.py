@@ -6,7 +6,9 @@ into the report like any node's; and peerlab's own go-libp2p, rust-libp2p and js
 contract's mode, side by side."""
 import gzip
 import json
+import os
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from analysis.job import analyse
 from node import contract
 from orchestrator.builds import gobuild
 from orchestrator.model.scenario import parse_scenario
+from orchestrator.run import priority
 from orchestrator.run.runner import RunError, Runner
 from orchestrator.shaping import tcp
 from tests.support.adapters import require_adapters
@@ -43,13 +46,20 @@ def binary() -> Path:
 
 
 class Observed(Runner):
-    """Reads the size of n0's TCP socket table once its namespace is made."""
+    """Reads the size of n0's TCP socket table once its namespace is made, and the priorities once a
+    node is restarted during the timeline."""
 
     def _shape(self, mode: str) -> None:
         super()._shape(mode)
         self.ehash = subprocess.run(["ip", "netns", "exec", self.backend.link_ends("n0").node_netns, "cat",
                                      "/proc/sys/net/ipv4/tcp_ehash_entries"], capture_output=True, text=True,
                                     check=True).stdout.strip()
+
+    async def _restart(self, node_id: str) -> None:
+        await super()._restart(node_id)
+        self.nice = {"orchestrator": os.getpriority(os.PRIO_PROCESS, threading.get_native_id()),
+                     "restarted": os.getpriority(os.PRIO_PROCESS, self.backend.pids[node_id]),
+                     "n0": os.getpriority(os.PRIO_PROCESS, self.backend.pids["n0"])}
 
 
 def host_setting() -> str:
@@ -70,6 +80,9 @@ def test_interop_binaries_run_as_peerlab_nodes(binary, tmp_path, spark):
     # the host's, hundreds of thousands of buckets, took the two cores at 100 nodes); the host's
     # setting for new namespaces is as it was
     assert runner.ehash == str(tcp.NODE_EHASH_BUCKETS) and host_setting() == host_child_ehash
+    # during the timeline the orchestrator outranks the nodes, a restarted one included
+    assert runner.nice == {"orchestrator": priority.TIMELINE_NICE, "restarted": 0, "n0": 0}
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == 0  # put back after the run
     assert json.loads((run_dir / "status").read_text())["status"] == "completed"
     manifest = json.loads((run_dir / "manifest.json").read_text())
     logs = {}
