@@ -65,9 +65,10 @@ def message_of(interop_id: int) -> tuple[str, str, int]:
 def validation_delay(params: dict[str, Any]) -> float:
     """The seconds of `validation.delay` (the contract's setTopicValidationDelay); only `rule: accept`."""
     validation = params.get("validation") or {}
-    if validation.get("rule", "accept") != "accept" or validation.get("origins") or validation.get("max_size"):
-        raise ValueError("protocol.params.validation: a gossipsub-interop binary takes only a delay "
-                         "(setTopicValidationDelay), with rule accept")
+    if (validation.get("rule", "accept") != "accept" or validation.get("origins") or validation.get("max_size")
+            or validation.get("work", "sleep") != "sleep"):
+        raise ValueError("protocol.params.validation: a gossipsub-interop binary takes only a delay it waits "
+                         "(setTopicValidationDelay), with rule accept and work sleep")
     return float(validation.get("delay", 0.0))
 
 

@@ -154,12 +154,25 @@ class Scenario(Strict):
             del chosen["protocol.implementation"]  # every node is in a group that chose its own
         return chosen
 
+    def _validation_work_cpu(self, implementation: str) -> bool:
+        """Whether nodes of `implementation` are asked to spend their validation as CPU work
+        (protocol.params reach every node, a group's params its own nodes)."""
+        found = [getattr(getattr(self.protocol.params, "validation", None), "work", None)]
+        found += [(g.params.get("validation") or {}).get("work") for g in self.nodes.groups
+                  if (g.implementation or self.protocol.implementation) == implementation
+                  and isinstance(g.params, dict)]
+        return "cpu" in found
+
     def _implementations_fit(self) -> None:
         """Known implementations, of the protocol, taking the parameters set, on one wire, no attackers."""
         wires = {}
         for where, name in self.implementations().items():
             if name == PEERLAB:
                 wires[where] = PEERLAB
+                if self._validation_work_cpu(name):
+                    raise ValueError(f"protocol.params.validation.work: cpu is spent by the go-libp2p and "
+                                     f"rust-libp2p adapters; peerlab's own nodes ({where}) and the simulator wait "
+                                     "the delay: set work sleep, or run the adapters")
                 continue
             try:
                 adapter = get_adapter(name)

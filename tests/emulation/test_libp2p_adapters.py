@@ -179,3 +179,54 @@ def test_mixed_logs_follow_the_contract(mixed_run):
     _, _, logs = mixed_run
     for node, lines in logs.items():
         assert contract.check_log(lines) == [], node
+
+
+VALIDATING = """
+name: adapter-validation
+seed: 3
+nodes:
+  count: 6
+  groups:
+    - {name: go, count: 3, implementation: go-libp2p}
+    - {name: rust, count: 3, implementation: rust-libp2p}
+protocol: {name: gossipsub, params: {heartbeat_interval: 0.5, validation: {delay: 0.04, work: WORK}}}
+topology: {algorithm: random, degree: 3}
+network: {latency: {model: constant, one_way: 20ms}}
+topics: {count: 1}
+workload: {publishers: 3, rate: 2/s, warmup: 2s, duration: 6s, drain: 2s, message_size: 1KiB}
+"""
+
+
+def cpu_and_first_copies(logs: dict[str, list[str]]) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """Per node: CPU seconds from T0 to its last sample, and its first copies' latencies (ms)."""
+    events = {n: [json.loads(line) for line in lines] for n, lines in logs.items()}
+    published = {e["msg_id"]: e["ts"] for evs in events.values() for e in evs if e["type"] == "publish_message"}
+    cpu, firsts = {}, {}
+    for node, evs in events.items():
+        t0 = next(e["t0"] for e in evs if e["type"] == "t0")
+        samples = [e for e in evs if e["type"] == "resources"]
+        at_t0 = max((e for e in samples if e["ts"] <= t0), key=lambda e: e["ts"])
+        cpu[node] = samples[-1]["cpu_s"] - at_t0["cpu_s"]
+        firsts[node] = [(e["ts"] - published[e["msg_id"]]) / 1e6 for e in evs if e["type"] == "deliver_message"]
+    return cpu, firsts
+
+
+def test_validation_as_cpu_work_costs_the_cores_what_a_wait_does_not(tmp_path):
+    """The go-libp2p and rust-libp2p adapters take `validation: {delay, work}`: both ways a copy is
+    delivered and relayed only after the delay (no first copy sooner than the link and the delay);
+    `work: cpu` spends the delay computing, so each node's CPU time grows by about the delay for every
+    message it validated, which the wait does not."""
+    require_adapters("go-libp2p", "rust-libp2p")
+    found = {}
+    for work in ("sleep", "cpu"):
+        run_dir, manifest, logs = run(VALIDATING.replace("WORK", work), tmp_path / work)
+        assert json.loads((run_dir / "status").read_text())["status"] == "completed"
+        found[work] = cpu_and_first_copies(logs)
+    for work, (_, firsts) in found.items():
+        assert sum(map(len, firsts.values())) == 12 * 5  # 12 messages, each to the 5 nodes but its publisher
+        assert min(min(f) for f in firsts.values()) >= 60, (work, firsts)  # 20 ms link + 40 ms validation
+    (sleep_cpu, _), (cpu_cpu, firsts) = found["sleep"], found["cpu"]
+    # each node computed 40 ms for every message it validated: at least its first copies (go also
+    # validates what it publishes)
+    extra = {n: round(cpu_cpu[n] - sleep_cpu[n], 3) for n in cpu_cpu}
+    assert all(extra[n] >= 0.8 * 0.04 * len(firsts[n]) for n in extra), (sorted(extra.items()), firsts)

@@ -94,3 +94,14 @@ def test_every_adapter_refuses_what_it_cannot_take_and_names_what_it_can(name):
     assert "heartbeat_interval" in text  # the ones it takes
     fixed = _problems(BASE, [f"implementation={name}", "gossipsub.msg_id=hash"])
     assert "protocol.params.msg_id" in fixed and name in fixed
+
+
+def test_validation_as_cpu_work_goes_to_the_adapters_that_spend_it():
+    cpu = ["protocol.params.validation={delay: 0.005, work: cpu}"]
+    for name in ("go-libp2p", "rust-libp2p"):
+        node = make_plan(parse_scenario(BASE, overrides=[f"implementation={name}", *cpu])).nodes[0]
+        assert node.params["validation"]["work"] == "cpu" and node.params["validation"]["delay"] == 0.005
+    problems = _problems(BASE, ["implementation=peerlab", *cpu])
+    assert "protocol.params.validation.work: cpu is spent by the go-libp2p and rust-libp2p adapters" in problems
+    assert "work sleep" in problems
+    assert "js-libp2p does not take validation" in _problems(BASE, cpu)

@@ -54,6 +54,8 @@ def test_a_validation_delay_is_set_on_every_topic_the_node_will_join_before_it_j
                      {"type": "subscribeToTopic", "topicID": "t0"}]
     with pytest.raises(ValueError, match="validation: .*only a delay"):
         script.node_script({**config, "params": {"validation": {"rule": "max-size", "max_size": 10}}}, 5, 2)
+    with pytest.raises(ValueError, match="a delay it waits .* work sleep"):  # the contract's validation is a wait
+        script.node_script({**config, "params": {"validation": {"delay": 0.005, "work": "cpu"}}}, 5, 2)
 
 
 def test_a_restarted_node_skips_the_publishes_behind_it_and_subscribes_at_once():

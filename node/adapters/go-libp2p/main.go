@@ -13,8 +13,9 @@
 // notifications, so nothing private is wrapped; go.sum still pins every module.
 //
 // The files: main.go (config, identity, lifecycle, schedule), params.go (peerlab's GossipSub
-// parameters -> go-libp2p-pubsub's options), events.go (the event log and the tracer), peers.go (the
-// host, connections and dialling), interop.go (the gossipsub-interop mode).
+// parameters -> go-libp2p-pubsub's options), validate.go (validation as a wait or as CPU work),
+// events.go (the event log and the tracer), peers.go (the host, connections and dialling), interop.go
+// (the gossipsub-interop mode).
 package main
 
 import (
@@ -157,6 +158,8 @@ type node struct {
 	net   *network
 	ps    *pubsub.PubSub
 
+	validation validation
+
 	mu     sync.Mutex
 	topics map[string]*pubsub.Topic
 	timers []*time.Timer
@@ -176,12 +179,13 @@ func main() {
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
 	cfg := loadConfig(os.Args[2])
 	key := identity(cfg)
-	options := gossipOptions(cfg.Params) // an unknown or unusable parameter exits 2 here
+	options, validation := gossipOptions(cfg.Params) // an unknown or unusable parameter exits 2 here
 	log, err := openEventLog(cfg.EventLog, cfg.NodeID)
 	if err != nil {
 		die("event log: %v", err)
 	}
-	n := &node{cfg: cfg, log: log, names: newNames(cfg.PeerIDs), topics: map[string]*pubsub.Topic{}}
+	n := &node{cfg: cfg, log: log, names: newNames(cfg.PeerIDs), topics: map[string]*pubsub.Topic{},
+		validation: validation}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	n.net, err = newNetwork(ctx, key, n.log, n.names)
@@ -247,6 +251,11 @@ func (n *node) topic(name string) (*pubsub.Topic, error) {
 	defer n.mu.Unlock()
 	if t, ok := n.topics[name]; ok {
 		return t, nil
+	}
+	if n.validation.delay > 0 { // before the topic is joined: no message of it goes unvalidated
+		if err := n.ps.RegisterTopicValidator(name, n.validation.validator()); err != nil {
+			return nil, err
+		}
 	}
 	t, err := n.ps.Join(name)
 	if err == nil {

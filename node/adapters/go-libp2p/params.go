@@ -23,6 +23,53 @@ type settings struct {
 	seenTTL      time.Duration
 	maxRPCSize   int
 	idontwant    bool // false: meshsub 1.1 at most, so no IDONTWANT either way
+	validation   validation
+}
+
+// validation is peerlab's `validation` parameter as this adapter takes it: rule accept, and each
+// message's validation taking `delay`, waited (sleep) or computed (cpu: validate.go).
+type validation struct {
+	delay time.Duration
+	cpu   bool
+}
+
+// readValidation takes {rule: accept, delay: seconds, work: sleep|cpu} (origins empty, max_size null:
+// the planner passes the whole model); the other rules are peerlab's own node's.
+func readValidation(s *settings, v any) error {
+	given, ok := v.(map[string]any)
+	if !ok {
+		return fmt.Errorf("an object {delay, work}, not %v", v)
+	}
+	for name, value := range given {
+		switch name {
+		case "rule":
+			if value != "accept" {
+				return fmt.Errorf("rule accept (the adapter validates every message as valid), not %v", value)
+			}
+		case "origins":
+			if list, ok := value.([]any); !ok || len(list) > 0 {
+				return fmt.Errorf("no origins (rule accept), not %v", value)
+			}
+		case "max_size":
+			if value != nil {
+				return fmt.Errorf("no max_size (rule accept), not %v", value)
+			}
+		case "delay":
+			f, ok := value.(float64)
+			if !ok || f < 0 {
+				return fmt.Errorf("delay in seconds >= 0, not %v", value)
+			}
+			s.validation.delay = seconds(f)
+		case "work":
+			if value != "sleep" && value != "cpu" {
+				return fmt.Errorf("work sleep or cpu, not %v", value)
+			}
+			s.validation.cpu = value == "cpu"
+		default:
+			return fmt.Errorf("rule, delay and work, not %s", name)
+		}
+	}
+	return nil
 }
 
 type setter func(s *settings, v any) error
@@ -112,6 +159,7 @@ var paramTable = []struct {
 	{"max_idontwant_length", integer(func(s *settings, v int) { s.gs.MaxIDontWantLength = v })},
 	{"max_idontwant_messages", integer(func(s *settings, v int) { s.gs.MaxIDontWantMessages = v })},
 	{"max_rpc_size", integer(func(s *settings, v int) { s.maxRPCSize = v })},
+	{"validation", readValidation},
 }
 
 // fixedParams are what the library always does (adapter.json's `fixed`): accepted at that value only.
@@ -173,10 +221,10 @@ func fitDefaults(gs *pubsub.GossipSubParams, params map[string]any) {
 	}
 }
 
-// gossipOptions are the pubsub options of the config's params; go-libp2p-pubsub checks the degrees
-// itself (D_lo <= D <= D_hi, D_out < D_lo and D_out < D/2, D_score <= D_hi, history_gossip <=
-// history_length) when the router is made, and main exits 2 with its message.
-func gossipOptions(params map[string]any) []pubsub.Option {
+// gossipOptions are the pubsub options of the config's params, and its validation; go-libp2p-pubsub
+// checks the degrees itself (D_lo <= D <= D_hi, D_out < D_lo and D_out < D/2, D_score <= D_hi,
+// history_gossip <= history_length) when the router is made, and main exits 2 with its message.
+func gossipOptions(params map[string]any) ([]pubsub.Option, validation) {
 	s := readParams(params)
 	protocols := offered
 	if !s.idontwant {
@@ -190,5 +238,5 @@ func gossipOptions(params map[string]any) []pubsub.Option {
 		pubsub.WithMessageSignaturePolicy(pubsub.StrictSign),
 		pubsub.WithSeenMessagesTTL(s.seenTTL),
 		pubsub.WithMaxMessageSize(s.maxRPCSize),
-	}
+	}, s.validation
 }

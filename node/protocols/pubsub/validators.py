@@ -5,7 +5,8 @@ Accept delivers and relays; Reject drops the message and counts against every pe
 (the P4 input of GossipSub's score); Ignore drops it without blame. A rule is chosen by name in the
 protocol parameters (`validation: {rule: reject-origins, origins: [n3]}`); `delay` models the
 application's validation work (signature checks, state lookups): the verdict comes that many
-seconds after the message arrived.
+seconds after the message arrived. `work: cpu` makes that delay real CPU work, where the node can do it
+(the go-libp2p and rust-libp2p adapters); peerlab's own cores, which also run in the simulator, wait.
 """
 from __future__ import annotations
 
@@ -30,6 +31,9 @@ class ValidationParams(Params):
     origins: list[str] = Field(default_factory=list, description="node ids, for the *-origins rules")
     max_size: int | None = Field(None, gt=0, description="bytes, for the max-size rule")
     delay: float = Field(0.0, ge=0, description="seconds of validation work before the verdict")
+    work: Literal["sleep", "cpu"] = Field(
+        "sleep", description="what the delay is: sleep (a wait, as Shadow's and gossipsub-interop's model), or "
+                             "cpu (that much of a core's time computing; the go-libp2p and rust-libp2p adapters)")
 
     @model_validator(mode="after")
     def _rule_inputs(self) -> "ValidationParams":

@@ -18,6 +18,7 @@ mod interop;
 mod observe;
 mod params;
 mod tap;
+mod validate;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Read;
@@ -88,11 +89,12 @@ struct Node {
     identify: identify::Behaviour,
 }
 
-/// What the timers ask of the swarm's loop.
+/// What the timers ask of the swarm's loop, and what validation reports to it.
 enum Command {
     Dial(String),
     Publish(usize),
     Subscribe(String),
+    Validated(PeerId, MessageId, gossipsub::Message),
 }
 
 fn refuse(message: String) -> ! {
@@ -202,7 +204,15 @@ async fn run(cfg: Config) {
     builder
         .validation_mode(ValidationMode::Strict)
         .message_id_fn(|m: &gossipsub::Message| MessageId(observe::message_id(m.source.as_ref(), m.sequence_number)));
-    if let Err(err) = params::apply(&mut builder, &cfg.params) {
+    let mut gossip_params = cfg.params.clone();
+    let validation = match gossip_params.remove("validation") {
+        Some(v) => validate::read(&v).unwrap_or_else(|err| refuse(err)),
+        None => validate::Validation::default(),
+    };
+    if !validation.delay.is_zero() {
+        builder.validate_messages(); // delivered and relayed once reported (validate.rs)
+    }
+    if let Err(err) = params::apply(&mut builder, &gossip_params) {
         refuse(err);
     }
     let gs_config = builder.build().unwrap_or_else(|err| refuse(format!("GossipSub refused the parameters: {err}")));
@@ -333,15 +343,24 @@ async fn run(cfg: Config) {
                 Command::Dial(node) => dial(&mut swarm, &cfg, &node),
                 Command::Subscribe(topic) => subscribe(&mut swarm, &topic),
                 Command::Publish(index) => publish(&mut swarm, &cfg, index),
+                Command::Validated(peer, id, message) => {
+                    let gossipsub = &mut swarm.behaviour_mut().gossipsub;
+                    gossipsub.inner.report_message_validation_result(&id, &peer, gossipsub::MessageAcceptance::Accept);
+                    if gossipsub.first_copy(&id.0) {
+                        delivered(&peer, &message);
+                    }
+                }
             },
             event = swarm.select_next_some() => match event {
                 SwarmEvent::Behaviour(NodeEvent::Gossipsub(gossipsub::Event::Message { propagation_source, message_id, message })) => {
-                    if swarm.behaviour_mut().gossipsub.first_copy(&message_id.0) {
-                        events::emit("deliver_message", json!({
-                            "topic": message.topic.as_str(), "msg_id": observe::label(&message.data),
-                            "origin": message.source.as_ref().map(events::name).unwrap_or_default(),
-                            "peer": events::name(&propagation_source), "size": message.data.len(),
-                        }));
+                    if !validation.delay.is_zero() {
+                        let tx = tx.clone();
+                        tokio::spawn(async move {
+                            validate::validate(validation, message.data.clone()).await;
+                            let _ = tx.send(Command::Validated(propagation_source, message_id, message));
+                        });
+                    } else if swarm.behaviour_mut().gossipsub.first_copy(&message_id.0) {
+                        delivered(&propagation_source, &message);
                     } else {
                         events::emit("duplicate_message", json!({
                             "topic": message.topic.as_str(), "msg_id": observe::label(&message.data),
@@ -378,6 +397,18 @@ async fn run(cfg: Config) {
             },
         }
     }
+}
+
+/// A first copy, validated: `deliver_message`.
+fn delivered(peer: &PeerId, message: &gossipsub::Message) {
+    events::emit(
+        "deliver_message",
+        json!({
+            "topic": message.topic.as_str(), "msg_id": observe::label(&message.data),
+            "origin": message.source.as_ref().map(events::name).unwrap_or_default(),
+            "peer": events::name(peer), "size": message.data.len(),
+        }),
+    );
 }
 
 fn stop(reason: &str) -> ! {
