@@ -62,6 +62,17 @@ class Observed(Runner):
                      "n0": os.getpriority(os.PRIO_PROCESS, self.backend.pids["n0"])}
 
 
+def completed(run_dir):
+    """A completed run's manifest and every node's events."""
+    assert json.loads((run_dir / "status").read_text())["status"] == "completed"
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    logs = {}
+    for node in manifest["plan"]["nodes"]:
+        with gzip.open(run_dir / "events" / f"{node['id']}.jsonl.gz", "rt") as f:
+            logs[node["id"]] = [json.loads(line) for line in f]
+    return manifest, logs
+
+
 def host_setting() -> str:
     """The host's value for new namespaces, read when no run beside this one (the suite runs three
     at once) has its own in place."""
@@ -83,12 +94,7 @@ def test_interop_binaries_run_as_peerlab_nodes(binary, tmp_path, spark):
     # during the timeline the orchestrator outranks the nodes, a restarted one included
     assert runner.nice == {"orchestrator": priority.TIMELINE_NICE, "restarted": 0, "n0": 0}
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == 0  # put back after the run
-    assert json.loads((run_dir / "status").read_text())["status"] == "completed"
-    manifest = json.loads((run_dir / "manifest.json").read_text())
-    logs = {}
-    for node in manifest["plan"]["nodes"]:
-        with gzip.open(run_dir / "events" / f"{node['id']}.jsonl.gz", "rt") as f:
-            logs[node["id"]] = [json.loads(line) for line in f]
+    manifest, logs = completed(run_dir)
     every_message_reaches_every_node_that_was_up_through_the_shaped_links(manifest, logs)
     the_runner_saw_the_connections_and_the_restart(manifest, logs)
     deliveries_and_duplicates_are_in_the_report(run_dir, logs, analyse(run_dir, spark), binary)
@@ -173,13 +179,9 @@ def test_peerlabs_go_rust_and_js_adapters_speak_the_interop_contract_too(tmp_pat
     require_adapters("go-libp2p", "rust-libp2p", "js-libp2p")
     text = ADAPTERS_AS_INTEROP + f"output: {{store: 'file://{tmp_path}'}}\n"
     run_dir = Runner(parse_scenario(text)).run()
-    assert json.loads((run_dir / "status").read_text())["status"] == "completed"
-    manifest = json.loads((run_dir / "manifest.json").read_text())
-    logs = {}
-    for node in manifest["plan"]["nodes"]:
-        with gzip.open(run_dir / "events" / f"{node['id']}.jsonl.gz", "rt") as f:
-            logs[node["id"]] = [json.loads(line) for line in f]
-        assert contract.check_log([json.dumps(e) for e in logs[node["id"]]]) == [], node["id"]
+    manifest, logs = completed(run_dir)
+    for node, evs in logs.items():
+        assert contract.check_log([json.dumps(e) for e in evs]) == [], node
     published = {e["msg_id"]: e for evs in logs.values() for e in evs if e["type"] == "publish_message"}
     assert len(published) == sum(len(n["schedule"]) for n in manifest["plan"]["nodes"]) > 0
     for node, evs in logs.items():

@@ -10,16 +10,11 @@
 // which is why the lock file pins the versions.
 import { readFileSync, openSync, writeSync } from 'node:fs'
 import { randomFillSync } from 'node:crypto'
-import { createLibp2p } from 'libp2p'
-import { tcp } from '@libp2p/tcp'
-import { noise } from '@chainsafe/libp2p-noise'
-import { yamux } from '@chainsafe/libp2p-yamux'
-import { identify } from '@libp2p/identify'
-import { gossipsub } from '@libp2p/gossipsub'
 import { RPC } from '@libp2p/gossipsub/message'
 import { generateKeyPairFromSeed } from '@libp2p/crypto/keys'
 import { multiaddr } from '@multiformats/multiaddr'
 import { nowNs } from './clock.mjs'
+import { createNode } from './host.mjs'
 
 const configPath = process.argv[process.argv.indexOf('--config') + 1]
 if (!process.argv.includes('--config') || !configPath) {
@@ -85,24 +80,10 @@ const label = (data) => {
 }
 
 const privateKey = await generateKeyPairFromSeed('Ed25519', Buffer.from(cfg.identity_seed, 'hex'))
-const node = await createLibp2p({
+const node = await createNode({
   privateKey,
-  addresses: { listen: [`/ip4/${cfg.listen.host}/tcp/${cfg.listen.port}`] },
-  transports: [tcp()],
-  connectionEncrypters: [noise()],
-  streamMuxers: [yamux()],
-  connectionManager: { maxConnections: 10000 },
-  services: {
-    identify: identify(),
-    pubsub: gossipsub({
-      emitSelf: false,
-      allowPublishToZeroTopicPeers: true,
-      fallbackToFloodsub: false,
-      msgIdFn,
-      ...options
-    })
-  },
-  start: false
+  listen: `/ip4/${cfg.listen.host}/tcp/${cfg.listen.port}`,
+  pubsub: { msgIdFn, ...options }
 })
 const pubsub = node.services.pubsub
 

@@ -16,15 +16,11 @@ import { hostname } from 'node:os'
 import { lookup } from 'node:dns/promises'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { randomFillSync } from 'node:crypto'
-import { createLibp2p } from 'libp2p'
-import { tcp } from '@libp2p/tcp'
-import { noise } from '@chainsafe/libp2p-noise'
-import { yamux } from '@chainsafe/libp2p-yamux'
-import { identify } from '@libp2p/identify'
-import { gossipsub, StrictNoSign, TopicValidatorResult } from '@libp2p/gossipsub'
+import { StrictNoSign, TopicValidatorResult } from '@libp2p/gossipsub'
 import { generateKeyPairFromSeed } from '@libp2p/crypto/keys'
 import { multiaddr } from '@multiformats/multiaddr'
 import { rfc3339 } from './clock.mjs'
+import { createNode } from './host.mjs'
 
 const PORT = 9000
 const CONNECT_FOR_MS = 10_000 // a refused dial is retried this long (a peer may start a moment later)
@@ -108,25 +104,10 @@ const decimal = (data) => data.length >= 8
   ? new DataView(data.buffer, data.byteOffset, 8).getBigUint64(0).toString()
   : new TextDecoder().decode(data)
 
-const node = await createLibp2p({
+const node = await createNode({
   privateKey: await keyOf(me),
-  addresses: { listen: [`/ip4/0.0.0.0/tcp/${PORT}`] },
-  transports: [tcp()],
-  connectionEncrypters: [noise()],
-  streamMuxers: [yamux()],
-  connectionManager: { maxConnections: 10000 },
-  services: {
-    identify: identify(),
-    pubsub: gossipsub({
-      emitSelf: false,
-      allowPublishToZeroTopicPeers: true,
-      fallbackToFloodsub: false,
-      globalSignaturePolicy: StrictNoSign,
-      msgIdFn: (msg) => idOf(msg.data),
-      ...options
-    })
-  },
-  start: false
+  listen: `/ip4/0.0.0.0/tcp/${PORT}`,
+  pubsub: { globalSignaturePolicy: StrictNoSign, msgIdFn: (msg) => idOf(msg.data), ...options }
 })
 const pubsub = node.services.pubsub
 const received = (data, from, topic) => say('Received Message', { id: decimal(data), from: from.toString(), topic })
