@@ -87,15 +87,19 @@ def reasons(fig: dict[str, Any], th: Thresholds = THRESHOLDS) -> list[str]:
     return out
 
 
+LINK_CHANGES = ("partition", "heal", "degrade", "restore")  # their effect is the links changed
+
+
 def fault_lateness(executed: list[dict[str, Any]]) -> list[tuple[dict[str, Any], float]]:
-    """Each executed fault and how late it was, in seconds: a network-wide one (partition, heal) from
-    its planned time to when it took effect (changing the links is part of it); a node's from its
-    planned time to when it was issued (a restart then takes a process start, the node's own cost)."""
+    """Each executed fault and how late it was, in seconds: one that changes links (partition, heal, a
+    node's degrade and restore) from its planned time to when it took effect (changing the links is
+    part of it); a node's process action from its planned time to when it was issued (a restart then
+    takes a process start, the node's own cost)."""
     out = []
     for rec in executed:
         took = rec["offset_s"]
         issued = took - (rec["t_ns"] - rec["issued_ns"]) / 1e9
-        out.append((rec, (issued if rec.get("node") else took) - rec["at"]))
+        out.append((rec, (took if rec["action"] in LINK_CHANGES else issued) - rec["at"]))
     return out
 
 
@@ -108,12 +112,12 @@ def fault_reasons(executed: list[dict[str, Any]], th: Thresholds = THRESHOLDS) -
 
 
 def _where_late(rec: dict[str, Any], late: float) -> str:
-    """Of a network-wide fault's lateness, how much was spent before it began (the run's event loop,
-    faults before it) and how much changing the links (the kernel's tc, contended or slow)."""
-    if rec.get("node"):
+    """Of a link change's lateness, how much was spent before it began (the run's event loop, faults
+    before it) and how much changing the links (the kernel's tc, contended or slow)."""
+    if rec["action"] not in LINK_CHANGES:
         return ""
     changing = (rec["t_ns"] - rec["issued_ns"]) / 1e9
-    return f": began {late - changing:.1f} s late, then {changing:.1f} s changing the links"
+    return f": began {max(0.0, late - changing):.1f} s late, then {changing:.1f} s changing the links"
 
 
 def measured(fig: dict[str, Any]) -> bool:

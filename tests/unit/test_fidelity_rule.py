@@ -126,4 +126,9 @@ def test_a_fault_late_makes_the_run_unfaithful_and_says_which():
     assert "began 0.0 s late, then 12.7 s changing the links" in why[0], why  # where the time went
     assert "began 2.7 s late, then 0.0 s changing" in why[1], why
     assert "restart n5" in why[2] and "1.5 s late" in why[2], why
+    # a degrade changes the node's links: late until they are changed, as a partition
+    why = rule.fault_reasons([_executed("degrade", 90.0, 91.6, issued_s=90.0, node="n17"),
+                              _executed("restore", 130.0, 130.59, issued_s=130.0, node="n17")])
+    assert len(why) == 1 and "degrade n17 planned at T0+90s came 1.6 s late" in why[0], why
+    assert "began 0.0 s late, then 1.6 s changing the links" in why[0], why
     assert "fault of its timeline" in rule.describe()
