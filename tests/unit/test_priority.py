@@ -3,8 +3,6 @@ inherited by the threads started meanwhile, and put back on every one."""
 import os
 import threading
 
-import pytest
-
 from orchestrator.run import priority
 
 
