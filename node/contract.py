@@ -9,6 +9,7 @@ subscribes to `subscriptions` at once and to `late_subscriptions` at T0 + offset
 (`REQUIRED_EVENTS`, fields as in node/events.schema.json) as JSON lines to `event_log`. A message's
 payload is its id, a newline, then filler up to its size; its id (the message-id function every
 implementation must use, so that mixed networks agree) is the payload up to the first newline.
+The run ends `end_s` seconds after T0; a node that exits on its own before then fails the run.
 SIGTERM stops the node (it logs `stop` and exits 0); SIGKILL kills it; a restart relaunches the same
 command with the same config, and the node skips the publishes whose time has passed.
 
@@ -66,6 +67,9 @@ class ContractConfig(BaseModel):
                                                    description="(seconds after T0, topic, payload bytes)")
     t0_ns: int | None = Field(None, description="T0 in unix ns on the node's clock; peerlab's own node may "
                               "also be given it later through its control API")
+    end_s: float | None = Field(None, ge=0, description="seconds after T0 at which the run ends (warm-up, "
+                                "publishing and drain): the node is stopped then (SIGTERM), and must not "
+                                "exit on its own before it")
     event_log: str = Field(..., description="where the node appends its events (JSON lines)")
     resources_interval: float = Field(1.0, ge=0, description="seconds between `resources` events, the "
                                       "process's CPU time and RSS (0: none; optional for an implementation)")

@@ -136,20 +136,32 @@ def setup(config: dict[str, Any]) -> list[dict[str, Any]]:
     return script + [{"type": "subscribeToTopic", "topicID": t} for t in config.get("subscriptions", [])]
 
 
-def node_script(config: dict[str, Any], t0_after_start: int, connect_at: int) -> list[dict[str, Any]]:
-    """The script of one node (node_timeline's arguments): set up, connect, then its timed actions."""
+def run_end(t0_after_start: int, end_s: float) -> int:
+    """The whole second of the binary's clock at which the run is over (T0 + warm-up, publishing and
+    drain, `end_s`, rounded up): its script's last `waitUntil`. A gossipsub-interop binary exits when its
+    script ends, so a script that ended at its last publish or connect would take the node out of the
+    network while the others still relay, and fail the dials of peers that come later."""
+    return t0_after_start + math.ceil(end_s - 1e-9)
+
+
+def node_script(config: dict[str, Any], t0_after_start: int, connect_at: int, end_s: float) -> list[dict[str, Any]]:
+    """The script of one node (node_timeline's arguments): set up, connect, its timed actions, then a
+    wait to the run's end (`end_s` seconds after T0: run_end)."""
     script = setup(config)
     if config.get("dial"):
         script += [{"type": "waitUntil", "elapsedSeconds": connect_at},
                    {"type": "connect", "connectTo": [node_index(p) for p in config["dial"]]}]
     for elapsed, action in node_timeline(config, t0_after_start, connect_at):
         script += [{"type": "waitUntil", "elapsedSeconds": elapsed}, action]
-    return script
+    return script + [{"type": "waitUntil", "elapsedSeconds": max(run_end(t0_after_start, end_s), connect_at)}]
 
 
-def experiment(configs: Iterable[dict[str, Any]], t0_after_start: int, connect_at: int) -> dict[str, Any]:
+def experiment(configs: Iterable[dict[str, Any]], t0_after_start: int, connect_at: int,
+               end_s: float) -> dict[str, Any]:
     """The whole experiment as one script every node runs (the form gossipsub-interop's own experiments
-    take): each node's own part under `ifNodeIDEquals`, the waits shared and in time order."""
+    take): each node's own part under `ifNodeIDEquals`, the waits shared and in time order, and a last
+    `waitUntil` at the run's end (`end_s` seconds after T0: run_end), as their runner ends every
+    experiment, since each binary exits when the script is over."""
     configs = sorted(configs, key=lambda c: node_index(c["node_id"]))
     script: list[dict[str, Any]] = []
     for c in configs:
@@ -165,6 +177,7 @@ def experiment(configs: Iterable[dict[str, Any]], t0_after_start: int, connect_a
             script.append({"type": "waitUntil", "elapsedSeconds": elapsed})
             waited = elapsed
         script.append(only(i, action))
+    script.append({"type": "waitUntil", "elapsedSeconds": max(run_end(t0_after_start, end_s), waited)})
     return {"script": script}
 
 

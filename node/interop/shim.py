@@ -8,10 +8,14 @@ event log:
   namespace of the binary's own, inside the node's network namespace), and its script in
   `<config>.params.json`;
 - its start, a whole number of seconds before T0 (`LEAD`; on a restart, the next whole second from
-  T0), since the script's times are whole seconds from the binary's start;
+  T0), since the script's times are whole seconds from the binary's start; its connects 6 s after
+  the last binary's start (on a restart at once, to the peers the runner found up: its `dial`), and
+  a last `waitUntil` at the run's end, since such a binary exits when its script is over;
 - `start`, `t0`, `join` and `publish_message` at the times the script gives the binary, `ready` when
   it logs its `PeerID`, `deliver_message` and `duplicate_message` from its `Received Message` lines,
-  `connect` and `disconnect` from the kernel's sockets, `stop` when SIGTERM has stopped it.
+  `connect` and `disconnect` from the kernel's sockets, `stop` when SIGTERM has stopped it or its
+  script has ended with the run. A binary that exits before that (its exit code, or 1 for a 0) ends
+  the shim with its code, after a line on stderr saying so: the runner reports such a node.
 
 What it cannot know: the binary's own clock starts when its main() runs, a few milliseconds after the
 launch; the publishes logged here are the script's instants, so latencies include that start-up.
@@ -37,8 +41,10 @@ from node.ids import node_index
 from node.interop import script, sockets
 from node.interop.stdout import Stdout
 
-LEAD = 15          # whole seconds from the last binary's start to T0: they listen, connect, mesh
-CONNECT_BEFORE_T0 = 13  # every binary of the run listens by then; a binary may dial its peers one by one
+LEAD = 18          # whole seconds from the last binary's start to T0: they listen, connect, mesh
+CONNECT_BEFORE_T0 = 12  # every binary listens by then (the runner checks it: their `ready`), and each
+                        # dials its peers once, one after another (the contract's reference binaries
+                        # exit if a dial fails, so a connect must come after its peers listen)
 STARTS_PER_SECOND = 1   # binaries started at once share the CPU as their runtimes start, and their clocks lag
 POLL = 0.2         # seconds between looks at the node's sockets
 STOP_GRACE = 5.0   # seconds SIGTERM has before SIGKILL
@@ -118,9 +124,12 @@ class Shim:
     def run(self) -> int:
         self.emit("start", protocol=self.config["protocol"])
         begin, t0_after, connect_at = self.start_times()
-        if t0_after <= 0:  # a restart: its peers' connect instructions are behind them, so it dials them all
-            self.config["dial"] = self.config["neighbours"]
-        params = {"script": script.node_script(self.config, t0_after, connect_at)}
+        end_s = self.config.get("end_s")
+        if end_s is None:
+            raise SystemExit("gossipsub-interop nodes need the run's end in their config (end_s)")
+        # (a restart's `dial`: the neighbours the runner found up, since its peers' connects are behind them)
+        params = {"script": script.node_script(self.config, t0_after, connect_at, end_s)}
+        script_end = script.run_end(t0_after, end_s)
         params_path = self.config_path.with_name(self.config_path.stem + ".params.json")
         params_path.write_text(json.dumps(params))
         hosts_path = self.config_path.with_name(self.config_path.stem + ".hosts")
@@ -158,7 +167,12 @@ class Shim:
         if self.stopping.is_set():
             self.emit("stop", reason="sigterm")
             return 0
-        print(f"gossipsub-interop node {self.node}: {self.binary} exited {code}", file=sys.stderr)
+        if code == 0 and time.time_ns() >= launched + script_end * 1_000_000_000:
+            self.emit("stop", reason="script ended")
+            return 0
+        ran = (time.time_ns() - launched) / 1e9
+        print(f"gossipsub-interop node {self.node}: {self.binary} exited {code} after {ran:.1f} s of its script "
+              f"(which ends at {script_end} s, the run's end)", file=sys.stderr)
         return code if code > 0 else 1
 
     def stop(self) -> None:

@@ -138,7 +138,7 @@ def cmd_interop_export(args: argparse.Namespace) -> int:
     configs = [{"node_id": n.id, "params": n.params, "subscriptions": n.subscriptions, "dial": n.dial,
                 "late_subscriptions": n.late_subscriptions, "schedule": n.schedule} for n in plan.nodes]
     try:
-        params = script.experiment(configs, args.lead, CONNECT_AFTER_START)
+        params = script.experiment(configs, args.lead, CONNECT_AFTER_START, plan.end)
     except ValueError as e:
         raise UsageError(f"{args.scenario}: {e}") from None
     write_json(params, args.output)

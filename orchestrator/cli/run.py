@@ -5,6 +5,8 @@ import argparse
 import os
 from pathlib import Path
 
+from rich.markup import escape
+
 from orchestrator.cli.common import (
     UsageError,
     add_command,
@@ -100,6 +102,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from orchestrator.sim.sim_runner import SimInterrupted, SimRunner
 
     done: list[Path] = []
+    failed = False  # a node exited on its own in some run (the others go on)
     for i, combo in enumerate(combos, 1):
         if combo.label:
             err.print(f"[bold magenta]matrix {i}/{len(combos)}:[/] {combo.label}")
@@ -130,6 +133,14 @@ def cmd_run(args: argparse.Namespace) -> int:
             if not upload(runner.store, runner.run_id):
                 return 1
         err.print(fidelity(runner.manifest))
+        exits = runner.manifest.get("node_exits") or []
+        if exits and combo.scenario.nodes.exits != "allow":
+            from orchestrator.run.node_exits import summary as exits_summary
+
+            err.print(f"[bold red]run failed:[/] {escape(exits_summary(exits))}: each one's last output is in "
+                      f"{run_dir / 'exits'}; the report's Faults section lists them (a scenario that expects "
+                      "nodes to quit sets nodes.exits: allow)")
+            failed = True
         print(run_dir)
         done.append(run_dir)
     if len(done) > 1 and not args.no_report:
@@ -137,4 +148,4 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         err.print("[bold green]comparison[/] (again with: peerlab compare " + " ".join(map(str, done)) + ")")
         err.print(render_table(load_rows(done)), markup=False, highlight=False)
-    return 0
+    return 1 if failed else 0

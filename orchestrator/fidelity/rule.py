@@ -9,6 +9,9 @@ thresholds, all here. A phase is unfaithful when any one of these holds; each th
   frames included, fires as late as its ticks;
 - delay line: DELAYLINE_LATE_SHARE or more of its packets left 10 ms or more after their time;
 - faults (the run, not a phase): a fault of the timeline more than fault_late_s after its time;
+- node exits (the run): a node the timeline did not stop exited on its own before the drain's end
+  (orchestrator/run/node_exits.py): from then on the run measures a smaller network than planned,
+  whatever its timing;
 - host: for more than HOST_SHARE of the phase's samples, CPU pressure (PSI some, per sample) above
   PSI_SOME_PCT, or steal above STEAL_SHARE; runnable tasks above RUNNABLE_PER_CORE per core only
   where the kernel has no PSI (a run queue counts tasks that may not wait at all: a floodsub burst
@@ -111,6 +114,17 @@ def fault_reasons(executed: list[dict[str, Any]], th: Thresholds = THRESHOLDS) -
             for rec, late in fault_lateness(executed) if late > th.fault_late_s]
 
 
+def exit_reasons(exits: list[dict[str, Any]]) -> list[str]:
+    """The run's reasons from its nodes that exited on their own (the manifest's `node_exits`)."""
+    out = []
+    for e in exits:
+        code = "unknown" if e["code"] is None else e["code"]
+        when = "before T0" if e["offset_s"] is None else f"T0+{e['offset_s']:g}s"
+        out.append(f"node {e['node']} exited on its own (exit code {code}, {when}): the run does not measure "
+                   "the protocol as planned")
+    return out
+
+
 def _where_late(rec: dict[str, Any], late: float) -> str:
     """Of a link change's lateness, how much was spent before it began (the run's event loop, faults
     before it) and how much changing the links (the kernel's tc, contended or slow)."""
@@ -156,5 +170,6 @@ def describe(th: Thresholds = THRESHOLDS) -> str:
             f"{_pct(th.lag_late_share)} of the nodes' loop-lag ticks (all together) are over {th.lag_ms:g} ms, or {th.delayline_late_share:.0%} or more of the delay line's packets are "
             f"10 ms late, or in more than {_pct(th.host_share)} of the host samples CPU pressure (PSI some) is "
             f"above {th.psi_some_pct:g}%, runnable tasks above {th.runnable_per_core:g} per core or steal above "
-            f"{_pct(th.steal_share)}; the run is unfaithful if its load or drain phase is, or if a fault of its "
-            f"timeline came more than {th.fault_late_s:g} s after its time")
+            f"{_pct(th.steal_share)}; the run is unfaithful if its load or drain phase is, if a fault of its "
+            f"timeline came more than {th.fault_late_s:g} s after its time, or if a node exited on its own "
+            "before the drain's end")

@@ -175,7 +175,7 @@ class FidelityWatch:
             phases[p] = rule.judge_phase(fig)
         verdict, why = rule.overall(phases)
         executed = self.run.manifest.get("faults_executed") or []
-        late = rule.fault_reasons(executed)
+        late = rule.fault_reasons(executed) + rule.exit_reasons(self.run.manifest.get("node_exits") or [])
         if late:
             verdict, why = rule.UNFAITHFUL, [*why, *late]
         return {"verdict": verdict, "reasons": why, "line": rule.line(verdict, why),

@@ -60,6 +60,11 @@ class Group(Strict):
 class Nodes(Strict):
     count: int = Field(..., gt=0, le=5000)
     groups: list[Group] = Field(default_factory=list)
+    exits: Literal["fail", "allow"] = Field(
+        "fail", description="a node the fault timeline did not stop that exits before the drain's end (a crash, "
+                            "a program whose script ended): fail the run (`peerlab run` exits 1), or allow it for "
+                            "an experiment that expects it; either way it is printed, recorded in the manifest "
+                            "(node_exits), reported and makes the fidelity verdict unfaithful")
 
     @model_validator(mode="after")
     def _groups_fit(self) -> "Nodes":

@@ -45,6 +45,16 @@ async def estimate(clients: dict[str, ControlClient], rounds: int = 5, how: str 
             "max_error_ns": max((rtt // 2 for _, rtt in results), default=0)}
 
 
+def merge(section: dict[str, Any], measured: dict[str, Any], domains: dict[str, str]) -> None:
+    """An estimate's offsets into the manifest's clock section (changed in place), one per machine."""
+    if "rtt_ns" not in section:
+        section.update(method=measured["method"], offsets_ns={}, rtt_ns={}, max_error_ns=0)
+    section["offsets_ns"].update(measured["offsets_ns"])
+    section["rtt_ns"].update(measured["rtt_ns"])
+    section["max_error_ns"] = max(section["max_error_ns"], measured["max_error_ns"])
+    one_offset_per_machine(section, domains)
+
+
 def one_offset_per_machine(section: dict[str, Any], domains: dict[str, str]) -> None:
     """Nodes on one machine (`domains`: node -> machine) read one clock: each takes the offset measured
     with the shortest round trip among them (an estimate's error is up to half its round trip, which

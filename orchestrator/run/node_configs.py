@@ -3,7 +3,7 @@ the node contract's config (node/contract.py) with its identity and T0; and whet
 nodes can run here at all."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from node import contract
 from node.adapters import INTEROP, PEERLAB, get_adapter
@@ -13,6 +13,7 @@ from node.dilation import REAL_TIME, Dilation
 from node.identity import identity_seed
 from node.ids import node_index
 from node.interop import script as interop_script
+from node.interop import shim
 from node.protocols import get_protocol
 
 if TYPE_CHECKING:
@@ -47,14 +48,30 @@ def adapter_problem(adapters: list[str], backend: Backend, plan: RunPlan) -> str
     return None
 
 
-INTEROP_CONNECTING = 10.0  # more for gossipsub-interop binaries: they dial one peer after another, at T0 - 13 s
+INTEROP_CONNECTING = 13.0  # more for gossipsub-interop binaries: the last starts T0 - 18 s, all dial at T0 - 12 s
 
 
-def start_allowance(nodes: int, interop: bool = False) -> float:
+def start_allowance(nodes: int, adapters: list[str]) -> float:
     """Seconds from launching adapter nodes to the T0 written in their configs: their start-up (a
     js-libp2p node takes about 0.8 s of a 2-core machine: 30 nodes were up in 25 s; gossipsub-interop
     binaries start one per second, node/interop/shim.py) and connecting."""
-    return 10.0 + 1.0 * nodes + (INTEROP_CONNECTING if interop else 0.0)
+    return 10.0 + 1.0 * nodes + (INTEROP_CONNECTING if any(a.startswith(INTEROP) for a in adapters) else 0.0)
+
+
+def listening_before_t0(adapters: list[str]) -> float:
+    """Seconds before T0 by which every node of the run must be listening: gossipsub-interop binaries dial
+    their peers once each at that instant (their scripts' `connect`), and a refused dial ends such a
+    binary; other nodes dial until they are connected, so T0 itself."""
+    return float(shim.CONNECT_BEFORE_T0) if any(a.startswith(INTEROP) for a in adapters) else 0.0
+
+
+def restart_config(config: contract.ContractConfig, alive: Callable[[str], bool]) -> contract.ContractConfig:
+    """The config a node is started again with (a restart, a join). A gossipsub-interop binary's peers
+    made their connects long ago and it dials each peer once, ending if a dial fails: it dials the
+    neighbours that are up now (a neighbour down meanwhile dials it when it comes back)."""
+    if not config.implementation.startswith(INTEROP):
+        return config
+    return config.model_copy(update={"dial": [p for p in config.neighbours if alive(p)]})
 
 
 def peer_ids(plan: RunPlan) -> dict[str, str]:
@@ -79,7 +96,7 @@ def node_config(plan: RunPlan, node_id: str, backend: Backend, *, run_id: str, t
             peer_ids=ids, listen=listen,
             peers={p: Address(host=b.address(p), port=b.data_port(p), peer_id=ids[p]) for p in peers},
             dial=node.dial, neighbours=node.neighbours, subscriptions=node.subscriptions,
-            late_subscriptions=node.late_subscriptions, schedule=node.schedule, t0_ns=t0_ns,
+            late_subscriptions=node.late_subscriptions, schedule=node.schedule, t0_ns=t0_ns, end_s=plan.end,
             event_log=b.event_log_path(node.id), resources_interval=resources_interval)
     return NodeConfig(
         run_id=run_id, node_id=node.id, protocol=node.protocol, params=node.params, role=node.role,

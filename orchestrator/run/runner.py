@@ -20,7 +20,7 @@ from typing import Any
 from rich.console import Console
 
 from node import contract
-from node.adapters import INTEROP, PEERLAB
+from node.adapters import PEERLAB
 from node.dilation import Dilation
 from orchestrator import fault_rules, shaping
 from orchestrator.backends import Backend, RunContext, get_backend
@@ -38,6 +38,7 @@ from orchestrator.run.calibrate import calibrate
 from orchestrator.run.link_sampler import LinkSampler
 from orchestrator.run.live_faults import LiveFaults
 from orchestrator.run.memory_watch import MemoryWatch, record_peak
+from orchestrator.run.node_exits import ALLOW, NodeExits, summary
 from orchestrator.run.readiness import Readiness
 
 
@@ -84,6 +85,7 @@ class Runner(Readiness, RunRecord):
                                   "offsets_ns": {n.id: 0 for n in self.plan.nodes}}
         self.fidelity = FidelityWatch(self)  # orchestrator/fidelity: can the run's timing be trusted
         self.memory = MemoryWatch(self.backend.host_pids)  # the run's peak, beside admission's estimate
+        self.exits = NodeExits(self.backend, self.run_dir, self.manifest, self.warn, self.dilation.time_ns, self._blocking)
 
     @property
     def present(self) -> list[str]:
@@ -141,13 +143,7 @@ class Runner(Readiness, RunRecord):
             measured = await clock.estimate({n: probes.client(n) for n in node_ids},
                                             how="from a probe in each node's network namespace",
                                             now_ns=self.dilation.time_ns)
-        section = self.manifest["clock"]
-        if "rtt_ns" not in section:
-            section.update(method=measured["method"], offsets_ns={}, rtt_ns={}, max_error_ns=0)
-        section["offsets_ns"].update(measured["offsets_ns"])
-        section["rtt_ns"].update(measured["rtt_ns"])
-        section["max_error_ns"] = max(section["max_error_ns"], measured["max_error_ns"])
-        clock.one_offset_per_machine(section, self.backend.clock_domains())
+        clock.merge(self.manifest["clock"], measured, self.backend.clock_domains())
 
     def _t0_for(self, node_id: str) -> int:
         """T0 on the node's own clock."""
@@ -186,9 +182,6 @@ class Runner(Readiness, RunRecord):
         assert self.shaper is not None
         return await self.shaper.sent(node_id)
 
-    def _contract_lead(self) -> float:
-        return node_configs.start_allowance(len(self.plan.nodes), any(a.startswith(INTEROP) for a in self.adapters))
-
     async def _start_all(self) -> None:
         if self.adapters:  # T0 was fixed before the nodes started (it is in their configs)
             assert self.t0_ns is not None
@@ -201,7 +194,7 @@ class Runner(Readiness, RunRecord):
     async def _restart(self, node_id: str) -> None:
         if isinstance(self.clients[node_id], ContractClient):
             self.clients[node_id].launched()
-        self.backend.start_node(node_id, self.configs[node_id])
+        self.backend.start_node(node_id, node_configs.restart_config(self.configs[node_id], self.backend.alive))
         await self._wait_healthy([node_id], 30)
         if node_id not in self.manifest["clock"].get("rtt_ns", {}):  # a join: not measured yet
             await self._measure_clocks([node_id])
@@ -213,8 +206,7 @@ class Runner(Readiness, RunRecord):
         loaded one), so that later faults keep their time; the next fault on the same node waits for it.
         A network-wide fault (partition, heal) waits for none: it changes the far ends of the links,
         which a node's restart leaves as they are (what a restarted node is told again is its own and
-        its peers' degradations, per node). Waiting made a partition planned 2.5 s after a restart come
-        3.4 s late, behind a py-libp2p node's start on a loaded host."""
+        its peers' degradations, per node)."""
         assert self.t0_ns is not None
         pending: dict[str, asyncio.Task] = {}
 
@@ -229,7 +221,11 @@ class Runner(Readiness, RunRecord):
                 self.warn(action)
                 return
             fn, args = action
+            if fault.action in ("kill", "stop"):
+                self.exits.down(fault.node)  # before it goes: its end is the timeline's, not its own
             await fn(*args)
+            if fault.action in ("restart", "join"):
+                self.exits.up(fault.node)
             # a kill takes effect when the signal is sent; the others once they are done
             took_effect = issued if fault.action == "kill" else self.dilation.time_ns()
             self.manifest["faults_executed"].append(
@@ -304,18 +300,22 @@ class Runner(Readiness, RunRecord):
             await self.probes.close()
         await self.sampler.before_nodes(self.manifest)
         if self.adapters:
-            self.t0_ns = self.dilation.time_ns() + int(self._contract_lead() * 1e9)  # never dilated (adapters)
-            self.step(f"nodes: {', '.join(self.adapters)}, T0 in their configs {self._contract_lead():.0f}s from now")
+            lead = node_configs.start_allowance(len(plan.nodes), self.adapters)
+            self.t0_ns = self.dilation.time_ns() + int(lead * 1e9)  # never dilated (adapters)
+            self.step(f"nodes: {', '.join(self.adapters)}, T0 in their configs {lead:.0f}s from now")
         for node in plan.nodes:
             self.configs[node.id] = self._node_config(node.id)
             self.clients[node.id] = (self.backend.control(node.id) if node.implementation == PEERLAB
                                      else ContractClient(node.id, self.backend, node.neighbours, self._t0_for(node.id)))
         await self._blocking(self.backend.start_nodes, {n: self.configs[n] for n in self.present})
         if self.adapters:  # their T0 is fixed: wait for them until then, no longer
-            await self._wait_healthy(self.present, (self.t0_ns - self.dilation.time_ns()) / 1e9)
+            await self._wait_healthy(self.present, (self.t0_ns - self.dilation.time_ns()) / 1e9
+                                     - node_configs.listening_before_t0(self.adapters))
+            self.exits.start(self.present, lambda: self.t0_ns)
             await self._wait_connected((self.t0_ns - self.dilation.time_ns()) / 1e9, fail=False)
         else:
             await self._wait_healthy(self.present, 30 + 0.3 * n)
+            self.exits.start(self.present, lambda: self.t0_ns)
             await self._wait_connected(self.dilation.real(30 + 0.2 * n))  # dials back off on the nodes' clocks
             await self._measure_clocks(self.present)
         self.manifest["startup_s"] = round(time.monotonic() - started, 2)
@@ -332,6 +332,7 @@ class Runner(Readiness, RunRecord):
                          f"latencies x{plan.dilation:g}, rates /{plan.dilation:g}" if self.dilation.on else "")
                       + (f"; the orchestrator at nice {raised.nice}" if raised.nice is not None else ""))
             await self._timeline()
+            await self.exits.stop()
             await self.fidelity.stop()
             if self.backend.name in admission.CHECKED_BACKENDS:  # the run's end, often its peak (memory_watch.py)
                 try:
@@ -350,6 +351,8 @@ class Runner(Readiness, RunRecord):
         try:
             await self._execute()
             status = "completed"
+            if self.exits.records and self.scenario.nodes.exits != ALLOW:
+                status, detail = "failed", summary(self.exits.records)
         except asyncio.CancelledError:
             status, detail = "interrupted", "interrupted by a signal; torn down"
             raise
@@ -361,6 +364,7 @@ class Runner(Readiness, RunRecord):
             stop_storing = threading.Event()
             for sig in previous:
                 signal.signal(sig, lambda *_: stop_storing.set())
+            await self.exits.stop()
             await self.fidelity.finish()
             for client in self.clients.values():
                 await client.close()

@@ -28,7 +28,7 @@ NODE = Path(__file__).resolve().parents[1] / "support" / "interop_node"
 SCENARIO = """
 name: interop-small
 seed: 4
-nodes: {count: 6}
+nodes: {count: 20}
 protocol: {name: gossipsub, implementation: "interop:BINARY", params: {heartbeat_interval: 0.5}}
 topology: {algorithm: random, degree: 3}
 network: {latency: {model: constant, one_way: 20ms}}
@@ -95,6 +95,11 @@ def test_interop_binaries_run_as_peerlab_nodes(binary, tmp_path, spark):
     assert runner.nice == {"orchestrator": priority.TIMELINE_NICE, "restarted": 0, "n0": 0}
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == 0  # put back after the run
     manifest, logs = completed(run_dir)
+    # the test node is as strict as the contract's reference binaries (it dials each peer once and exits
+    # 1 if a dial fails, and exits when its script ends): every node had all its planned neighbours at T0,
+    # none ended on its own, and each ran its script to the run's end or was stopped there
+    assert "short_of_neighbours_at_t0" not in manifest and manifest["node_exits"] == []
+    assert {e["reason"] for evs in logs.values() for e in evs if e["type"] == "stop"} <= {"sigterm", "script ended"}
     every_message_reaches_every_node_that_was_up_through_the_shaped_links(manifest, logs)
     the_runner_saw_the_connections_and_the_restart(manifest, logs)
     deliveries_and_duplicates_are_in_the_report(run_dir, logs, analyse(run_dir, spark), binary)
@@ -140,10 +145,57 @@ def deliveries_and_duplicates_are_in_the_report(run_dir, logs, metrics, binary):
     duplicates = sum(e["type"] == "duplicate_message" for evs in logs.values() for e in evs)
     assert duplicates > 0
     assert metrics["delivery_ratio_up"] == 1.0
-    assert metrics["duplicates_per_node"] == pytest.approx(duplicates / 6)
+    assert metrics["duplicates_per_node"] == pytest.approx(duplicates / 20)
     assert metrics["latency_ms"]["p50"] >= 20
     report = (run_dir / "analysis" / "report.html").read_text()
-    assert f"interop:{binary} x6" in report and "gossipsub-interop view" in report
+    assert f"interop:{binary} x20" in report and "gossipsub-interop view" in report
+
+
+QUITTER = """#!/bin/sh
+# a gossipsub-interop binary that gives up 5 s after T0 (its shim starts it LEAD s before T0): the strict
+# test node, then exit 3 with a last word on stderr
+"BINARY" "$@" &
+sleep SLEEP
+kill $!
+echo "quitter: giving up at T0+5s, out of patience" >&2
+exit 3
+"""
+
+
+def test_a_node_that_exits_on_its_own_fails_the_run_named_and_nothing_else_is_lost(binary, tmp_path):
+    """n0 (a group of one) quits at T0+5 s: `peerlab run` says so at once, naming it with its exit code
+    and its last line; the report's Faults section and the verdict say it; the run still stores every
+    node's log and analyses it, and exits 1."""
+    from node.interop.shim import LEAD
+    from tests.support.cli import peerlab
+
+    quitter = tmp_path / "quitter"
+    quitter.write_text(QUITTER.replace("BINARY", str(binary)).replace("SLEEP", str(LEAD + 5 + 5)))
+    quitter.chmod(0o755)
+    text = (SCENARIO.replace("BINARY", str(binary)).replace("nodes: {count: 20}", "nodes: {count: 6, groups: [{name: "
+                                                                                    f"quitter, count: 1, implementation: "
+                                                                                    f"'interop:{quitter}'}}]}}")
+            .replace("faults: [{at: 2.5s, action: kill, nodes: [n5], restart_after: 1s}]\n", "")
+            + f"output: {{store: 'file://{tmp_path / 'runs'}'}}\n")
+    (tmp_path / "quit.yaml").write_text(text)
+    done = peerlab("run", str(tmp_path / "quit.yaml"))
+    assert done.returncode == 1, done.stderr[-3000:]
+    run_dir = Path(done.stdout.strip().splitlines()[-1])
+    console = " ".join(done.stderr.split())
+    assert "node n0 exited on its own at T0+" in console and "(exit code 3)" in console, console[-3000:]
+    assert "giving up at T0+5s, out of patience" in console and "run failed: 1 node(s) exited" in console
+    assert "UNFAITHFUL" in console and "node n0 exited on its own (exit code 3" in console
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    (exit,) = manifest["node_exits"]
+    assert exit["node"] == "n0" and exit["code"] == 3 and 5 <= exit["offset_s"] <= 6.5, exit
+    assert "out of patience" in (run_dir / exit["output"]).read_text()
+    assert manifest["status"] == "failed" and "n0 (exit code 3" in manifest["detail"]
+    # nothing else lost: every node's log stored, the others ran to the end, the report made
+    assert sorted(p.name for p in (run_dir / "events").iterdir()) == [f"n{i}.jsonl.gz" for i in range(6)]
+    report = (run_dir / "analysis" / "report.html").read_text()
+    assert "n0 exited on its own" in report and "exit code 3" in report and "out of patience" in report
+    metrics = json.loads((run_dir / "analysis" / "metrics.json").read_text())
+    assert metrics["delivery_ratio_up"] == 1.0  # among the nodes up: n0 counts until it went
 
 
 def test_a_schedule_off_whole_seconds_is_refused_before_anything_starts(binary, tmp_path):

@@ -33,13 +33,15 @@ def test_parameters_take_go_names_and_nanoseconds_and_one_without_a_name_is_refu
 
 
 def test_a_node_starting_before_t0_gets_its_whole_schedule_in_whole_seconds_from_its_start():
-    s = script.node_script(CONFIG, t0_after_start=5, connect_at=2)
+    s = script.node_script(CONFIG, t0_after_start=5, connect_at=2, end_s=12.5)
     assert s[0] == {"type": "initGossipSub", "gossipSubParams": script.gossipsub_params(CONFIG["params"])}
     assert s[1:4] == [{"type": "subscribeToTopic", "topicID": "t0"}, {"type": "waitUntil", "elapsedSeconds": 2},
                       {"type": "connect", "connectTo": [1, 7]}]
-    timed = [(s[i]["elapsedSeconds"], s[i + 1]) for i in range(4, len(s), 2)]
+    timed = [(s[i]["elapsedSeconds"], s[i + 1]) for i in range(4, len(s) - 1, 2)]
     assert [(t, a["type"], a.get("topicID")) for t, a in timed] == [
         (7, "publish", "t0"), (9, "subscribeToTopic", "t1"), (10, "publish", "t1"), (14, "publish", "t0")]
+    # the binary exits when its script ends: the script waits for the run's end, T0 + 12.5 s rounded up
+    assert s[-1] == {"type": "waitUntil", "elapsedSeconds": 5 + 13}
     assert timed[2][1]["messageSizeBytes"] == 50_000 and timed[3][1]["messageSizeBytes"] == 8  # at least the id
     assert script.message_of(timed[2][1]["messageID"]) == ("n3-1", "n3", 50_000)
     assert script.problems({"script": s}) == []
@@ -47,21 +49,22 @@ def test_a_node_starting_before_t0_gets_its_whole_schedule_in_whole_seconds_from
 
 def test_a_validation_delay_is_set_on_every_topic_the_node_will_join_before_it_joins():
     config = {**CONFIG, "params": {"validation": {"rule": "accept", "origins": [], "max_size": None, "delay": 0.005}}}
-    s = script.node_script(config, t0_after_start=5, connect_at=2)
+    s = script.node_script(config, t0_after_start=5, connect_at=2, end_s=20)
     assert s[:4] == [{"type": "initGossipSub", "gossipSubParams": {}},
                      {"type": "setTopicValidationDelay", "topicID": "t0", "delaySeconds": 0.005},
                      {"type": "setTopicValidationDelay", "topicID": "t1", "delaySeconds": 0.005},
                      {"type": "subscribeToTopic", "topicID": "t0"}]
     with pytest.raises(ValueError, match="validation: .*only a delay"):
-        script.node_script({**config, "params": {"validation": {"rule": "max-size", "max_size": 10}}}, 5, 2)
+        script.node_script({**config, "params": {"validation": {"rule": "max-size", "max_size": 10}}}, 5, 2, 20)
     with pytest.raises(ValueError, match="a delay it waits .* work sleep"):  # the contract's validation is a wait
-        script.node_script({**config, "params": {"validation": {"delay": 0.005, "work": "cpu"}}}, 5, 2)
+        script.node_script({**config, "params": {"validation": {"delay": 0.005, "work": "cpu"}}}, 5, 2, 20)
 
 
 def test_a_restarted_node_skips_the_publishes_behind_it_and_subscribes_at_once():
-    s = script.node_script(CONFIG, t0_after_start=-6, connect_at=0)  # started at T0 + 6 s
-    timed = [(s[i]["elapsedSeconds"], s[i + 1]) for i in range(4, len(s), 2)]
+    s = script.node_script(CONFIG, t0_after_start=-6, connect_at=0, end_s=12)  # started at T0 + 6 s
+    timed = [(s[i]["elapsedSeconds"], s[i + 1]) for i in range(4, len(s) - 1, 2)]
     assert [(t, a["type"]) for t, a in timed] == [(0, "subscribeToTopic"), (3, "publish")]
+    assert s[-1] == {"type": "waitUntil", "elapsedSeconds": 6}  # T0 + 12 s on its clock
     assert script.message_of(timed[1][1]["messageID"])[0] == "n3-2"
 
 
@@ -72,8 +75,10 @@ def test_a_schedule_off_whole_seconds_is_refused_naming_the_message():
 
 def test_the_whole_experiment_is_one_script_in_time_order_that_follows_the_schema():
     other = {**CONFIG, "node_id": "n1", "dial": [], "late_subscriptions": [], "schedule": [[3.0, "t0", 100]]}
-    params = script.experiment([CONFIG, other], t0_after_start=5, connect_at=2)
+    params = script.experiment([CONFIG, other], t0_after_start=5, connect_at=2, end_s=30)
     assert script.problems(params) == []
+    # every binary runs the script to its end and exits: the last instruction waits for the run's end
+    assert params["script"][-1] == {"type": "waitUntil", "elapsedSeconds": 35}
     waits = [i["elapsedSeconds"] for i in params["script"] if i["type"] == "waitUntil"]
     assert waits == sorted(waits) and len(waits) == len(set(waits))
     mine = [i["instruction"] for i in params["script"] if i.get("nodeID") == 3]
@@ -179,6 +184,10 @@ def test_a_scenario_exports_as_one_params_json_that_follows_their_schema(tmp_pat
     assert len(publishes) == 16 and {p["messageSizeBytes"] for p in publishes} == {98304}
     connects = [i for i in params["script"] if i.get("instruction", {}).get("type") == "connect"]
     assert sum(len(c["instruction"]["connectTo"]) for c in connects) >= 100 * 20 // 2
+    # ended as their runner ends an experiment: after the last publish (T0 + 210 s: warm-up 30 s, then 16
+    # publishes 12 s apart) every binary waits for the run's end (lead 15 s + 30 + 192 + drain 10 s), then exits
+    waits = [i["elapsedSeconds"] for i in params["script"] if i["type"] == "waitUntil"]
+    assert waits[-2:] == [15 + 210, 15 + 30 + 192 + 10] and params["script"][-1]["type"] == "waitUntil"
     checked = peerlab("contract", "interop-check", str(out))
     assert checked.returncode == 0 and "follows the gossipsub-interop instruction schema" in checked.stdout
     params["script"][0]["instruction"]["gossipSubParams"] = {"HeartbeatInterval": "1s"}

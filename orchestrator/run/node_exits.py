@@ -1,0 +1,118 @@
+"""Nodes that exit on their own: a node process that the fault timeline did not stop and that ends
+before the drain is over. On every backend it is watched through `Backend.alive` from the moment the
+nodes are up to the drain's end; each such exit is printed at once and recorded in the manifest
+(`node_exits`: node, exit code, when, its last output, kept whole in the run directory under
+`exits/<node>.txt`). The fidelity rule counts it as a run that does not measure the protocol
+(orchestrator/fidelity/rule.py `exit_reasons`), the report lists it under Faults, and `peerlab run`
+exits non-zero unless the scenario allows it (`nodes.exits: allow`).
+
+May import: the backends' interface (as a type) and the standard library.
+"""
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable
+
+from rich.markup import escape
+
+if TYPE_CHECKING:
+    from orchestrator.backends import Backend
+
+TAIL_LINES = 20     # of the node's output kept in exits/<node>.txt
+SHOWN_LINES = 3     # of those, on the console and in the manifest
+ALLOW, FAIL = "allow", "fail"
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def last_lines(text: str, count: int = SHOWN_LINES, width: int = 300) -> list[str]:
+    """The last `count` non-empty lines, without control characters (a program's colours), each cut
+    to `width` characters."""
+    lines = [_CONTROL.sub("", line).strip() for line in text.splitlines()]
+    return [line if len(line) <= width else line[:width] + "…" for line in lines if line][-count:]
+
+
+class NodeExits:
+    """The watch. `down()`/`up()` tell it which nodes the timeline takes down and brings back (a kill,
+    stop, restart or join), so that only the others' exits count; `now_ns` is experiment time."""
+
+    def __init__(self, backend: Backend, run_dir: Path, manifest: dict[str, Any],
+                 warn: Callable[[str], None], now_ns: Callable[[], int],
+                 blocking: Callable[..., Awaitable[Any]]):
+        self.backend = backend
+        self.run_dir = run_dir
+        self.records: list[dict[str, Any]] = manifest.setdefault("node_exits", [])
+        self.warn = warn
+        self.now_ns = now_ns
+        self.blocking = blocking
+        self.taken_down: set[str] = set()
+        self.task: asyncio.Task | None = None
+        # a look at every node is a dict lookup on the local backend, a round trip to an engine or an
+        # exec through the API server elsewhere
+        self.interval_s = 0.5 if not backend.round_trips else max(2.0, 10 * backend.poll_s)
+
+    def down(self, node: str) -> None:
+        self.taken_down.add(node)
+
+    def up(self, node: str) -> None:
+        self.taken_down.discard(node)
+
+    def start(self, nodes: Iterable[str], t0_ns: Callable[[], int | None]) -> None:
+        """Watch `nodes` (those started at deploy); `t0_ns`: the run's T0 once it is fixed."""
+        self.task = asyncio.create_task(self._watch(list(nodes), t0_ns))
+
+    async def stop(self) -> None:
+        """At the drain's end (nodes are stopped next): one last look, then the watch ends."""
+        if self.task is None:
+            return
+        self.task.cancel()
+        try:
+            await self.task
+        except asyncio.CancelledError:
+            pass
+        self.task = None
+
+    async def _watch(self, nodes: list[str], t0_ns: Callable[[], int | None]) -> None:
+        while True:
+            watched = [n for n in nodes if n not in self.taken_down]
+            alive = await self.blocking(self.backend.each, self.backend.alive, watched)
+            for node, up in zip(watched, alive):
+                if not up and node not in self.taken_down:  # (the timeline may have taken it down meanwhile)
+                    self.taken_down.add(node)  # down now: a planned restart brings it back (`up`)
+                    await self.blocking(self._record, node, t0_ns())
+            await asyncio.sleep(self.interval_s)
+
+    def _record(self, node: str, t0_ns: int | None) -> None:
+        at = None if t0_ns is None else round((self.now_ns() - t0_ns) / 1e9, 2)
+        try:
+            code = self.backend.wait_node(node, 0)
+        except Exception:  # the engine or the API server could not say
+            code = None
+        try:
+            tail = self.backend.output_tail(node, TAIL_LINES)
+        except Exception as err:  # its output is gone with it (a pod deleted)
+            tail = f"(its output could not be read: {err})"
+        kept = self.run_dir / "exits" / f"{node}.txt"
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_text(tail + ("" if tail.endswith("\n") else "\n"))
+        lines = last_lines(tail)
+        self.records.append({"node": node, "code": code, "offset_s": at, "last_lines": lines,
+                             "output": str(kept.relative_to(self.run_dir))})
+        self.warn(escape(f"node {node} exited on its own {when(at)} (exit code {'unknown' if code is None else code}), "
+                         f"before the drain's end: the run does not measure the protocol there. Its last output: "
+                         f"{' | '.join(lines) or '(none)'} (all of it: {kept})"))
+
+
+def when(offset_s: float | None) -> str:
+    return "before T0" if offset_s is None else f"at T0{'+' if offset_s >= 0 else ''}{offset_s:g}s"
+
+
+def summary(records: list[dict[str, Any]]) -> str:
+    """One line naming every node that exited on its own, for the run's detail and the console."""
+    named = ", ".join(f"{r['node']} (exit code {'unknown' if r['code'] is None else r['code']}, {when(r['offset_s'])})"
+                      for r in records[:5])
+    more = f" and {len(records) - 5} more" if len(records) > 5 else ""
+    return f"{len(records)} node(s) exited on their own before the drain's end: {named}{more}"
