@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -255,3 +256,60 @@ def test_peerlabs_go_rust_and_js_adapters_speak_the_interop_contract_too(tmp_pat
     assert {e["peer"] for e in delivered + duplicates} <= set(logs)
     metrics = analyse(run_dir, spark)
     assert metrics["delivery_ratio_up"] == 1.0 and metrics["duplicates_per_node"] == pytest.approx(len(duplicates) / 6)
+
+
+def test_an_exported_experiment_runs_to_its_end_on_strict_nodes_under_a_runner_like_theirs(binary, tmp_path):
+    """`interop-export` of the repository's interop scenario (reduced to 6 nodes) run as gossipsub-interop's
+    runner runs one: every binary started at once with the same params.json, host name node<ID> and an
+    /etc/hosts naming the others, nothing else. The strict test node dials once and exits when its script
+    ends: each runs the whole script (exit 0, no sooner than its last waitUntil) and gets every message."""
+    out = tmp_path / "params.json"
+    sets = ["nodes.count=6", "nodes.groups=[]", "topology.degree=3", "workload.publishers=3", "workload.warmup=2s",
+            "workload.drain=2s", "workload.message_size=2KiB", "network.latency={model: constant, one_way: 10ms}"]
+    from tests.support.cli import peerlab
+
+    done = peerlab("contract", "interop-export", "scenarios/interop-subnet-blob-msg.yaml", "--lead", "4", "-o",
+                   str(out), *[a for s in sets for a in ("--set", s)])
+    assert done.returncode == 0, done.stderr
+    script = json.loads(out.read_text())["script"]
+    end = script[-1]["elapsedSeconds"]
+    assert script[-1]["type"] == "waitUntil" and end == 4 + 2 + 3 * 12 + 2  # lead, warm-up, 3 publishes 12 s apart, drain
+    published = {str(i["instruction"]["messageID"]) for i in script if i.get("instruction", {}).get("type") == "publish"}
+    tag, nodes = f"plx{os.getpid() % 10000}", range(6)
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1 localhost\n" + "".join(f"10.91.0.{i + 1} node{i}\n" for i in nodes))
+    sh = lambda *cmd: subprocess.run(cmd, check=True, capture_output=True)  # noqa: E731
+    procs = []
+    try:
+        sh("ip", "netns", "add", f"{tag}-sw")
+        sh("ip", "-n", f"{tag}-sw", "link", "add", "br0", "type", "bridge")
+        sh("ip", "-n", f"{tag}-sw", "link", "set", "br0", "up")
+        for i in nodes:
+            ns = f"{tag}-{i}"
+            sh("ip", "netns", "add", ns)
+            sh("ip", "link", "add", f"{tag}v{i}", "netns", f"{tag}-sw", "type", "veth", "peer", "eth0", "netns", ns)
+            sh("ip", "-n", f"{tag}-sw", "link", "set", f"{tag}v{i}", "master", "br0", "up")
+            sh("ip", "-n", ns, "addr", "add", f"10.91.0.{i + 1}/24", "dev", "eth0")
+            sh("ip", "-n", ns, "link", "set", "eth0", "up")
+            sh("ip", "-n", ns, "link", "set", "lo", "up")
+        started = time.monotonic()
+        for i in nodes:  # all at once, as their runner starts them
+            procs.append(subprocess.Popen(
+                ["ip", "netns", "exec", f"{tag}-{i}", "unshare", "--uts", "--mount", "sh", "-c",
+                 f"hostname node{i} && mount --bind {hosts} /etc/hosts && exec {binary} --params {out}"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        results = [p.communicate(timeout=end + 60) for p in procs]
+        ran = time.monotonic() - started
+    finally:
+        for p in procs:
+            p.kill()
+        for ns in [f"{tag}-{i}" for i in nodes] + [f"{tag}-sw"]:
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+    assert end <= ran < end + 30  # each ran its script to the end, then exited of itself
+    for i, (p, (stdout, stderr)) in enumerate(zip(procs, results)):
+        assert p.returncode == 0, f"node{i} exited {p.returncode}: {stderr[-1000:]}"
+        lines = [json.loads(line) for line in stdout.splitlines()]
+        got = {e["id"] for e in lines if e.get("msg") == "Received Message"}
+        peer = next(e for e in lines if e.get("msg") == "PeerID")
+        own = {m for m in published if (int(m) >> 40) == peer["node_id"]}
+        assert published - own <= got, f"node{i} missed {sorted(published - own - got)}"
