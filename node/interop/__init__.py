@@ -1,6 +1,6 @@
 """The gossipsub-interop node contract (libp2p/test-plans, folder gossipsub-interop), peerlab's second
 node contract: a binary written for it runs unchanged as a peerlab node (`implementation:
-interop:PATH`, docs/interop.md).
+interop:NAME`, registered outside the scenario; docs/interop.md).
 
     script.py    a node's config (the contract's, node/contract.py) -> the instruction script that
                  contract's binaries read from `--params params.json`; the message ids both sides

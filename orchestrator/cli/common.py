@@ -1,10 +1,12 @@
-"""What the commands share: the parser of one command with its examples, the error console, scenario
-and Spark options, KEY=VALUE parsing, the analysis of one run and its one-line summary."""
+"""What the commands share: the parser of one command with its examples, the error console and how text
+from outside goes into its markup (`said`), scenario and Spark options, KEY=VALUE parsing, the analysis
+of one run and its one-line summary."""
 from __future__ import annotations
 
 import argparse
 import json
 import logging
+import os
 import signal
 import sys
 import textwrap
@@ -17,6 +19,14 @@ from rich.console import Console
 from rich.markup import escape
 
 err = Console(stderr=True, soft_wrap=True)
+
+
+def said(text: object) -> str:
+    """Text from outside (an exception's message, a path, a matrix label) for a line printed with Rich
+    markup: its markup escaped (`[/]` is text, not a closing tag), control characters shown as escapes."""
+    from orchestrator.model.bounded import shown
+
+    return escape("\n".join(shown(line, 4000) for line in str(text).split("\n")))
 
 
 class UsageError(Exception):
@@ -51,12 +61,18 @@ def scenario_args(p: argparse.ArgumentParser) -> None:
                         "matrices, WonderProxy CSVs, churn traces) may name (repeatable; also "
                         "PEERLAB_DATA_ROOTS=DIR:DIR). Relative data paths start at the scenario file's "
                         "directory, and nothing outside it and these roots is read")
+    p.add_argument("--adapters", metavar="DIR", help="a folder of registered programs (an adapter.json each, as "
+                                                      "`peerlab contract register --dir DIR` writes them) that "
+                                                      "the scenario may name as interop:NAME; sets PEERLAB_ADAPTERS "
+                                                      "(default ~/.config/peerlab/adapters)")
 
 
 def load(args: argparse.Namespace):
     """The scenario's combinations (one, unless it or the command line has a matrix)."""
     from orchestrator.model.matrix import expand
 
+    if getattr(args, "adapters", None):
+        os.environ["PEERLAB_ADAPTERS"] = str(Path(args.adapters).resolve())
     return expand(args.scenario, args.overrides, args.matrix, args.data_roots)
 
 
@@ -101,7 +117,7 @@ def report(run_dir: Path, args: argparse.Namespace, remote: Any = None) -> dict[
         try:
             conf = {**s3a.conf(), **conf}
         except s3a.S3aUnavailable as e:
-            err.print(f"[bold red]error:[/] {e} (or report a local copy: --local-copy)", highlight=False)
+            err.print(f"[bold red]error:[/] {said(e)} (or report a local copy: --local-copy)", highlight=False)
             return None
     session = start_session(args.master, conf, remote.logs_bytes if remote else logs_bytes(run_dir))
     from analysis.job import analyse
@@ -118,7 +134,7 @@ def report(run_dir: Path, args: argparse.Namespace, remote: Any = None) -> dict[
     def handle_signals() -> dict[int, Any]:  # again once the session is up: PySpark sets its own SIGINT handler
         return {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
 
-    err.print(f"[bold cyan]analysis:[/] PySpark ({args.master}) on {run_dir}")
+    err.print(f"[bold cyan]analysis:[/] PySpark ({said(args.master)}) on {said(run_dir)}")
     previous = handle_signals()
     try:
         return analyse(run_dir, console=err, master=args.master, session=session, after_session=handle_signals,
@@ -172,10 +188,10 @@ def upload(store: Any, run_id: str) -> bool:
     try:
         uploaded = store.sync(run_id)
     except StoreError as e:
-        err.print(f"[bold red]store:[/] {e}", highlight=False)
+        err.print(f"[bold red]store:[/] {said(e)}", highlight=False)
         return False
     if uploaded:
-        err.print(f"uploaded {uploaded} files to {store.url}/{run_id}")
+        err.print(f"uploaded {uploaded} files to {said(store.url)}/{said(run_id)}")
     return True
 
 
@@ -184,6 +200,6 @@ def write_json(obj: Any, output: str | None) -> None:
     text = json.dumps(obj, indent=2)
     if output:
         Path(output).write_text(text + "\n")
-        err.print(f"wrote {output}")
+        err.print(f"wrote {said(output)}")
     else:
         print(text)

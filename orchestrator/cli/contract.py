@@ -33,6 +33,16 @@ def add(sub: argparse._SubParsersAction) -> None:
     c.set_defaults(func=cmd_check)
     i = csub.add_parser("implementations", help="the node implementations, and whether each is installed")
     i.set_defaults(func=cmd_implementations)
+    r = csub.add_parser("register", help="register a gossipsub-interop binary of yours as interop:NAME",
+                        description="Registers a binary of the gossipsub-interop contract under a name a scenario "
+                                    "can give as `implementation: interop:NAME`. A scenario never names a path: "
+                                    "what it may run is what this machine's user registered (an adapter.json per "
+                                    "program, in $PEERLAB_ADAPTERS or else ~/.config/peerlab/adapters).")
+    r.add_argument("name", help="the name scenarios use after interop:")
+    r.add_argument("binary", type=Path, help="the program (it takes --params params.json)")
+    r.add_argument("--dir", type=Path, help="register into this folder instead (then pass it as "
+                                            "PEERLAB_ADAPTERS=DIR or --adapters DIR to run and validate)")
+    r.set_defaults(func=cmd_register)
     e = csub.add_parser("interop-export", help="a scenario's plan as one gossipsub-interop params.json (every "
                                                "node's script, times from the binaries' common start)")
     scenario_args(e)
@@ -59,7 +69,7 @@ def add(sub: argparse._SubParsersAction) -> None:
                         "before it is refused")
     m.add_argument("--nodes", type=int, metavar="N", help="how many nodes (default: as many as the script names)")
     m.add_argument("--name", help="the scenario's name (default: the params file's name)")
-    m.add_argument("--implementation", help="protocol.implementation, e.g. interop:./bin/my-gossipsub or go-libp2p "
+    m.add_argument("--implementation", help="protocol.implementation, e.g. interop:my-gossipsub (registered) or go-libp2p "
                                             "(default: the base's, else peerlab)")
     m.add_argument("--output", "-o", help="write the scenario here instead of stdout")
     m.set_defaults(func=cmd_interop_import)
@@ -99,7 +109,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_implementations(args: argparse.Namespace) -> int:
-    from node.adapters import ADAPTERS, INTEROP, PEERLAB, interop_adapter
+    from node.adapters import ADAPTERS, INTEROP, PEERLAB, interop_adapter, user_adapters, user_dirs
 
     print(f"{PEERLAB:<12} installed  peerlab's own protocol cores (every protocol)")
     for adapter in ADAPTERS.values():
@@ -112,10 +122,25 @@ def cmd_implementations(args: argparse.Namespace) -> int:
         if adapter.interop:
             print(f"{'':<12} gossipsub-interop's contract too: {INTEROP}{adapter.name} "
                   f"({adapter.interop_program()} --params params.json)")
-    interop = interop_adapter(f"{INTEROP}PATH")
-    print(f"{INTEROP + 'PATH':<12} any binary of the gossipsub-interop contract (docs/interop.md), local backend; "
-          f"{', '.join(interop.protocols)}")
-    print(f"{'':<12} parameters: {', '.join(interop.params)}")
+    registered = {n: s for n, s in user_adapters().items() if isinstance(s.get("interop"), str)}
+    for name, spec in registered.items():
+        interop = interop_adapter(f"{INTEROP}{name}")
+        state = "installed" if not interop.missing() else "missing  "
+        print(f"{INTEROP + name:<12} {state}  registered by you ({spec['directory']}): {spec['interop']}, a "
+              f"gossipsub-interop binary (local backend; {', '.join(interop.protocols)})")
+    print(f"{INTEROP + 'NAME':<12} your own gossipsub-interop binary: peerlab contract register NAME BINARY "
+          f"(registered in {', '.join(map(str, user_dirs()))}; docs/interop.md)")
+    return 0
+
+
+def cmd_register(args: argparse.Namespace) -> int:
+    from node.adapters import INTEROP, register
+
+    try:
+        path = register(args.name, args.binary, args.dir)
+    except (ValueError, OSError) as e:
+        raise UsageError(str(e)) from None
+    print(f"registered {INTEROP}{args.name}: {path}")
     return 0
 
 

@@ -21,8 +21,10 @@ from .strict import Strict
 from .units import Bandwidth, Duration, Rate, Size
 
 IMPLEMENTATION_DOC = ("whose code runs the nodes: peerlab (its own core) or a libp2p implementation's adapter "
-                      "(" + ", ".join(IMPLEMENTATIONS[1:]) + "; docs/node-contract.md), or interop:PATH for a "
-                      "binary of the gossipsub-interop contract (docs/interop.md)")
+                      "(" + ", ".join(IMPLEMENTATIONS[1:]) + "; docs/node-contract.md), or interop:NAME for a "
+                      "binary of the gossipsub-interop contract: an adapter's (interop:go-libp2p) or one its user "
+                      "registered outside the scenario (peerlab contract register NAME BINARY; docs/interop.md). "
+                      "Never a path")
 
 
 def _protocol_spec(name: str, params_cls: type[BaseModel]) -> type[BaseModel]:
@@ -295,6 +297,7 @@ class Output(Strict):
     @field_validator("store")
     @classmethod
     def _known_scheme(cls, url: str) -> str:
+        refuse_credentials(url)
         parsed = urlparse(url)
         if parsed.scheme not in ("file", "s3"):
             raise ValueError(f"store {url!r}: write file://DIR (e.g. file://./runs) or s3://BUCKET/PREFIX")
@@ -303,3 +306,13 @@ class Output(Strict):
         if parsed.scheme == "file":
             data_files.check_output_dir((parsed.netloc or "") + parsed.path)  # as open_store reads it
         return url
+
+
+def refuse_credentials(url: str) -> None:
+    """ValueError, without the URL, when a store URL holds credentials (`s3://KEY:SECRET@bucket`): they
+    would be printed and recorded in the manifest with it."""
+    if "@" in urlparse(url).netloc:
+        raise ValueError("a store URL holds no credentials (they would be printed and recorded in the run's "
+                         "manifest): give them as AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the environment, or in "
+                         "the store's credentials file ~/.aws/credentials (on Kubernetes, the chart's store Secret), "
+                         "and write the URL as s3://BUCKET/PREFIX")

@@ -16,6 +16,7 @@ import pytest
 
 from analysis.job import analyse
 from node import contract
+from node.adapters import USER_ADAPTERS_ENV, register
 from orchestrator.builds import gobuild
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.run import priority
@@ -30,7 +31,7 @@ SCENARIO = """
 name: interop-small
 seed: 4
 nodes: {count: 20}
-protocol: {name: gossipsub, implementation: "interop:BINARY", params: {heartbeat_interval: 0.5}}
+protocol: {name: gossipsub, implementation: "interop:strict-node", params: {heartbeat_interval: 0.5}}
 topology: {algorithm: random, degree: 3}
 network: {latency: {model: constant, one_way: 20ms}}
 topics: {count: 1}
@@ -41,9 +42,19 @@ calibration: {pairs: 3, throughput_nodes: 2}
 
 
 @pytest.fixture(scope="module")
-def binary() -> Path:
-    """Built once per machine into the user's cache (the same pinned modules as the go-libp2p adapter)."""
-    return gobuild.binary(NODE, ".", "interop-test-node", own=True, static=True)
+def binary(tmp_path_factory) -> Path:
+    """Built once per machine into the user's cache (the same pinned modules as the go-libp2p adapter),
+    and registered as a user registers their own (scenarios name it interop:strict-node, never by path)."""
+    built = gobuild.binary(NODE, ".", "interop-test-node", own=True, static=True)
+    registry = tmp_path_factory.mktemp("registered")
+    register("strict-node", built, registry)
+    before = os.environ.get(USER_ADAPTERS_ENV)
+    os.environ[USER_ADAPTERS_ENV] = str(registry)  # (the CLI in a subprocess inherits it)
+    yield built
+    if before is None:
+        os.environ.pop(USER_ADAPTERS_ENV)
+    else:
+        os.environ[USER_ADAPTERS_ENV] = before
 
 
 class Observed(Runner):
@@ -84,7 +95,7 @@ def host_setting() -> str:
 def test_interop_binaries_run_as_peerlab_nodes(binary, tmp_path, spark):
     """One run (a module fixture would run once per xdist worker that takes one of its tests), its
     checks in the helpers below."""
-    scenario = parse_scenario(SCENARIO.replace("BINARY", str(binary)) + f"output: {{store: 'file://{tmp_path}'}}\n")
+    scenario = parse_scenario(SCENARIO + f"output: {{store: 'file://{tmp_path}'}}\n")
     host_child_ehash = host_setting()
     runner = Observed(scenario)
     run_dir = runner.run()
@@ -149,7 +160,7 @@ def deliveries_and_duplicates_are_in_the_report(run_dir, logs, metrics, binary):
     assert metrics["duplicates_per_node"] == pytest.approx(duplicates / 20)
     assert metrics["latency_ms"]["p50"] >= 20
     report = (run_dir / "analysis" / "report.html").read_text()
-    assert f"interop:{binary} x20" in report and "gossipsub-interop view" in report
+    assert "interop:strict-node x20" in report and "gossipsub-interop view" in report
 
 
 QUITTER = """#!/bin/sh
@@ -173,9 +184,9 @@ def test_a_node_that_exits_on_its_own_fails_the_run_named_and_nothing_else_is_lo
     quitter = tmp_path / "quitter"
     quitter.write_text(QUITTER.replace("BINARY", str(binary)).replace("SLEEP", str(LEAD + 5 + 5)))
     quitter.chmod(0o755)
-    text = (SCENARIO.replace("BINARY", str(binary)).replace("nodes: {count: 20}", "nodes: {count: 6, groups: [{name: "
-                                                                                    f"quitter, count: 1, implementation: "
-                                                                                    f"'interop:{quitter}'}}]}}")
+    register("quitter", quitter, Path(os.environ[USER_ADAPTERS_ENV]))
+    text = (SCENARIO.replace("nodes: {count: 20}", "nodes: {count: 6, groups: [{name: quitter, count: 1, "
+                                                   "implementation: 'interop:quitter'}]}")
             .replace("faults: [{at: 2.5s, action: kill, nodes: [n5], restart_after: 1s}]\n", "")
             + f"output: {{store: 'file://{tmp_path / 'runs'}'}}\n")
     (tmp_path / "quit.yaml").write_text(text)
@@ -200,7 +211,7 @@ def test_a_node_that_exits_on_its_own_fails_the_run_named_and_nothing_else_is_lo
 
 
 def test_a_schedule_off_whole_seconds_is_refused_before_anything_starts(binary, tmp_path):
-    text = SCENARIO.replace("BINARY", str(binary)).replace("rate: 1/s", "rate: 2/s")
+    text = SCENARIO.replace("rate: 1/s", "rate: 2/s")
     with pytest.raises(RunError, match=r"message n\d+-\d+ at \d+\.\d+ s after T0: .*whole seconds"):
         Runner(parse_scenario(text + f"output: {{store: 'file://{tmp_path}'}}\n")).run()
     (run_dir,) = tmp_path.iterdir()

@@ -1,6 +1,7 @@
 """The gossipsub-interop contract's pieces without a process: the script a node's config becomes, the
 message ids, the schema, the stdout lines turned into events, the sockets read from /proc/net/tcp."""
 import json
+import os
 
 import pytest
 
@@ -156,13 +157,43 @@ def test_hosts_name_every_peer_node_and_index():
     assert hosts_file(config).splitlines()[1:] == ["10.0.0.5\tnode3", "10.0.0.3\tnode1", "10.0.0.14\tnode12"]
 
 
-def test_an_interop_implementation_names_its_binary_and_speaks_its_own_wire(tmp_path):
-    adapter = get_adapter(f"interop:{tmp_path}/node")
+def test_a_registered_interop_binary_is_named_by_its_name_and_speaks_its_own_wire(tmp_path, monkeypatch):
+    monkeypatch.setenv("PEERLAB_ADAPTERS", str(tmp_path / "registered"))
+    program = tmp_path / "node"
+    program.write_text("#!/bin/sh\n")
+    program.chmod(0o755)
+    with pytest.raises(KeyError, match="no binary is registered as 'mine'"):
+        get_adapter("interop:mine")
+    done = peerlab("contract", "register", "mine", str(program), env={**os.environ})
+    assert done.returncode == 0 and "registered interop:mine" in done.stdout, done.stderr
+    adapter = get_adapter("interop:mine")
     assert adapter.wire == "gossipsub-interop" and adapter.protocols == ("gossipsub",)
-    assert adapter.missing() == [f"{tmp_path}/node"]
-    assert adapter.argv("c.json")[-4:] == ["--binary", f"{tmp_path}/node", "--config", "c.json"]
-    with pytest.raises(KeyError, match="name the binary"):
-        get_adapter("interop:")
+    assert adapter.missing() == []
+    assert adapter.argv("c.json")[-4:] == ["--binary", str(program), "--config", "c.json"]
+    listed = peerlab("contract", "implementations", env={**os.environ})
+    assert "interop:mine installed  registered by you" in listed.stdout, listed.stdout
+    program.unlink()
+    assert get_adapter("interop:mine").missing() == [str(program)]
+
+
+@pytest.mark.parametrize("named", ["interop:/usr/bin/id", "interop:../../../usr/bin/id", "interop:./node",
+                                   "interop:", "interop:bin/id"])
+def test_a_scenario_never_names_a_program_by_its_path(named, tmp_path):
+    """Scenarios arrive in pull requests and CI runs them as root: a path would run any program."""
+    with pytest.raises(KeyError, match="never a path"):
+        get_adapter(named)
+    text = (f"name: hostile\nnodes: {{count: 2}}\nprotocol: {{name: gossipsub, implementation: '{named}'}}\n"
+            "workload: {publishers: 1, rate: 1/s, duration: 2s}\n")
+    (tmp_path / "s.yaml").write_text(text)
+    done = peerlab("validate", str(tmp_path / "s.yaml"))
+    assert done.returncode == 2 and "never a path" in done.stderr and "implementation" in done.stderr, done.stderr
+
+
+def test_registering_refuses_what_is_not_a_program_or_a_name(tmp_path):
+    for name, binary, why in [("mine", tmp_path / "absent", "not an executable file"),
+                              ("go-libp2p", "/bin/true", "not one of peerlab"), ("../x", "/bin/true", "letters")]:
+        done = peerlab("contract", "register", name, str(binary), "--dir", str(tmp_path))
+        assert done.returncode == 2 and why in done.stderr, done.stderr
 
 
 def test_interop_and_an_adapters_name_runs_that_adapters_program_in_the_interop_mode():
