@@ -40,6 +40,7 @@ from node.eventlog import EventLog
 from node.ids import node_index
 from node.interop import script, sockets
 from node.interop.stdout import Stdout
+from node.process import privileges
 
 LEAD = 18          # whole seconds from the last binary's start to T0: they listen, connect, mesh
 CONNECT_BEFORE_T0 = 12  # every binary listens by then (the runner checks it: their `ready`), and each
@@ -67,8 +68,9 @@ def hosts_file(config: dict[str, Any]) -> str:
 
 def _own_host(hostname: str, hosts: str, go: int) -> None:
     """In the binary's process before exec: its own host name and /etc/hosts, and death with the shim (a
-    SIGKILL to the node, the fault timeline's `kill`, takes the binary too); then it waits for a byte on
-    `go` (none: the node was stopped before it started)."""
+    SIGKILL to the node, the fault timeline's `kill`, takes the binary too); then the run's node user
+    (its privileges dropped: node/process/privileges.py), and it waits for a byte on `go` (none: the
+    node was stopped before it started)."""
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.unshare(_CLONE_NEWUTS | _CLONE_NEWNS) != 0:
         raise OSError(ctypes.get_errno(), "unshare(UTS, mount) (the shim runs as root)")
@@ -78,6 +80,9 @@ def _own_host(hostname: str, hosts: str, go: int) -> None:
     if libc.mount(hosts.encode(), b"/etc/hosts", None, _MS_BIND, None) != 0:
         raise OSError(ctypes.get_errno(), "binding the run's hosts file on /etc/hosts")
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    user = privileges.from_env()
+    if user is not None:  # the binary runs as the run's node user, without capabilities
+        privileges.drop_privileges(*user)
     if not os.read(go, 1):
         os._exit(0)
     os.close(go)
@@ -132,8 +137,10 @@ class Shim:
         script_end = script.run_end(t0_after, end_s)
         params_path = self.config_path.with_name(self.config_path.stem + ".params.json")
         params_path.write_text(json.dumps(params))
+        params_path.chmod(0o644)  # read by the binary, as the node user
         hosts_path = self.config_path.with_name(self.config_path.stem + ".hosts")
         hosts_path.write_text(hosts_file(self.config))
+        hosts_path.chmod(0o644)
         names = {interop_peer_id(node_index(p)): p for p in self.config["peer_ids"]}
         out = Stdout(self.node, names, list(self.config["subscriptions"]))
         signal.signal(signal.SIGTERM, lambda *_: self.stop())
@@ -149,10 +156,15 @@ class Shim:
 
         threading.Thread(target=release, daemon=True).start()
         # Popen returns once the binary is exec'd; its namespaces are made before, while it waits for the start
+        # the registered program is opened here, by the shim, and run through that descriptor: the node
+        # user it runs as need not reach its folder (a binary under its owner's home, or root's)
+        program = os.open(self.binary, os.O_RDONLY)
         self.child = subprocess.Popen(
-            [self.binary, "--params", str(params_path)], stdout=subprocess.PIPE, text=True, pass_fds=(go_read,),
+            [self.binary, "--params", str(params_path)], executable=f"/proc/self/fd/{program}",
+            stdout=subprocess.PIPE, text=True, pass_fds=(go_read, program),
             preexec_fn=lambda: _own_host(f"node{self.index}", str(hosts_path), go_read))
         os.close(go_read)
+        os.close(program)
         launched = launched[0]
         threading.Thread(target=self._timeline, args=(launched, t0_after, connect_at), daemon=True).start()
         threading.Thread(target=self._sockets, daemon=True).start()

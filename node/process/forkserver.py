@@ -5,9 +5,15 @@ protobuf, pydantic); 200 of them on 2 cores is most of a minute. A fork of a pro
 holds those modules takes milliseconds, and the children share the pages. The local backend runs
 one fork server per run. It reads JSON lines on stdin and writes JSON lines on stdout:
 
-    {"op": "spawn", "node": "n3", "netns": "plabc123-n3", "config": "...json", "out": "...out"}
+    {"op": "spawn", "node": "n3", "netns": "plabc123-n3", "config": "...json", "out": "...out",
+     "user": [uid, gid]}
       -> {"spawned": "n3", "pid": 1234}
-    the same with "argv": [...]: the child execs that command (an adapter's node) in the namespace
+    the same with "argv": [...]: the child execs that command (an adapter's node) in the namespace;
+    with "drops_itself": true, a command that drops to "user" itself (the gossipsub-interop shim, which
+    needs root to give its binary a host name and /etc/hosts: node/interop/shim.py)
+
+In the namespace, before it runs anything of the node's, a child becomes the run's node user
+(node/process/privileges.py): no capabilities, no way back.
     a child ended -> {"exit": 1234, "code": 0}
 
 It exits when stdin closes (the orchestrator ended or died); its children live on until stopped,
@@ -27,6 +33,14 @@ from pyroute2 import netns
 import node.process.control  # noqa: F401  (preloaded for the children)
 import node.process.runtime  # noqa: F401
 from node.__main__ import main as node_main
+from node.eventlog import load_schema
+from node.process import privileges
+
+# What a node would otherwise read from the interpreter's own files once it runs as the node user,
+# who may not reach them (a Python installed under root's home): read here, before the fork
+load_schema()
+import encodings.idna  # noqa: E402,F401  (host names)
+import importlib.readers  # noqa: E402,F401
 
 
 def _child(cmd: dict) -> None:
@@ -42,6 +56,12 @@ def _child(cmd: dict) -> None:
         os.close(devnull)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         netns.setns(cmd["netns"], flags=0, fork=False)
+        if cmd.get("user"):
+            uid, gid = cmd["user"]
+            if cmd.get("drops_itself"):
+                os.environ[privileges.NODE_USER_ENV] = f"{uid}:{gid}"
+            else:
+                privileges.drop_privileges(uid, gid)
         if cmd.get("argv"):
             os.execvp(cmd["argv"][0], cmd["argv"])  # does not return; its failure is reported below
         node_main(["--config", cmd["config"]])

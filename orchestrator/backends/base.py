@@ -22,6 +22,7 @@ from node.contract import ContractConfig
 from orchestrator.control.node_client import ControlClient
 from orchestrator.model.plan import RunPlan
 from orchestrator.shaping import ops, tc
+from orchestrator.store.durable import private_dir
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -98,6 +99,9 @@ class Backend(abc.ABC):
 
     def __init__(self, ctx: RunContext):
         self.ctx = ctx
+        # the run's scratch holds the nodes' configs, with the run's control token, and (locally) their
+        # control sockets: no other user may enter it
+        private_dir(ctx.scratch)
         self.stopping = threading.Event()  # set on SIGINT/SIGTERM: long steps stop between nodes
 
     def check_stop(self) -> None:

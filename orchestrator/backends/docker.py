@@ -44,6 +44,7 @@ from orchestrator.builds import node_image as image
 from orchestrator.control.node_client import ControlClient
 from orchestrator.record import host_state
 from orchestrator.shaping import ops, tcp
+from orchestrator.store.durable import private_dir, write_private
 
 DATA_PORT = 4001
 CONTROL_PORT = 7000
@@ -51,6 +52,7 @@ HOST = "host"  # link_ends' name for the Docker host's own namespace
 EVENTS_DIR = "/var/lib/peerlab/events"
 CONFIG_DIR = "/etc/peerlab"
 LABEL = "peerlab.run"
+NODE_UID = 10001  # the user every node image runs as (USER in node/Dockerfile and node/adapters/*/Dockerfile)
 OWNER = "peerlab.owner"  # host/pid of the orchestrator that made it: clean leaves a live one's run alone
 
 
@@ -69,8 +71,9 @@ def docker_client():
     return client
 
 
-def remove_docker_objects(short: str, client=None) -> dict[str, int]:
-    """Remove every container, network and volume labelled with this run; counts of each."""
+def remove_docker_objects(short: str, client=None, volumes: bool = True) -> dict[str, int]:
+    """Remove every container, network and (`volumes`) volume labelled with this run; counts of each
+    (`peerlab clean` removes the event-log volume last, once its logs are stored)."""
     client = client or docker_client()
     selector = {"label": f"{LABEL}={short}"}
     containers = client.containers.list(all=True, filters=selector)
@@ -80,10 +83,10 @@ def remove_docker_objects(short: str, client=None) -> dict[str, int]:
     networks = client.networks.list(filters=selector)
     for n in networks:
         _remove_network(n, [c.name for c in containers])
-    volumes = client.volumes.list(filters=selector)
-    for v in volumes:
+    gone = client.volumes.list(filters=selector) if volumes else []
+    for v in gone:
         v.remove(force=True)
-    return {"containers": len(containers), "networks": len(networks), "volumes": len(volumes)}
+    return {"containers": len(containers), "networks": len(networks), "volumes": len(gone)}
 
 
 def _remove_network(network, names: list[str], attempts: int = 5) -> None:
@@ -161,8 +164,10 @@ class DockerBackend(Backend):
         self.image = image.build(self.client, say=say)
         self.images = {name: image.build(self.client, say=say, implementation=name)
                        for name in sorted({n.implementation for n in ctx.plan.nodes} - {PEERLAB})}
-        for sub in ("configs", "out"):
-            (ctx.scratch / sub).mkdir(parents=True, exist_ok=True)
+        # the configs (each holds the run's token), bind-mounted into the node containers: readable by
+        # the nodes' user only, and not by anyone else on this host
+        private_dir(ctx.scratch / "configs", NODE_UID)
+        (ctx.scratch / "out").mkdir(parents=True, exist_ok=True)
         self.volume = None
 
     # names and addresses -----------------------------------------------------------------------
@@ -248,7 +253,7 @@ class DockerBackend(Backend):
             return far_end_counters(ipr, {ifname: node for node, ifname in self.host_ifname.items()})
 
     def start_node(self, node_id: str, config: ContractConfig) -> None:
-        self._paths(node_id)["config"].write_text(config.model_dump_json())
+        write_private(self._paths(node_id)["config"], config.model_dump_json(), NODE_UID)
         old = self.containers.pop(node_id, None)
         if old is not None:
             self._save_output(node_id, old)

@@ -23,6 +23,7 @@ from orchestrator.backends import kube_exec, kube_lease
 from orchestrator.backends.kube_exec import ExecResult
 from orchestrator.control.node_client import ControlClient
 from orchestrator.paths import ROOT
+from orchestrator.store.durable import write_private
 
 CHART = ROOT / "charts" / "peerlab"
 REST_TIMEOUT = 30     # seconds for one API call (connect and read)
@@ -32,8 +33,9 @@ PSA_ENFORCE = "pod-security.kubernetes.io/enforce"
 
 def write_values(values: dict[str, Any], path: Path) -> None:
     """The release's values file, as JSON (which is YAML): every string quoted. PyYAML leaves a run's
-    short id such as 606e96 bare, which helm's YAML 1.2 reads as a number."""
-    path.write_text(json.dumps(values, indent=1))
+    short id such as 606e96 bare, which helm's YAML 1.2 reads as a number. It holds the run's control
+    token: 0o600 from its creation."""
+    write_private(path, json.dumps(values, indent=1))
 
 
 def helm_binary() -> str:

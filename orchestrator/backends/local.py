@@ -26,12 +26,14 @@ from pyroute2 import NetlinkError, NetNS, netns
 from pyroute2.netlink.rtnl import ndmsg
 
 from node import ids
-from node.adapters import get_adapter
+from node.adapters import INTEROP, get_adapter
 from node.config import NodeConfig
 from node.contract import ContractConfig
+from node.process import privileges
 from orchestrator.backends.base import Backend, LinkEnds, RunContext, far_end_counters, file_tail
 from orchestrator.control.node_client import ControlClient
 from orchestrator.shaping import ops, tcp
+from orchestrator.store.durable import private_dir, write_private
 
 DATA_PORT = 4001
 NUD_PERMANENT = ndmsg.states["permanent"]
@@ -102,9 +104,15 @@ class LocalBackend(Backend):
         self._cond = threading.Condition()
         self.switch_ns = NamespaceHandle(self.switch)
         self.node_ns: dict[str, NamespaceHandle] = {}  # each node namespace's, from its first tc work
-        (ctx.scratch / "configs").mkdir(parents=True, exist_ok=True)
-        (ctx.scratch / "events").mkdir(parents=True, exist_ok=True)
-        (ctx.scratch / "out").mkdir(parents=True, exist_ok=True)
+        # nodes run as the run's own unprivileged user (node/process/privileges.py): they pass through the
+        # scratch folder and those of their configs and logs (0o711: no listing), and reach nothing else of
+        # it; each file of theirs is theirs (0o600), the socket folder theirs alone
+        self.node_user = privileges.run_user(ctx.short)
+        for folder in (ctx.scratch, private_dir(ctx.scratch / "configs"), ctx.scratch / "events"):
+            folder.mkdir(parents=True, exist_ok=True)
+            folder.chmod(0o711)
+        private_dir(ctx.scratch / "out")
+        private_dir(ctx.scratch / "sockets", owner=self.node_user[0])
 
     def node_netns(self, node_id: str) -> str:
         return f"{self.prefix}-{node_id}"
@@ -175,7 +183,7 @@ class LocalBackend(Backend):
     def _paths(self, node_id: str) -> dict[str, Path]:
         s = self.ctx.scratch
         return {"config": s / "configs" / f"{node_id}.json", "events": s / "events" / f"{node_id}.jsonl",
-                "out": s / "out" / f"{node_id}.out", "sock": s / f"{node_id}.sock"}
+                "out": s / "out" / f"{node_id}.out", "sock": s / "sockets" / f"{node_id}.sock"}
 
     def control_endpoint(self, node_id: str) -> dict[str, str]:
         return {"unix": str(self._paths(node_id)["sock"])}
@@ -205,14 +213,20 @@ class LocalBackend(Backend):
 
     def start_node(self, node_id: str, config: ContractConfig) -> None:
         paths = self._paths(node_id)
-        paths["config"].write_text(config.model_dump_json())
+        uid, gid = self.node_user  # the config (the run's token) and the event log: the node's alone
+        write_private(paths["config"], config.model_dump_json(), owner=uid)
+        if not paths["events"].exists():
+            write_private(paths["events"], "", owner=uid)
         paths["sock"].unlink(missing_ok=True)
         with self._cond:
             self.pids.pop(node_id, None)
         cmd = {"op": "spawn", "node": node_id, "netns": self.node_netns(node_id),
                "config": str(paths["config"]), "out": str(paths["out"])}
+        cmd["user"] = [uid, gid]
         if not isinstance(config, NodeConfig):  # an adapter's node: its own command
             cmd["argv"] = get_adapter(config.implementation).argv(str(paths["config"]))
+            # the gossipsub-interop shim gives its binary a host name and /etc/hosts first, as root
+            cmd["drops_itself"] = config.implementation.startswith(INTEROP)
         proc = self._forkserver_proc()
         proc.stdin.write((json.dumps(cmd) + "\n").encode())
         proc.stdin.flush()

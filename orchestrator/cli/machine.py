@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 from pathlib import Path
 
 from orchestrator.cli.common import UsageError, add_command, err, key_values
@@ -44,14 +45,19 @@ def add(sub: argparse._SubParsersAction) -> None:
 
     p = add_command(sub, "clean", help="remove what crashed runs left: namespaces, processes, containers; "
                                        "with --kubernetes, Helm releases",
-                    examples=["peerlab clean", "peerlab clean --kubernetes --namespace peerlab"],
+                    examples=["peerlab clean", "peerlab clean --force 1a2b3c   # this run, lease or not",
+                              "peerlab clean --kubernetes --namespace peerlab"],
                     description="Remove what runs whose orchestrator died left behind. On this machine (root): "
                                 "node processes, network namespaces, scratch folders, Docker containers, "
                                 "networks and volumes labelled peerlab.run; each run's event logs are stored "
                                 "into its run directory first. With --kubernetes: the Helm releases pl<short> "
                                 "in the namespace whose lease (renewed by a live orchestrator every 15 s) "
-                                "lapsed, or that have none. A live run is never touched without --force.")
-    p.add_argument("--force", action="store_true", help="also clean runs whose orchestrator is alive")
+                                "lapsed, or that have none. A run whose lease is held (its orchestrator lives), "
+                                "or that has none, is never touched unless --force names it; a run's scratch "
+                                "copies of its logs go only once every log is stored and checked.")
+    p.add_argument("--force", nargs="*", metavar="RUN",
+                   help="also clean these runs (short id, run id, or release pl<short>) though their lease is held "
+                        "or missing; with no RUN, every run")
     p.add_argument("--kubernetes", action="store_true",
                    help="clean Helm releases in the cluster of your kubeconfig instead (needs no root)")
     p.add_argument("--namespace", help="with --kubernetes: the namespace (default $PEERLAB_K8S_NAMESPACE or peerlab)")
@@ -113,7 +119,7 @@ def clean_kubernetes(args: argparse.Namespace) -> int:
     for owner in owners:
         what = f"release {owner.release} in namespace {namespace}" if owner.installed else \
             f"lease {owner.release} in namespace {namespace} (no release)"
-        if owner.alive(now) and not args.force:
+        if owner.alive(now) and not forced(args, owner.release, owner.release.removeprefix("pl")):
             err.print(f"{what}: orchestrator alive ({owner.describe(now)}); left alone (use --force to clean it anyway)")
             continue
         err.print(f"{what}: {owner.describe(now)}; uninstalling" if owner.installed else f"{what}: deleting")
@@ -128,62 +134,112 @@ def clean_kubernetes(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def forced(args: argparse.Namespace, *names: str) -> bool:
+    """Does --force name this run (its short id, run id or release), or, given bare, every run?"""
+    return args.force is not None and (not args.force or any(n and n in args.force for n in names))
+
+
+def leave_alone(run, owner: str | None, args: argparse.Namespace) -> str:
+    """Why `clean` must not touch this run ("" to clean it): its lease is held, or it has none and
+    nothing here says its orchestrator died (`--force` naming it overrides both)."""
+    from orchestrator.record.host_state import holder_here
+
+    if forced(args, run.short, run.name, f"pl{run.short}"):
+        return ""
+    if run.lease.state == "held":
+        return f"{run.lease.describe()}: still running"
+    if run.lease.state == "free":
+        return ""
+    if owner and holder_here(owner) is False:
+        return ""  # its Docker objects name an orchestrator that died on this host
+    if owner:
+        # no lease here, but its Docker objects name their orchestrator: alive on this host, or on another
+        # host sharing the engine (where nothing here can tell whether it lives)
+        where = "alive on this host" if holder_here(owner) else "on another host: its state file is there"
+        return f"Docker objects of orchestrator {owner} ({where})"
+    what = "a state file" if run.state or run.unreadable else "namespaces" if owner is None else "Docker objects"
+    return f"{what} but no lease here (a run of an older peerlab, or one whose lease is gone)"
+
+
 def cmd_clean(args: argparse.Namespace) -> int:
     if args.kubernetes:
         return clean_kubernetes(args)
     if args.namespace or args.kube_context:
         raise UsageError("--namespace and --kube-context go with --kubernetes")
-    from orchestrator.backends.docker import docker_leftovers, event_volume_dirs, remove_docker_objects
-    from orchestrator.backends.local import remove_run_objects
-    from orchestrator.record.host_state import (
-        find_runs,
-        forget_run,
-        holder_here,
-        mark_status,
-        salvage_logs,
-    )
+    from orchestrator.backends.docker import docker_leftovers
+    from orchestrator.record import lease as leases
+    from orchestrator.record.host_state import FoundRun, find_runs
 
     if os.geteuid() != 0:
         err.print("[bold red]error:[/] cleaning namespaces needs root")
         return 1
-    found = 0
-    runs = find_runs()
+    runs = {run.short: run for run in find_runs()}
     in_docker = docker_leftovers()  # containers, networks, volumes of docker-backend runs: short -> owner
-    known = {short for _, short, _ in runs}
-    runs += [(None, short, False) for short in sorted(set(in_docker) - known)]
-    for state, short, alive in runs:
-        if alive and not args.force:
-            err.print(f"run {state.run_id if state else short}: orchestrator (pid {state.pid}) still running; "
-                      "left alone (use --force to clean it anyway)")
+    for short in set(in_docker) - set(runs):
+        runs[short] = FoundRun(short, None, leases.Lease("none"))
+    found = failed = 0
+    for short, run in sorted(runs.items()):
+        why = leave_alone(run, in_docker.get(short), args)
+        if why:
+            err.print(f"run {run.name}: {why}; left alone (`peerlab clean --force {short}` cleans it anyway)",
+                      markup=False, highlight=False)
             continue
-        owner = in_docker.get(short, "") if state is None else ""
-        if owner and holder_here(owner) is not False and not args.force:
-            # no state file here, but its Docker objects name their orchestrator: alive on this host, or on
-            # another host sharing the engine (where nothing here can tell whether it lives)
-            where = "alive on this host" if holder_here(owner) else "on another host: its state file is there"
-            err.print(f"run {short}: Docker objects of orchestrator {owner} ({where}); left alone "
-                      "(use --force to clean it anyway)")
-            continue
-        salvaged = 0
-        if state:  # the nodes' logs, from where they wrote them, before those places go
-            sources = [Path(state.scratch) / "events", *(event_volume_dirs(short) if short in in_docker else [])]
-            salvaged = salvage_logs(state.run_dir, sources)
-        removed = remove_run_objects(short, state.scratch if state else None)
-        if short in in_docker:
-            docker = remove_docker_objects(short)
-            err.print(f"run {short}: removed {docker['containers']} containers, {docker['networks']} networks, "
-                      f"{docker['volumes']} volumes")
-        if state:
-            mark_status(state.run_dir, "crashed", f"orchestrator died; cleaned by `peerlab clean`, which stored "
-                                                  f"{salvaged} event logs the run had not (`peerlab report` reads them)")
-            err.print(f"run {state.run_id}: {salvaged} event logs stored into {state.run_dir}")
-        forget_run(short)
         found += 1
-        err.print(f"run {state.run_id if state else 'pl' + short + '-* (no state file)'}: "
-                  f"killed {removed['processes']} processes, removed {removed['namespaces']} namespaces")
+        failed += not clean_run(run, short in in_docker, forced(args, run.short, run.name, f"pl{run.short}"))
     if not found:
         err.print("nothing to clean")
-    return 0
+    return 1 if failed else 0
+
+
+def clean_run(run, in_docker: bool, named: bool = False) -> bool:
+    """Stop what the run left running, store its nodes' logs (checked), then remove the rest; the
+    scratch copies of the logs (scratch directory, Docker volume) only once every log is stored.
+    False if some could not be: they, the state file and the lease stay for the next `clean`. A Docker
+    volume of a run without a state file (no run directory to store into) goes when --force `named` it."""
+    from orchestrator.backends.docker import event_volume_dirs, remove_docker_objects
+    from orchestrator.backends.local import remove_run_objects
+    from orchestrator.record import lease as leases
+    from orchestrator.record.host_state import forget_run, lease_path, mark_status, remove_state_file
+    from orchestrator.record.salvage import salvage_logs
+
+    state, short = run.state, run.short
+    removed = remove_run_objects(short)  # the nodes first: their logs stop growing
+    docker = remove_docker_objects(short, volumes=False) if in_docker else {}
+    sources = [*([Path(state.scratch) / "events"] if state else []), *(event_volume_dirs(short) if in_docker else [])]
+    saved = salvage_logs(state.run_dir if state else None, sources)
+    if saved.complete and state:
+        shutil.rmtree(state.scratch, ignore_errors=True)
+    if in_docker and (saved.complete or (named and not state)):
+        docker["volumes"] = remove_docker_objects(short)["volumes"]
+    if docker:
+        err.print(f"run {short}: removed {docker['containers']} containers, {docker['networks']} networks, "
+                  f"{docker.get('volumes', 0)} volumes")
+    kept = f"{state.scratch if state else ''}{' and ' if state and in_docker else ''}" \
+           f"{f'Docker volume pl{short}-events' if in_docker else ''}"
+    if state:
+        detail = (f"orchestrator died; cleaned by `peerlab clean`, which stored {len(saved.stored)} event logs the run "
+                  "had not (`peerlab report` reads them)")
+        if not saved.complete:
+            detail += (f"; {len(saved.missing)} could not be stored ({saved.problem}): every node's log is kept "
+                       f"in {kept}, and `peerlab clean` again stores them")
+        mark_status(state.run_dir, "crashed", detail)
+        err.print(f"run {state.run_id}: {len(saved.stored)} event logs stored into {state.run_dir}"
+                  + ("" if saved.complete else f"; {len(saved.missing)} could not be ({saved.problem}): kept in {kept}"),
+                  markup=False, highlight=False)
+    elif not saved.complete and not named:
+        err.print(f"run {short}: {len(saved.missing)} event logs kept in {kept} ({saved.problem}; "
+                  f"`peerlab clean --force {short}` removes them)", markup=False, highlight=False)
+    done = saved.complete or (named and not state)
+    if done:
+        if run.unreadable:
+            remove_state_file(short)
+        forget_run(short)
+    else:
+        leases.let_go(lease_path(short))
+    name = run.state.run_id if run.state else f"pl{short}-* (no state file)"
+    err.print(f"run {name}: killed {removed['processes']} processes, removed {removed['namespaces']} namespaces",
+              markup=False, highlight=False)
+    return done
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:

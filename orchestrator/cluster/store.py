@@ -28,6 +28,7 @@ from orchestrator.cluster import layout as L
 from orchestrator.cluster.layout import Layout
 from orchestrator.paths import ROOT
 from orchestrator.store import s3server
+from orchestrator.store.durable import write_private
 
 CHART = ROOT / "charts" / "peerlab-store"
 RELEASE = NAMESPACE = "peerlab-store"
@@ -106,7 +107,7 @@ def write_env(s: Layout) -> Path:
     """credentials.env with the endpoint too (the node's address may change between ups): `. FILE`."""
     env = credentials(s)
     path = credentials_file(s)
-    path.write_text("".join(f"export {k}={v}\n" for k, v in env.items()))
+    write_private(path, "".join(f"export {k}={v}\n" for k, v in env.items()))
     return path
 
 

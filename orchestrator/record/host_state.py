@@ -1,10 +1,14 @@
-"""The runs this host has, by their state files: which, whose, and where their scratch is.
+"""The runs this host has, by their state files and leases: which, whose, alive or not, and where their
+scratch is.
 
-Every run registers itself in a state file (`<state dir>/<short>.json`: /run/peerlab as root) holding
-the orchestrator's pid; kernel objects are all named `pl<short>-...`, so a run whose state file is
-gone is still found by its namespaces. Teardown and `peerlab clean` use the same functions (the
-namespaces themselves are removed by the local backend: orchestrator/backends/local.py), so a run
-killed with SIGKILL is cleaned exactly as a finished one.
+Every run registers itself: it takes its lease (`<state dir>/<short>.lease`, an flock its orchestrator
+holds for the run's life: lease.py), then writes its state file (`<state dir>/<short>.json`, whole or
+not at all). The state directory of root's runs is always /run/peerlab, so every `peerlab clean` on
+the machine sees every run that made namespaces or containers. Kernel objects are all named
+`pl<short>-...`, so a run whose state file is gone is still found by its namespaces, and judged by its
+lease. Teardown and `peerlab clean` use the same functions (the namespaces themselves are removed by
+the local backend: orchestrator/backends/local.py), so a run killed with SIGKILL is cleaned exactly as
+a finished one.
 """
 from __future__ import annotations
 
@@ -19,14 +23,21 @@ from pathlib import Path
 
 from pyroute2 import netns
 
+from orchestrator.record import lease as leases
+from orchestrator.store.durable import private_dir, write_atomic
+
+ROOT_STATE_DIR = Path("/run/peerlab")
+
 
 def default_state_dir() -> Path:
-    """$PEERLAB_STATE_DIR, else /run/peerlab for root (the backends that make namespaces need root);
-    otherwise the user's own runtime directory, since the kubernetes and sim backends need no root."""
+    """/run/peerlab for root, always (the backends that make namespaces and containers need root, and
+    `peerlab clean` must see all of their runs: one in another state directory would be an orphan to
+    it); otherwise $PEERLAB_STATE_DIR, else the user's own runtime directory, since the kubernetes and
+    sim backends need no root."""
+    if os.geteuid() == 0:
+        return ROOT_STATE_DIR
     if os.environ.get("PEERLAB_STATE_DIR"):
         return Path(os.environ["PEERLAB_STATE_DIR"])
-    if os.geteuid() == 0:
-        return Path("/run/peerlab")
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     return Path(runtime) / "peerlab" if runtime else Path.home() / ".local" / "state" / "peerlab"
 
@@ -48,6 +59,8 @@ def scratch_root() -> Path:
         root = Path(tempfile.gettempdir()) / f"peerlab-{os.geteuid()}"
         root.mkdir(mode=0o700, exist_ok=True)
     return root
+
+
 _NAME = re.compile(r"^pl([0-9a-f]{6})-")
 
 
@@ -64,13 +77,21 @@ class RunState:
         return STATE_DIR / f"{self.short}.json"
 
 
+def lease_path(short: str) -> Path:
+    return STATE_DIR / f"{short}.lease"
+
+
 def record_run(state: RunState) -> None:
-    STATE_DIR.mkdir(parents=True, exist_ok=True)
-    state.path.write_text(json.dumps(state.__dict__))
+    """Register a run: its lease first (held by this process until `forget_run`), then its state file."""
+    private_dir(STATE_DIR)  # the runs' pids and paths: no node (the run's unprivileged user) reads them
+    leases.take(lease_path(state.short), state.run_id)
+    write_atomic(state.path, json.dumps(state.__dict__), mode=0o600)
 
 
 def forget_run(short: str) -> None:
+    """Unregister a run: its state file, then its lease (this process's, or the one `clean` claimed)."""
     (STATE_DIR / f"{short}.json").unlink(missing_ok=True)
+    leases.give_back(lease_path(short))
 
 
 def holder() -> str:
@@ -97,48 +118,52 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def salvage_logs(run_dir: str, sources: list[Path]) -> int:
-    """A crashed run's event logs, gzipped from where its nodes wrote them (`sources`: folders of
-    <node>.jsonl) into its run directory, before `peerlab clean` removes those folders; logs the run
-    already stored are left as they are. Returns how many were salvaged. A full disk stops it."""
-    from orchestrator.store import DISK_FULL, FileStore
+@dataclass
+class FoundRun:
+    """A run `peerlab clean` found: by its state file (None if it has none, or an unreadable one), its
+    lease, or its namespaces."""
 
-    root = Path(run_dir)
-    if not root.is_dir():
-        return 0
-    store, count = FileStore(root.parent), 0
-    for folder in sources:
-        for log in sorted(folder.glob("*.jsonl")) if folder.is_dir() else []:
-            if (root / "events" / f"{log.stem}.jsonl.gz").exists():
-                continue
-            try:
-                store.put_log(root.name, log.stem, log)
-            except OSError as err:
-                if err.errno in DISK_FULL:
-                    return count
-                raise
-            count += 1
-    return count
+    short: str
+    state: RunState | None
+    lease: leases.Lease
+    unreadable: bool = False  # its state file could not be read
+
+    @property
+    def name(self) -> str:
+        return self.state.run_id if self.state else self.lease.run_id or self.short
 
 
-def find_runs() -> list[tuple[RunState | None, str, bool]]:
-    """(state or None, short id, orchestrator alive) for every run with a state file or namespaces."""
-    seen: dict[str, RunState | None] = {}
+def find_runs() -> list[FoundRun]:
+    """Every run with a state file, a lease or namespaces on this host. A free lease is claimed (held
+    by this process until `forget_run`), so the run cannot be taken up again while it is cleaned."""
+    states: dict[str, RunState | None] = {}
+    shorts: set[str] = set()
     if STATE_DIR.is_dir():
         for path in STATE_DIR.glob("*.json"):
+            shorts.add(path.stem)
             try:
                 data = json.loads(path.read_text())
-                seen[data["short"]] = RunState(**data)
+                states[path.stem] = RunState(**data)
             except (ValueError, KeyError, TypeError):
-                path.unlink(missing_ok=True)
+                states[path.stem] = None  # kept: removed only with its lease free
+        shorts |= {path.stem for path in STATE_DIR.glob("*.lease")}
     for name in netns.listnetns():
         m = _NAME.match(name)
-        if m and m.group(1) not in seen:
-            seen[m.group(1)] = None  # namespaces with no state file: an orphan
-    return [(st, short, bool(st and _pid_alive(st.pid))) for short, st in sorted(seen.items())]
+        if m:
+            shorts.add(m.group(1))
+    found = []
+    for short in sorted(shorts):
+        held = leases.check(lease_path(short), claim=True)
+        found.append(FoundRun(short, states.get(short), held, short in states and states[short] is None))
+    return found
+
+
+def remove_state_file(short: str) -> None:
+    """An unreadable state file whose run is dead (its lease free)."""
+    (STATE_DIR / f"{short}.json").unlink(missing_ok=True)
 
 
 def mark_status(run_dir: str, status: str, detail: str = "") -> None:
-    path = Path(run_dir) / "status"
+    """The run's `status` file, replaced whole."""
     if Path(run_dir).is_dir():
-        path.write_text(json.dumps({"status": status, "detail": detail, "time": time.time()}) + "\n")
+        write_atomic(Path(run_dir) / "status", json.dumps({"status": status, "detail": detail, "time": time.time()}) + "\n")

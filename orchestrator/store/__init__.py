@@ -15,22 +15,22 @@ analysis goes back up. The bundled S3 server is s3server.py. The S3 endpoint, re
 credentials come from boto3's usual sources:
 AWS_ENDPOINT_URL (for a self-hosted store), AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, AWS_REGION,
 or ~/.aws; on Kubernetes, from the chart's Secret.
+
+Every file lands in the local directory crash-safe (durable.py): written under a temporary name,
+fsynced, renamed; the manifest, written last, makes the names of the logs stored before it durable.
 """
 from __future__ import annotations
 
-import errno
-import gzip
 import hashlib
 import json
-import shutil
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
 from orchestrator.paths import cache_root
-
-DISK_FULL = (errno.ENOSPC, errno.EDQUOT)  # what a write into a full store fails with
+from orchestrator.store.durable import DISK_FULL as DISK_FULL  # what a write into a full store fails with
+from orchestrator.store.durable import fsync_dir, gzip_atomic, write_atomic
 
 
 class StoreError(RuntimeError):
@@ -57,18 +57,22 @@ class Store:
         self.put_gzip(run_id, f"events/{node_id}.jsonl.gz", src)
 
     def put_gzip(self, run_id: str, rel: str, src: Path) -> None:
-        """Store a file of the run, gzipped, at `rel` in the run directory."""
+        """Store a file of the run, gzipped, at `rel` in the run directory: whole or not at all (a full
+        disk keeps what fitted), its bytes fsynced before its name appears."""
         dest = self.run_dir(run_id) / rel
         dest.parent.mkdir(exist_ok=True)
-        with open(src, "rb") as fin, gzip.open(dest, "wb", compresslevel=5) as fout:
-            shutil.copyfileobj(fin, fout, 1024 * 1024)
+        gzip_atomic(src, dest, sync_dir=False)  # the folder is synced once, with the manifest
 
     def write_json(self, run_id: str, rel: str, obj: Any) -> None:
+        """Write a JSON file of the run whole or not at all; the manifest also makes the names of the
+        files stored before it durable (their folders fsynced)."""
         dest = self.run_dir(run_id) / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dest.with_suffix(dest.suffix + ".tmp")
-        tmp.write_text(json.dumps(obj, indent=1, default=str))
-        tmp.replace(dest)
+        write_atomic(dest, json.dumps(obj, indent=1, default=str))
+        if rel == "manifest.json":
+            for folder in (dest.parent / "events", dest.parent):
+                if folder.is_dir():
+                    fsync_dir(folder)
 
     def check(self) -> None:
         """Raise StoreError, in one line, if the store cannot take a run (a directory always can)."""

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.builds import gobuild
+from orchestrator.store.durable import write_private
 
 PIN = Path(__file__).resolve().parent / "seaweedfs"
 PACKAGE = "github.com/seaweedfs/seaweedfs/weed"
@@ -88,8 +89,7 @@ class S3Server:
                                       "credentials": [{"accessKey": self.access_key,
                                                        "secretKey": self.secret_key}]}]}
         config = self.data_dir / "s3-identities.json"
-        config.write_text(json.dumps(identities))
-        config.chmod(0o600)
+        write_private(config, json.dumps(identities))  # 0o600 from its creation: it holds the secret key
         p = self.ports
         # -logtostderr: its log goes to weed.log only, none in /tmp
         return [str(self.binary), "-logtostderr", "server", f"-dir={self.data_dir / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",

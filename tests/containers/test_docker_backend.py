@@ -106,6 +106,11 @@ def test_containers_are_unprivileged_and_the_sandbox_keeps_shaping(tmp_path: Pat
         assert node["HostConfig"]["CapDrop"] == ["ALL"] and not node["HostConfig"]["CapAdd"]
         assert sandbox["HostConfig"]["CapAdd"] == ["NET_ADMIN"] and sandbox["HostConfig"]["CapDrop"] == ["ALL"]
         assert not node["HostConfig"]["Privileged"] and not sandbox["HostConfig"]["Privileged"]
+        # its config holds the run's token: readable by the node's user (it started from it), no one else
+        owners = {p.name: (p.stat().st_uid, p.stat().st_mode & 0o777)
+                  for p in (runner.scratch, runner.scratch / "configs", runner.scratch / "configs" / "n0.json")}
+        assert owners == {runner.short: (0, 0o700), "configs": (10001, 0o700), "n0.json": (10001, 0o600)}, owners
+        assert backend.alive("n0")
 
         def tree() -> list[str]:
             return backend.shape(backend.sandbox("n0"), [shaping_ops.Describe("eth0")])[0]["lines"]
@@ -126,12 +131,17 @@ def test_containers_are_unprivileged_and_the_sandbox_keeps_shaping(tmp_path: Pat
     assert docker_objects(docker_engine) == []
 
 
-def test_clean_removes_what_a_crashed_docker_run_left(docker_engine):
+def test_clean_removes_what_a_crashed_docker_run_left_once_force_names_it(docker_engine):
+    """Objects that name no orchestrator (an older peerlab's), and no lease here: nothing says the run is
+    dead, so `clean` leaves them until `--force` names the run."""
     labels = {"peerlab.run": "c1ea4e"}
     docker_engine.networks.create("plc1ea4e", labels=labels)
     docker_engine.volumes.create("plc1ea4e-events", labels=labels)
     assert docker_objects(docker_engine) == ["plc1ea4e", "plc1ea4e-events"]
     result = peerlab("clean", timeout=120)
+    assert result.returncode == 0 and "run c1ea4e: Docker objects but no lease here" in " ".join(result.stderr.split())
+    assert docker_objects(docker_engine) == ["plc1ea4e", "plc1ea4e-events"]
+    result = peerlab("clean", "--force", "c1ea4e", timeout=120)
     assert result.returncode == 0, result.stderr
     assert "removed 0 containers, 1 networks, 1 volumes" in result.stderr
     assert docker_objects(docker_engine) == []

@@ -1,9 +1,12 @@
-"""`peerlab clean` never touches a live run: a local run whose orchestrator lives (its state file), and a
-docker run whose state file is not here but whose objects name a live orchestrator on this host or one on
-another host sharing the engine, are left alone; objects of an orchestrator that died on this host are
-removed, and --force removes the others."""
+"""`peerlab clean` never touches a live run: a local run whose orchestrator lives (it holds its lease), also
+when the `clean` comes from a shell with another PEERLAB_STATE_DIR or XDG_RUNTIME_DIR (root's runs have
+one state directory), and a docker run whose lease is not here but whose objects name a live
+orchestrator on this host or one on another host sharing the engine, are left alone; objects of an
+orchestrator that died on this host are removed, and --force removes the others. A live run's node
+configs (they hold its control token) are private to root."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -13,7 +16,8 @@ import pytest
 
 from orchestrator.backends.docker import LABEL, OWNER
 from tests.emulation.test_local_backend import wait_for_line
-from tests.support.cli import ROOT, peerlab, run_netns
+from tests.support.cli import ROOT, peerlab, run_netns, short_id
+from tests.support.scenarios import FLOODSUB_SIX, scenario_text
 
 pytestmark = [pytest.mark.emulation, pytest.mark.slow, pytest.mark.exclusive]
 
@@ -37,6 +41,41 @@ def test_a_live_local_run_is_left_alone(tmp_path: Path):
             proc.kill()
             proc.wait()
     assert proc.returncode == 0, err[-2000:]  # the run went on to the end
+
+
+@pytest.mark.spark
+def test_a_clean_from_another_state_directory_leaves_a_live_run_alone_and_its_secrets_are_private(tmp_path: Path):
+    scenario = tmp_path / "live.yaml"
+    scenario.write_text(scenario_text("other-dir", 3, FLOODSUB_SIX.replace("count: 6", "count: 3"),
+                                      "workload: {publishers: 3, rate: 6/s, warmup: 1s, duration: 6s, drain: 2s}",
+                                      "calibration: {enabled: false}", f"output: {{store: 'file://{tmp_path}/runs'}}"))
+    mine = {**os.environ, "PEERLAB_STATE_DIR": str(tmp_path / "state-a")}
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(scenario), "--master", "local[2]"],
+                            cwd=ROOT, env=mine, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_line(proc, "T0:", 120)
+        run_dir = next((tmp_path / "runs").iterdir())
+        scratch = Path("/tmp/peerlab") / short_id(run_dir)
+        configs = sorted((scratch / "configs").glob("*.json"))
+        modes = {p.name: p.stat().st_mode & 0o777 for p in [scratch, scratch / "configs", *configs]}
+        assert len(configs) == 3 and modes == {scratch.name: 0o700, "configs": 0o700,
+                                               **{p.name: 0o600 for p in configs}}, modes
+        before = run_netns(run_dir)
+        theirs = {**os.environ, "PEERLAB_STATE_DIR": str(tmp_path / "state-b"), "XDG_RUNTIME_DIR": str(tmp_path / "xdg")}
+        result = peerlab("clean", env=theirs)
+        assert result.returncode == 0, result.stderr
+        out = " ".join(result.stderr.split())
+        assert f"run {run_dir.name}: orchestrator pid {proc.pid} holds its lease: still running; left alone" in out, out
+        assert run_netns(run_dir) == before and len(before) == 4  # 3 nodes + the switch
+        out, err = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err[-2000:]  # the run went on to the end, untouched
+    assert json.loads((run_dir / "status").read_text())["status"] == "completed"
+    metrics = json.loads((run_dir / "analysis" / "metrics.json").read_text())
+    assert metrics["messages"] >= 30 and metrics["delivery_ratio"] == 1.0, metrics
 
 
 @pytest.mark.docker

@@ -50,14 +50,15 @@ def run_processes(short: str) -> list[str]:
 
 
 def run_leftovers(run_dir: Path | str) -> dict[str, object]:
-    """What a run that ended (however) must not leave: its namespaces, processes, scratch directory
-    and state file (empty values: nothing left)."""
+    """What a run that ended (however) must not leave: its namespaces, processes, scratch directory,
+    state file and lease (empty values: nothing left)."""
     from orchestrator.record.host_state import STATE_DIR
 
     short = short_id(run_dir)
     return {k: v for k, v in {
         "netns": sorted(run_netns(run_dir)), "processes": run_processes(short),
         "scratch": Path(f"/tmp/peerlab/{short}").exists(), "state file": (STATE_DIR / f"{short}.json").exists(),
+        "lease": (STATE_DIR / f"{short}.lease").exists(),
     }.items() if v}
 
 

@@ -201,7 +201,8 @@ def test_the_namespace_is_created_labelled_for_the_shaper_or_refused_by_name(clu
 
 def test_the_run_registry_needs_no_root_where_the_backend_needs_none(monkeypatch, tmp_path):
     """A user (the kind workflow's runner, anyone with only a kubeconfig) registers runs in their own
-    runtime directory; root keeps /run/peerlab; PEERLAB_STATE_DIR wins."""
+    runtime directory, or PEERLAB_STATE_DIR; root always /run/peerlab, so that every `peerlab clean` on
+    the machine sees every run that made namespaces or containers."""
     from orchestrator.record import host_state
 
     monkeypatch.delenv("PEERLAB_STATE_DIR", raising=False)
@@ -211,10 +212,12 @@ def test_the_run_registry_needs_no_root_where_the_backend_needs_none(monkeypatch
     monkeypatch.delenv("XDG_RUNTIME_DIR")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert host_state.default_state_dir() == tmp_path / "home" / ".local" / "state" / "peerlab"
-    monkeypatch.setattr(host_state.os, "geteuid", lambda: 0)
-    assert host_state.default_state_dir() == host_state.Path("/run/peerlab")
     monkeypatch.setenv("PEERLAB_STATE_DIR", str(tmp_path / "s"))
     assert host_state.default_state_dir() == tmp_path / "s"
+    monkeypatch.setattr(host_state.os, "geteuid", lambda: 0)
+    assert host_state.default_state_dir() == host_state.Path("/run/peerlab")
+    monkeypatch.delenv("PEERLAB_STATE_DIR")
+    assert host_state.default_state_dir() == host_state.Path("/run/peerlab")
 
 
 def test_control_requests_reach_the_pods_port_through_the_api_server_proxy(tmp_path, monkeypatch):
