@@ -67,6 +67,9 @@ class ContractConfig(BaseModel):
                                                    description="(seconds after T0, topic, payload bytes)")
     t0_ns: int | None = Field(None, description="T0 in unix ns on the node's clock; peerlab's own node may "
                               "also be given it later through its control API")
+    connect_at_ns: int | None = Field(None, description="for a node that dials each peer once at a fixed time (a "
+                                      "gossipsub-interop binary): when, unix ns on its clock; every peer "
+                                      "listens by then, and it leaves time to dial them all by T0")
     end_s: float | None = Field(None, ge=0, description="seconds after T0 at which the run ends (warm-up, "
                                 "publishing and drain): the node is stopped then (SIGTERM), and must not "
                                 "exit on its own before it")

@@ -42,10 +42,11 @@ from node.interop import script, sockets
 from node.interop.stdout import Stdout
 from node.process import privileges
 
-LEAD = 18          # whole seconds from the last binary's start to T0: they listen, connect, mesh
-CONNECT_BEFORE_T0 = 12  # every binary listens by then (the runner checks it: their `ready`), and each
-                        # dials its peers once, one after another (the contract's reference binaries
-                        # exit if a dial fails, so a connect must come after its peers listen)
+LISTEN_S = 6       # whole seconds from the last binary's start to the connects: every one listens by then
+CONNECT_BEFORE_T0 = 12  # the connects' least lead on T0 (the runner's is longer where dials take longer):
+                        # each binary dials its peers once, one after another (the contract's reference
+                        # binaries exit if a dial fails, so a connect must come after its peers listen)
+LEAD = CONNECT_BEFORE_T0 + LISTEN_S  # the last binary's least lead on T0
 STARTS_PER_SECOND = 1   # binaries started at once share the CPU as their runtimes start, and their clocks lag
 POLL = 0.2         # seconds between looks at the node's sockets
 STOP_GRACE = 5.0   # seconds SIGTERM has before SIGKILL
@@ -110,19 +111,22 @@ class Shim:
             self.log.emit(kind, **fields)
 
     def start_times(self) -> tuple[int, int, int]:
-        """(the binary's start in unix ns, T0's whole seconds after it, when it connects). Binaries start
-        STARTS_PER_SECOND to a whole second, the last `LEAD` seconds before T0, in node order (each one's
+        """(the binary's start in unix ns, T0's whole seconds after it, when it connects). Every binary
+        connects at the config's `connect_at_ns` (the runner gives each the same instant, early enough
+        for the slowest to dial its peers one after another by T0; else CONNECT_BEFORE_T0 s before T0),
+        in whole seconds before T0. They start STARTS_PER_SECOND to a whole second, the last LISTEN_S
+        before that instant (every one listens by then: the runner checks it), in node order (each one's
         runtime takes CPU as it starts, and its clock starts only after that: six go-libp2p binaries
-        started at once on 2 cores lagged about 30 ms, one alone about 7), and all connect
-        CONNECT_BEFORE_T0 s before T0, when every one listens. The runner allows 20 s + 1 s per node before
-        T0 (orchestrator/run/node_configs.py)."""
+        started at once on 2 cores lagged about 30 ms, one alone about 7)."""
         t0 = self.config["t0_ns"]
         if t0 is None:
             raise SystemExit("gossipsub-interop nodes need T0 in their config (t0_ns)")
-        lead = LEAD + max(0, len(self.config["peer_ids"]) - 1 - self.index) // STARTS_PER_SECOND
+        connect = self.config.get("connect_at_ns") or t0 - CONNECT_BEFORE_T0 * 1_000_000_000
+        before_t0 = -(-(t0 - connect) // 1_000_000_000)  # whole seconds
+        lead = before_t0 + LISTEN_S + max(0, len(self.config["peer_ids"]) - 1 - self.index) // STARTS_PER_SECOND
         now = time.time_ns()
         if now < t0 - lead * 1_000_000_000 - 200_000_000:
-            return t0 - lead * 1_000_000_000, lead, lead - CONNECT_BEFORE_T0
+            return t0 - lead * 1_000_000_000, lead, lead - before_t0
         after = -(-(now + 50_000_000 - t0) // 1_000_000_000)  # the next whole second from T0
         return t0 + after * 1_000_000_000, -after, 0
 

@@ -3,6 +3,7 @@ the node contract's config (node/contract.py) with its identity and T0; and whet
 nodes can run here at all."""
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any, Callable
 
 from node import contract
@@ -48,21 +49,42 @@ def adapter_problem(adapters: list[str], backend: Backend, plan: RunPlan) -> str
     return None
 
 
-INTEROP_CONNECTING = 13.0  # more for gossipsub-interop binaries: the last starts T0 - 18 s, all dial at T0 - 12 s
+DIAL_RTTS = 4          # round trips of one libp2p dial: TCP, then multistream, Noise and the muxer
+DIAL_CPU_S = 0.1       # and its CPU (keys, handshake) on a loaded machine
+DIAL_MARGIN = 1.25
 
 
-def start_allowance(nodes: int, adapters: list[str]) -> float:
+def _interop(adapters: list[str]) -> bool:
+    return any(a.startswith(INTEROP) for a in adapters)
+
+
+def connect_window(plan: RunPlan) -> int:
+    """Whole seconds before T0 at which gossipsub-interop binaries make their connects: a binary dials its
+    peers once each, one after another, so the slowest node's dials (its planned round trips, DIAL_RTTS
+    each, and DIAL_CPU_S) must be over by T0, with a margin; at least the shim's CONNECT_BEFORE_T0."""
+    lat = plan.latency_ms
+    slowest = max((sum(DIAL_RTTS * (lat[n.index][plan.node(p).index] + lat[plan.node(p).index][n.index]) / 1000
+                       + DIAL_CPU_S for p in n.dial) for n in plan.nodes if n.implementation.startswith(INTEROP)),
+                  default=0.0)
+    return max(shim.CONNECT_BEFORE_T0, math.ceil(DIAL_MARGIN * slowest))
+
+
+def start_allowance(plan: RunPlan, adapters: list[str]) -> float:
     """Seconds from launching adapter nodes to the T0 written in their configs: their start-up (a
     js-libp2p node takes about 0.8 s of a 2-core machine: 30 nodes were up in 25 s; gossipsub-interop
-    binaries start one per second, node/interop/shim.py) and connecting."""
-    return 10.0 + 1.0 * nodes + (INTEROP_CONNECTING if any(a.startswith(INTEROP) for a in adapters) else 0.0)
+    binaries start one per second, then all listen LISTEN_S before they connect: node/interop/shim.py)
+    and connecting."""
+    nodes = len(plan.nodes)
+    if _interop(adapters):
+        return 5.0 + nodes + shim.LISTEN_S + connect_window(plan)
+    return 10.0 + 1.0 * nodes
 
 
-def listening_before_t0(adapters: list[str]) -> float:
+def listening_before_t0(plan: RunPlan, adapters: list[str]) -> float:
     """Seconds before T0 by which every node of the run must be listening: gossipsub-interop binaries dial
     their peers once each at that instant (their scripts' `connect`), and a refused dial ends such a
     binary; other nodes dial until they are connected, so T0 itself."""
-    return float(shim.CONNECT_BEFORE_T0) if any(a.startswith(INTEROP) for a in adapters) else 0.0
+    return float(connect_window(plan)) if _interop(adapters) else 0.0
 
 
 def restart_config(config: contract.ContractConfig, alive: Callable[[str], bool]) -> contract.ContractConfig:
@@ -97,6 +119,8 @@ def node_config(plan: RunPlan, node_id: str, backend: Backend, *, run_id: str, t
             peers={p: Address(host=b.address(p), port=b.data_port(p), peer_id=ids[p]) for p in peers},
             dial=node.dial, neighbours=node.neighbours, subscriptions=node.subscriptions,
             late_subscriptions=node.late_subscriptions, schedule=node.schedule, t0_ns=t0_ns, end_s=plan.end,
+            connect_at_ns=(t0_ns - connect_window(plan) * 1_000_000_000
+                           if t0_ns is not None and node.implementation.startswith(INTEROP) else None),
             event_log=b.event_log_path(node.id), resources_interval=resources_interval)
     return NodeConfig(
         run_id=run_id, node_id=node.id, protocol=node.protocol, params=node.params, role=node.role,

@@ -300,7 +300,7 @@ class Runner(Readiness, RunRecord):
             await self.probes.close()
         await self.sampler.before_nodes(self.manifest)
         if self.adapters:
-            lead = node_configs.start_allowance(len(plan.nodes), self.adapters)
+            lead = node_configs.start_allowance(plan, self.adapters)
             self.t0_ns = self.dilation.time_ns() + int(lead * 1e9)  # never dilated (adapters)
             self.step(f"nodes: {', '.join(self.adapters)}, T0 in their configs {lead:.0f}s from now")
         for node in plan.nodes:
@@ -310,7 +310,7 @@ class Runner(Readiness, RunRecord):
         await self._blocking(self.backend.start_nodes, {n: self.configs[n] for n in self.present})
         if self.adapters:  # their T0 is fixed: wait for them until then, no longer
             await self._wait_healthy(self.present, (self.t0_ns - self.dilation.time_ns()) / 1e9
-                                     - node_configs.listening_before_t0(self.adapters))
+                                     - node_configs.listening_before_t0(self.plan, self.adapters))
             self.exits.start(self.present, lambda: self.t0_ns)
             await self._wait_connected((self.t0_ns - self.dilation.time_ns()) / 1e9, fail=False)
         else:
