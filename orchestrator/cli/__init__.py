@@ -59,7 +59,9 @@ def main(argv: list[str] | None = None) -> int:
         err.print(str(e), markup=False, highlight=False)
         return 2
     except UsageError as e:
-        err.print(f"error: {e}", markup=False, highlight=False)
+        from orchestrator.model.bounded import refusal_lines
+
+        err.print("error: " + "\n".join(refusal_lines(str(e).split("\n"))), markup=False, highlight=False)
         return 2
     except AnalysisInterrupted as e:
         err.print(f"interrupted: {e}", markup=False, highlight=False)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from orchestrator.cli.common import UsageError, add_command, err
+from orchestrator.cli.common import UsageError, add_command, err, said
 
 TARGETS = {
     "local": "how many nodes the local backend runs (floodsub).",
@@ -146,7 +146,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         result = bench_soak(duration, every, sizes[0], args.rate, args.store, err)
         found = problems(result)
         for problem in found:
-            err.print(f"[bold red]soak failed:[/] {problem}", highlight=False)
+            err.print(f"[bold red]soak failed:[/] {said(problem)}", highlight=False)
         return 1 if found else 0
     if args.target == "gossipsub":
         from orchestrator.tools.bench_runs import bench_gossipsub

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from orchestrator.cli.common import add_command, err
+from orchestrator.cli.common import add_command, err, said
 
 DESCRIPTION = """
 A real one-node Kubernetes 1.34 cluster on this machine, for --backend kubernetes where no other
@@ -73,7 +73,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     try:
         lifecycle.up(Layout.default(), say=_say, load=args.load, with_store=not args.no_store)
     except lifecycle.ClusterError as e:
-        err.print(f"[bold red]error:[/] {e}", highlight=False)
+        err.print(f"[bold red]error:[/] {said(e)}", highlight=False)
         return 1
     return 0
 
@@ -85,7 +85,7 @@ def cmd_down(args: argparse.Namespace) -> int:
     try:
         lifecycle.down(Layout.default(), purge=args.purge, say=_say)
     except lifecycle.ClusterError as e:
-        err.print(f"[bold red]error:[/] {e}", highlight=False)
+        err.print(f"[bold red]error:[/] {said(e)}", highlight=False)
         return 1
     return 0
 
@@ -123,7 +123,7 @@ def cmd_load(args: argparse.Namespace) -> int:
     try:
         done = images.load(s, programs.locate(build=False)["ctr"], args.images, say=_say)
     except (images.ImageError, programs.MissingProgram) as e:
-        err.print(f"[bold red]error:[/] {e}", highlight=False)
+        err.print(f"[bold red]error:[/] {said(e)}", highlight=False)
         return 1
     print(f"imported {len(done)}, {len(args.images) - len(done)} already there", file=sys.stderr)
     return 0

@@ -12,11 +12,14 @@ DESCRIPTION = """
 Feed each decoder malformed frames (random bytes; valid frames truncated, bit-flipped, spliced, with
 lying lengths) and count crashes: exceptions other than the decoder's own refusal.
 
---decoder scenario fuzzes the scenario instead: the repository's scenarios, mutated (wrong types, NaN,
-huge numbers, removed fields, garbled YAML, data paths at hostile files: FIFOs, symlinks to /etc/shadow,
-hard links, /dev/zero, oversized files), through `peerlab validate` and `peerlab plan`; a crash is any
-ending other than exit 0 or a refusal (exit 2, one line per problem naming its field, no traceback).
-It is not in the default set (an input takes tens of milliseconds, not microseconds).
+--decoder scenario fuzzes the scenario instead: first the hand-made hostile classes (a FIFO or
+/dev/zero as the scenario, a billion laughs, a key given twice, 5000-digit numbers, credentials in a
+store URL, ...), each of which must be refused; then the repository's scenarios, mutated (wrong types,
+NaN, huge numbers, removed fields, garbled YAML, anchors, matrices, terminal escapes, deep nesting, data
+paths at hostile files: FIFOs, symlinks to /etc/shadow, hard links, /dev/zero, oversized files),
+through `peerlab validate` and `peerlab plan`; a crash is any ending other than exit 0 or a refusal
+(exit 2, a few printable lines, one per problem naming its field, no traceback), or an input taking
+more than 2 s. It is not in the default set (an input takes tens of milliseconds, not microseconds).
 
 One line per decoder: decoder=<name> frames=<n> crashes=<k>. Exit 1 if any crashed (its first failing
 input and traceback go to stderr).

@@ -5,7 +5,7 @@ import argparse
 import json
 from pathlib import Path
 
-from orchestrator.cli.common import UsageError, add_command, err, fidelity, report, spark_options, summary, upload
+from orchestrator.cli.common import UsageError, add_command, err, fidelity, report, said, spark_options, summary, upload
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -41,23 +41,25 @@ def add(sub: argparse._SubParsersAction) -> None:
 def cmd_report(args: argparse.Namespace) -> int:
     store = remote = None
     if "://" in args.run_dir and not args.run_dir.startswith("file://"):
+        from orchestrator.model.sections import refuse_credentials
         from orchestrator.store import StoreError, split_run_url
 
         try:
+            refuse_credentials(args.run_dir)
             store, run_id = split_run_url(args.run_dir)
             if args.local_copy:
-                err.print(f"fetching {args.run_dir} into {store.root}")
+                err.print(f"fetching {said(args.run_dir)} into {said(store.root)}")
                 run_dir = store.fetch(run_id)
             else:
                 from analysis.ingest import RemoteRun
 
                 run_dir, url, size, nodes = store.open_in_place(run_id)
                 remote = RemoteRun(url, size, tuple(nodes))
-                err.print(f"reading {args.run_dir} in place through s3a ({size / 1e6:.1f} MB of logs)")
+                err.print(f"reading {said(args.run_dir)} in place through s3a ({size / 1e6:.1f} MB of logs)")
         except (ValueError, FileNotFoundError) as e:
             raise UsageError(str(e)) from None
         except StoreError as e:
-            err.print(f"[bold red]error:[/] {e}", highlight=False)
+            err.print(f"[bold red]error:[/] {said(e)}", highlight=False)
             return 1
     else:
         run_dir = Path(args.run_dir.removeprefix("file://"))

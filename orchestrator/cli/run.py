@@ -14,6 +14,7 @@ from orchestrator.cli.common import (
     fidelity,
     load,
     report,
+    said,
     scenario_args,
     spark_options,
     summary,
@@ -96,7 +97,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         for url in dict.fromkeys(combo.scenario.output.store for combo in combos):
             open_store(url).check()
     except StoreError as e:
-        err.print(f"[bold red]error:[/] {e}", highlight=False)
+        err.print(f"[bold red]error:[/] {said(e)}", highlight=False)
         return 1
     from orchestrator.run.runner import RunError, RunInterrupted, Runner
     from orchestrator.sim.sim_runner import SimInterrupted, SimRunner
@@ -105,7 +106,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     failed = False  # a node exited on its own in some run (the others go on)
     for i, combo in enumerate(combos, 1):
         if combo.label:
-            err.print(f"[bold magenta]matrix {i}/{len(combos)}:[/] {combo.label}")
+            err.print(f"[bold magenta]matrix {i}/{len(combos)}:[/] {said(combo.label)}")
         runner: Runner | SimRunner
         if args.backend == "sim":
             runner = SimRunner(combo.scenario, seed=args.seed, console=err, label=combo.label)
@@ -114,22 +115,22 @@ def cmd_run(args: argparse.Namespace) -> int:
                 runner = Runner(combo.scenario, backend=args.backend, seed=args.seed, console=err,
                                 shaping_mode=args.shaping, label=combo.label, force=args.force)
             except RuntimeError as e:  # the backend cannot start (no Docker engine, image build failed)
-                err.print(f"[bold red]error:[/] {e}")
+                err.print(f"[bold red]error:[/] {said(e)}")
                 return 1
         try:
             run_dir = runner.run()
         except RunError as e:
-            err.print(f"[bold red]run failed:[/] {e}")
+            err.print(f"[bold red]run failed:[/] {said(e)}")
             print(runner.run_dir)
             return 1
         except (RunInterrupted, SimInterrupted) as e:
-            err.print(f"[bold yellow]interrupted:[/] {e}")
+            err.print(f"[bold yellow]interrupted:[/] {said(e)}")
             print(runner.run_dir)
             return 130
         if not args.no_report:
             metrics = report(run_dir, args)
             err.print(f"[bold green]summary:[/] {summary(metrics, runner.plan.dilation)}")
-            err.print(f"report: {run_dir / 'analysis' / 'report.html'}")
+            err.print(f"report: {said(run_dir / 'analysis' / 'report.html')}")
             if not upload(runner.store, runner.run_id):
                 return 1
         err.print(fidelity(runner.manifest))
@@ -138,7 +139,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             from orchestrator.run.node_exits import summary as exits_summary
 
             err.print(f"[bold red]run failed:[/] {escape(exits_summary(exits))}: each one's last output is in "
-                      f"{run_dir / 'exits'}; the report's Faults section lists them (a scenario that expects "
+                      f"{said(run_dir / 'exits')}; the report's Faults section lists them (a scenario that expects "
                       "nodes to quit sets nodes.exits: allow)")
             failed = True
         print(run_dir)
@@ -146,6 +147,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     if len(done) > 1 and not args.no_report:
         from analysis.compare import load_rows, render_table
 
-        err.print("[bold green]comparison[/] (again with: peerlab compare " + " ".join(map(str, done)) + ")")
+        err.print("[bold green]comparison[/] (again with: peerlab compare " + " ".join(map(said, done)) + ")")
         err.print(render_table(load_rows(done)), markup=False, highlight=False)
     return 1 if failed else 0

@@ -1,10 +1,13 @@
-"""Checking a scenario and its plan without running it: `validate`, `plan`, `schema`."""
+"""Checking a scenario and its plan without running it: `validate`, `plan`, `schema`. `plan` refuses
+what `run` would refuse, as early: admission (orchestrator/run/admission.py) before anything is planned."""
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
-from orchestrator.cli.common import UsageError, add_command, load, scenario_args, write_json
+from orchestrator.cli.common import UsageError, add_command, err, load, scenario_args, write_json
+
+BACKENDS = ("local", "docker", "kubernetes", "sim")  # as `peerlab run --backend`
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -15,11 +18,18 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_validate)
 
     p = add_command(sub, "plan", help="show the plan a scenario and seed give, without running it",
+                    description="Show the plan a scenario and seed give, without running it. A scenario that "
+                                "`peerlab run` would refuse on this machine (admission: memory, CPU, file "
+                                "descriptors, disk) is refused before planning (exit 2), as run refuses it.",
                     examples=["peerlab plan scenarios/quickstart.yaml --seed 7",
-                              "peerlab plan scenarios/quickstart.yaml --json   # the whole plan the nodes get"])
+                              "peerlab plan scenarios/quickstart.yaml --json   # the whole plan the nodes get",
+                              "peerlab plan scenarios/sim-gossipsub-1000.yaml --backend sim"])
     scenario_args(p)
     p.add_argument("--seed", type=int)
     p.add_argument("--json", action="store_true", help="print the whole RunPlan as JSON")
+    p.add_argument("--backend", choices=BACKENDS, default="local",
+                   help="the backend whose admission applies, as for run (default local; sim: not checked)")
+    p.add_argument("--force", action="store_true", help="plan even what admission refuses (as run --force)")
     p.set_defaults(func=cmd_plan)
 
     p = add_command(sub, "schema", help="print the scenario JSON Schema (for editors)",
@@ -39,9 +49,11 @@ def _fault_target(f: Any) -> str:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    from orchestrator.model.bounded import shown
+
     for combo in load(args):
         sc = combo.scenario
-        print(f"ok: {args.scenario}{f' [{combo.label}]' if combo.label else ''}: scenario {sc.name!r}, "
+        print(f"ok: {shown(args.scenario, 200)}{f' [{shown(combo.label, 200)}]' if combo.label else ''}: scenario {sc.name!r}, "
               f"{sc.nodes.count} nodes, protocol {sc.protocol.name}, {sc.topics.count} topics, "
               f"latency model {sc.network.latency.model}")
     return 0
@@ -61,6 +73,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if len(combos) > 1:
         raise UsageError(f"{args.scenario} expands to {len(combos)} combinations; plan shows one: pin the "
                           "matrix with --set (e.g. --set " + combos[0].overrides[0] + ")")
+    from orchestrator.run.admission import AdmissionError, admit
+
+    try:  # as `peerlab run` does, before anything is planned (5000 nodes take a minute and gigabytes)
+        admit(combos[0].scenario, args.backend, args.force)
+    except AdmissionError as e:
+        err.print("refused: " + str(e), style="bold red", markup=False, highlight=False)
+        return 2
     plan = make_plan(combos[0].scenario, args.seed)
     if args.json:
         print(plan.model_dump_json(indent=1))

@@ -9,11 +9,21 @@ hostile one (wrong types, NaN, infinities, huge and negative numbers, long and o
 paths, empty containers), an unknown field added, or its YAML text cut or garbled; a data-path field
 (`network.latency.path`, `servers`, `pings`, `churn.trace`) points at a hostile file half the time: a
 FIFO, a symlink to /etc/shadow, a directory, a hard link, /dev/zero, a file over the size limit,
-garbage bytes, CSVs and matrices of the wrong shape or with NaN. The generator is seeded: a crash
-report names the seed and input number, and `--seed` replays it.
+garbage bytes, CSVs and matrices of the wrong shape or with NaN. One input in six has its YAML text
+changed too (scenario_fuzz_cases.py: a key given twice, anchors and aliases, a matrix of any size,
+terminal escapes, huge numbers, deep nesting, a churn session of nanoseconds, credentials in a store
+URL), and one in seven gets `--matrix` or odd `--set` options. Before them, the hand-made classes of
+scenario_fuzz_cases.py (special files, /dev/zero, 5000-digit numbers, a billion laughs, ...) must each
+be refused. The generator is seeded: a crash report names the seed and input number, and `--seed`
+replays it.
+
+A crash is an input that ends other than in exit 0 or 2, prints a traceback, takes more than
+SECONDS_PER_INPUT (wall clock, stretched by PEERLAB_TEST_TIME_SCALE as the suite's timeouts are), or is
+refused in more than a few lines, in a line longer than a refusal's, or printing a control character.
 
     python -m orchestrator.cli.scenario_fuzz INPUTS [SEED]
         one line: decoder=scenario frames=N crashes=K engine=mutation seed=S accepted=A refused=R
+                  hand_made=H slowest=T (seconds, of every input)
 """
 from __future__ import annotations
 
@@ -28,12 +38,15 @@ import resource
 import signal
 import sys
 import tempfile
+import time
 import traceback
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from orchestrator.cli.scenario_fuzz_cases import CANARY, extra_args, hand_made, text_mutation
+from orchestrator.model import bounded
 from orchestrator.paths import ROOT
 
 DATA_FIELDS = (("network", "latency", "path"), ("network", "latency", "servers"),
@@ -41,10 +54,12 @@ DATA_FIELDS = (("network", "latency", "path"), ("network", "latency", "servers")
 VALUES: list[Any] = [None, True, False, 0, -1, 1, 2**64, -(2**63), 1e308, -1e-300, math.nan, math.inf, -math.inf,
                      "", " ", "x" * 5000, "🙂", "nan", "inf", "-5ms", "1e999s", "10/0s", "0x10", "..", "/etc/shadow",
                      "file:///etc", "s3://", "{{}}", "%s%n", "\x00", "a\nb", [], {}, [None], [[]], {"x": 1},
-                     [1, "a", None], {"model": "matrix"}, 5000, 100_001, 0.5, "50mbit", "1/0s", "-1/s", "1e400KiB"]
+                     [1, "a", None], {"model": "matrix"}, 5000, 100_001, 0.5, "50mbit", "1/0s", "-1/s", "1e400KiB",
+                     "1ns", "1e-9s", "\x1b[31m", "[/]", "s3://KEY:SECRET@bucket/runs", 10**39]
 UNIT_NUMBER = re.compile(r"([0-9]*\.?[0-9]+)\s*([a-zA-Z/]+)")
 PLAN_MAX_NODES = 200  # larger scenarios are validated only: planning thousands of nodes takes seconds
-SECONDS_PER_INPUT = 20
+SECONDS_PER_INPUT = 2.0 * float(os.environ.get("PEERLAB_TEST_TIME_SCALE") or 1)
+REFUSAL_LINES = bounded.MAX_PROBLEMS + 6  # a header, the problems, "... more", and admission's figures
 
 
 class Hang(Exception):
@@ -155,6 +170,8 @@ def mutate(base: dict, rng: random.Random, files: list[str]) -> str:
     if rng.random() < 0.1:  # the YAML itself: cut, or a byte changed
         cut = rng.randrange(len(text) or 1)
         text = text[:cut] if rng.random() < 0.5 else text[:cut] + rng.choice(["\t", ":", "- ", "{", "'", "\x00", "&a *a"]) + text[cut + 1:]
+    elif rng.random() < 0.18:  # the text: keys twice, anchors, matrices, escapes, huge numbers, nesting
+        text = text_mutation(text, rng)
     return text
 
 
@@ -162,7 +179,7 @@ def bases() -> list[dict]:
     """The repository's scenarios, loaded, with node counts cut to at most 40."""
     out = []
     for path in sorted((ROOT / "scenarios").glob("*.yaml")):
-        doc = yaml.safe_load(path.read_text())
+        doc = bounded.load_yaml(path.read_text())
         nodes = doc.get("nodes") if isinstance(doc, dict) else None
         if isinstance(nodes, dict) and isinstance(nodes.get("count"), int) and nodes["count"] > 40:
             nodes["count"] = 40
@@ -187,69 +204,115 @@ def problem(code: int, output: str) -> str | None:
         return f"exit code {code}"
     if "Traceback" in output:
         return "a traceback in the output"
+    if any(not (c.isprintable() or c in " \n") for c in output):
+        return "a control character in the output"
     if code == 2:
         lines = [x for x in output.splitlines() if x.strip()]
         if not lines:
             return "refused without a word"
+        if len(lines) > REFUSAL_LINES:
+            return f"a refusal of {len(lines)} lines"
+        if max(map(len, lines)) > bounded.LINE_WIDTH + 210:  # a problem line, or its header (source: 200)
+            return f"a refusal line of {max(map(len, lines)):,} characters"
         detail = [x for x in lines[1:] if x.startswith("  ")]
         if lines[0].startswith("scenario ") and any(": " not in x for x in detail):
             return "a problem line that names no field"
     return None
 
 
-def check(path: Path) -> tuple[int, str | None]:
-    """Validate, then (for a small valid scenario) plan, the scenario file `path`: the exit code, and
-    what went wrong or None."""
-    code, output = _call(["validate", str(path), "--data-root", str(path.parent)])
+def check(path: Path, extra: list[str] = ()) -> tuple[int, str | None]:
+    """Validate, then (for a small valid scenario) plan, the scenario file `path` (with the options
+    `extra`): the exit code, and what went wrong or None."""
+    code, output = _call(["validate", str(path), "--data-root", str(path.parent), *extra])
     if code == 0 and _count(path) <= PLAN_MAX_NODES:
-        code, output = _call(["plan", str(path), "--data-root", str(path.parent)])
+        code, output = _call(["plan", str(path), "--data-root", str(path.parent), *extra])
     return code, problem(code, output)
+
+
+def check_hand_made(argv: list[str]) -> str | None:
+    """What is wrong with how a hand-made hostile input ended (it must be refused, saying nothing of
+    the file it names), or None."""
+    code, output = _call(argv)
+    wrong = problem(code, output) or (None if code == 2 else f"exit code {code}, not a refusal")
+    if wrong is None and CANARY in output:
+        return "the file's content in the output"
+    target = Path(argv[1])
+    try:
+        content = target.read_text(errors="replace")[:20_000] if target.is_file() and os.access(target, os.R_OK) else ""
+    except OSError:
+        content = ""
+    leaked = [x for x in content.splitlines()[:200] if len(x) >= 12 and x in output]
+    return wrong or (f"a line of {target} in the output" if leaked else None)
 
 
 def _count(path: Path) -> int:
     try:
-        doc = yaml.safe_load(path.read_text())
+        doc = bounded.load_yaml(path.read_text())
         return int(doc["nodes"]["count"])
     except Exception:  # noqa: BLE001 - validate accepted it: anything odd here just means "do not plan"
         return PLAN_MAX_NODES + 1
 
 
 def _alarm(*_: Any) -> None:
-    raise Hang(f"no answer within {SECONDS_PER_INPUT} s")
+    raise Hang(f"no answer within {SECONDS_PER_INPUT:g} s")
 
 
-def run(inputs: int, seed: int = 0) -> dict[str, int]:
-    """Fuzz `inputs` scenarios; prints the first input of each kind of crash (up to 5 kinds) and its
-    error to stderr; returns how many inputs were accepted, refused, and crashed."""
+def _timed(call: Any, *args: Any) -> tuple[Any, str | None, float]:
+    """call(*args) within SECONDS_PER_INPUT: (its result or None, what escaped or None, seconds)."""
+    signal.setitimer(signal.ITIMER_REAL, SECONDS_PER_INPUT)
+    start = time.perf_counter()
+    try:
+        return call(*args), None, time.perf_counter() - start
+    except (Exception, SystemExit, Hang) as err:  # noqa: BLE001 - any escape is what we count
+        where = traceback.extract_tb(err.__traceback__)[-1]
+        kind = f"{type(err).__name__} at {Path(where.filename).name}:{where.lineno}"
+        return None, f"{kind}: {err}\n{traceback.format_exc()[-3000:]}", time.perf_counter() - start
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def run(inputs: int, seed: int = 0) -> dict[str, Any]:
+    """The hand-made classes, then `inputs` mutated scenarios; prints the first input of each kind of
+    crash (up to 5 kinds) and its error to stderr; returns how many inputs were accepted, refused,
+    and crashed, how many hand-made classes there were, and the slowest input's seconds."""
     resource.setrlimit(resource.RLIMIT_AS, (6 * 2**30, 6 * 2**30))  # a runaway allocation is a crash, not the machine's end
     signal.signal(signal.SIGALRM, _alarm)
     rng = random.Random(seed)
-    counts, shown = {"accepted": 0, "refused": 0, "crashes": 0}, set()
+    counts: dict[str, Any] = {"accepted": 0, "refused": 0, "crashes": 0, "hand_made": 0, "slowest": 0.0}
+    shown: set[str] = set()
     docs = bases()
+    quickstart = (ROOT / "scenarios" / "quickstart.yaml").read_text()
     with tempfile.TemporaryDirectory(prefix="peerlab-scenario-fuzz-") as tmp:
         folder = Path(tmp)
         files = hostile_files(folder)
+        (folder / "warm.yaml").write_text(quickstart)
+        _call(["validate", str(folder / "warm.yaml")])  # imports and schema building: not an input's time
+        for what, argv in hand_made(folder / "a-directory", quickstart):
+            wrong, escaped, took = _timed(check_hand_made, argv)
+            counts["hand_made"] += 1
+            counts["slowest"] = max(counts["slowest"], took)
+            if wrong or escaped:
+                counts["crashes"] += 1
+                print(f"hand-made {what!r} (peerlab {' '.join(a[:80] for a in argv)}): {wrong or escaped}", file=sys.stderr)
         for i in range(inputs):
             text = mutate(rng.choice(docs), rng, files)
+            extra = extra_args(rng)
             path = folder / "s.yaml"
             path.write_text(text)
-            signal.alarm(SECONDS_PER_INPUT)
-            kind = ""
-            try:
-                code, wrong = check(path)
+            result, escaped, took = _timed(check, path, extra)
+            counts["slowest"] = max(counts["slowest"], took)
+            kind = escaped.split(":")[0] if escaped else ""
+            wrong = escaped
+            if result is not None:
+                code, wrong = result
                 counts["accepted" if code == 0 else "refused"] += not wrong
-            except (Exception, SystemExit, Hang) as err:  # noqa: BLE001 - any escape is what we count
-                where = traceback.extract_tb(err.__traceback__)[-1]
-                kind = f"{type(err).__name__} at {Path(where.filename).name}:{where.lineno}"
-                wrong = f"{type(err).__name__}: {err}\n{traceback.format_exc()[-3000:]}"
-            finally:
-                signal.alarm(0)
             if wrong:
                 counts["crashes"] += 1
-                kind = kind if wrong.startswith(kind.split()[0]) else wrong.splitlines()[0]
+                kind = kind or wrong.splitlines()[0]
                 if kind not in shown and len(shown) < 5:  # the first input of each kind of crash
                     shown.add(kind)
-                    print(f"input {i} (seed {seed}): {wrong}\n--- the scenario:\n{text[:4000]}", file=sys.stderr)
+                    print(f"input {i} (seed {seed}): {wrong}\n--- the scenario (options {extra!r}):\n"
+                          f"{bounded.shown(text, 4000)}", file=sys.stderr)
             if (i + 1) % 1000 == 0:
                 print(f"  {i + 1:,} scenarios, {counts['crashes']} crashes", file=sys.stderr, flush=True)
     return counts
@@ -260,7 +323,8 @@ def main(argv: list[str]) -> int:
     seed = int(argv[1]) if len(argv) > 1 else 0
     counts = run(inputs, seed)
     print(f"decoder=scenario frames={inputs} crashes={counts['crashes']} engine=mutation seed={seed} "
-          f"accepted={counts['accepted']} refused={counts['refused']}", flush=True)
+          f"accepted={counts['accepted']} refused={counts['refused']} hand_made={counts['hand_made']} "
+          f"slowest={counts['slowest']:.2f}", flush=True)
     return 1 if counts["crashes"] else 0
 
 

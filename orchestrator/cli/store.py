@@ -9,7 +9,7 @@ import secrets
 import signal
 from pathlib import Path
 
-from orchestrator.cli.common import UsageError, add_command, err
+from orchestrator.cli.common import UsageError, add_command, err, said
 
 DESCRIPTION = """
 Runs go to the store their scenario's output.store names: a directory (file://, the default) or an
@@ -57,10 +57,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         server = S3Server(args.dir.resolve(), key, secret, port=args.port, buckets=tuple(args.bucket or ["peerlab"]))
         server.start()
     except (RuntimeError, gobuild.GoBuildError) as e:
-        err.print(f"[bold red]error:[/] {e}", highlight=False)
+        err.print(f"[bold red]error:[/] {said(e)}", highlight=False)
         return 1
-    err.print(f"[bold green]S3 server[/] at {server.endpoint}, data in {args.dir}, buckets "
-              f"{', '.join(server.buckets)}; for a client:")
+    err.print(f"[bold green]S3 server[/] at {said(server.endpoint)}, data in {said(args.dir)}, buckets "
+              f"{said(', '.join(server.buckets))}; for a client:")
     for name, value in server.env().items():
         print(f"export {name}={value}")
     signal.signal(signal.SIGTERM, _interrupt)
@@ -94,7 +94,7 @@ def cmd_upload(args: argparse.Namespace) -> int:
     try:
         count = store_retry(store, args.run_dir.name)
     except StoreError as e:
-        err.print(f"[bold red]store:[/] {e}", highlight=False)
+        err.print(f"[bold red]store:[/] {said(e)}", highlight=False)
         return 1
-    err.print(f"uploaded {count} files to {store.url}/{args.run_dir.name}")
+    err.print(f"uploaded {count} files to {said(store.url)}/{said(args.run_dir.name)}")
     return 0

@@ -3,17 +3,19 @@
 Two sources, one output (a time-sorted list of `Transition`s that the planner turns into fault
 events): a session model (a fraction of the nodes alternate between sessions and downtimes drawn
 from exponential, Pareto or Weibull distributions with the given means) or a trace file of
-`seconds_after_T0,node,up|down` lines.
+`seconds_after_T0,node,up|down` lines. Either gives at most limits.MAX_TIMELINE_EVENTS transitions
+(the scenario's validation refuses a session model expected to give more; these stop one that does).
 """
 from __future__ import annotations
 
+import heapq
 import math
 import random
 from dataclasses import dataclass
 
 from node import ids
 
-from . import data_files
+from . import data_files, limits
 from .sections import Churn, Lifetime
 
 DEFAULT_SHAPE = {"pareto": 2.0, "weibull": 0.5}
@@ -52,9 +54,13 @@ def session_model(churn: Churn, rng: random.Random, present: list[str], reserve:
     # (time the node's current session started, node): processed in time order so that reserve nodes
     # are handed out in the order they are needed
     arrivals = 0
-    active = sorted(((churn.start, n) for n in cycling), key=lambda x: (x[0], _index(x[1])))
+    active = [(churn.start, _index(n), n) for n in cycling]  # earliest first, then by node index
+    heapq.heapify(active)
     while active:
-        began, node = active.pop(0)
+        began, _, node = heapq.heappop(active)
+        if len(out) >= limits.MAX_TIMELINE_EVENTS:
+            raise ChurnError(f"churn.session: the sessions drawn give more than {limits.MAX_TIMELINE_EVENTS:,} "
+                             "departures and returns; lengthen the sessions or downtimes, or lower churn.fraction")
         leave = began + draw(churn.session, rng)
         if leave >= until:
             continue
@@ -68,8 +74,7 @@ def session_model(churn: Churn, rng: random.Random, present: list[str], reserve:
                 continue  # counted, to say how large the reserve must be
             node = spare.pop(0)
         out.append(Transition(round(back, 6), node, True))
-        active.append((back, node))
-        active.sort(key=lambda x: (x[0], _index(x[1])))
+        heapq.heappush(active, (back, _index(node), node))
     if arrivals > len(reserve):
         raise ChurnError(f"churn.reserve: this model brings {arrivals} new identities but the reserve holds "
                          f"{len(reserve)}; raise churn.reserve (and nodes.count), or lower churn.fraction")
@@ -103,6 +108,9 @@ def read_trace(path: str, node_ids: set[str], end: float) -> list[Transition]:
         if parts[2] not in ("up", "down"):
             raise ChurnError(f"{where}, field 3: the event is `up` or `down`")
         out.append(Transition(at, parts[1], parts[2] == "up"))
+        if len(out) > limits.MAX_TIMELINE_EVENTS:
+            raise ChurnError(f"churn.trace: {path}: more than {limits.MAX_TIMELINE_EVENTS:,} events; a run's fault "
+                             "timeline holds at most that many")
     out.sort(key=lambda t: (t.at, _index(t.node)))
     state: dict[str, bool] = {}
     for t in out:

@@ -7,7 +7,8 @@ directory for a scenario given as text); the file it names, symlinks followed, m
 directory's tree or under a root the user allowed (`--data-root DIR`, or PEERLAB_DATA_ROOTS, a
 colon-separated list); it must be a regular file (no device, FIFO, socket or directory) with one name (a hard link is
 a second name of a file that may lie anywhere) of at most MAX_BYTES. Validation replaces each path by the file's real path; readers open that path again with
-`read_bytes`, which checks the same. Errors name the field and the path, never the file's contents.
+`read_bytes`, which checks the same (through orchestrator/model/bounded.py, the one reader of every
+scenario and data file). Errors name the field and the path, never the file's contents.
 """
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from . import bounded
 
 MAX_BYTES = 64 * 2**20
 ENV_ROOTS = "PEERLAB_DATA_ROOTS"
@@ -44,7 +47,7 @@ class DataAccess:
         if not any(real == root or root in real.parents for root in self.roots):
             raise ValueError(f"{value} is outside the scenario's directory ({self.base}) and the allowed data "
                              "roots: move the file there, or allow its directory with --data-root DIR")
-        _check(os.stat(real), value)
+        bounded.check_stat(os.stat(real), value, MAX_BYTES, _check)
         return str(real)
 
 
@@ -71,10 +74,7 @@ def resolve_field(value: str | None, info: Any) -> str | None:
 def read_bytes(path: str) -> bytes:
     """A file `DataAccess.resolve` returned, read without following a symlink put there since and
     with the same checks on what was opened."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as f:
-        _check(os.fstat(f.fileno()), path)
-        return f.read(MAX_BYTES + 1)
+    return bounded.read_regular(path, MAX_BYTES, follow=False, check=_check)
 
 
 def read_text(path: str) -> str:

@@ -22,6 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from . import data_files
 from .units import Duration
 
+MAX_ONE_WAY_MS = 1e6  # a file's latency (ms); 17 minutes one way is past any network
+
 
 @dataclass
 class Placement:
@@ -180,10 +182,13 @@ def _csv_rows(path: str) -> list[dict[str, str]]:
 def _number(field: str, path: str, line: int, column: str, text: str, kind: type = float) -> Any:
     """A number from a data file; the error names the place, never the text (it may not be ours)."""
     try:
-        return kind(text)
-    except (TypeError, ValueError):
+        value = kind(text)
+    except (TypeError, ValueError, OverflowError):
         raise ValueError(f"{field}: {path} line {line}, column {column}: not a "
                          f"{'whole number' if kind is int else 'number'}") from None
+    if kind is float and not math.isfinite(value):  # NaN or Infinity: JSON and float() take them
+        raise ValueError(f"{field}: {path} line {line}, column {column}: not a finite number (NaN or Infinity)")
+    return value
 
 
 @register
@@ -301,4 +306,6 @@ class MatrixFile(LatencyModel):
                              f"{n} nodes; give a bigger matrix or fewer nodes")
         if any(float(x) < 0 for r in rows for x in r):
             raise ValueError(f"network.latency.path: {self.path} has negative latencies")
+        if any(float(x) > MAX_ONE_WAY_MS for r in rows for x in r):
+            raise ValueError(f"network.latency.path: {self.path} has latencies over {MAX_ONE_WAY_MS:g} ms (one way)")
         return Placement([[0.0 if i == j else float(rows[i][j]) / 1000 for j in range(n)] for i in range(n)])

@@ -1,7 +1,8 @@
 """The scenario: YAML -> validated pydantic model, with units, defaults and `--set` overrides.
 
 Errors come out as `ScenarioError` whose lines each name a dotted field path, so the CLI can print
-them and exit 2 without a traceback.
+them and exit 2 without a traceback; the file is read and parsed within the bounds of bounded.py, and
+a refusal's lines are made safe to print there too (few, short, no control characters).
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from node.adapters import PEERLAB, get_adapter
 from node.behaviours import CONTROL
 from node.protocols import PROTOCOLS
 
-from . import dilation
+from . import bounded, dilation, limits
 from .data_files import DataAccess
 from .given import GivenSubscriptions
 from .sections import (
@@ -122,6 +123,7 @@ class Scenario(Strict):
                 first = err.errors()[0]
                 raise ValueError(f"nodes.groups[{i}].params.{'.'.join(map(str, first['loc']))}: {first['msg']}")
         self._implementations_fit()
+        limits.check(self)
         refused = dilation.refusal(self.dilation, self.implementations())
         if refused:
             raise ValueError(refused)
@@ -209,9 +211,9 @@ class ScenarioError(Exception):
     """A scenario that cannot be used; `problems` are lines of the form `field.path: what is wrong`."""
 
     def __init__(self, source: str, problems: list[str]):
-        self.source = source
-        self.problems = problems
-        super().__init__(f"{source}: " + "; ".join(problems))
+        self.source = bounded.shown(bounded.mask_credentials(str(source)[:400]), 200)
+        self.problems = bounded.refusal_lines(list(problems))
+        super().__init__(f"{self.source}: " + "; ".join(self.problems))
 
     def __str__(self) -> str:
         lines = [f"{self.source}: invalid scenario"] + [f"  {p}" for p in self.problems]
@@ -227,7 +229,7 @@ def _format_loc(loc: tuple[Any, ...]) -> str:
         elif previous in _TAGGED or str(item).startswith("function-"):
             pass  # the discriminator tag or validator name pydantic adds to the path
         else:
-            parts.append(("." if parts else "") + item)
+            parts.append(("." if parts else "") + bounded.shown(item, 40))
         previous = item
     return "".join(parts) or "(top level)"
 
@@ -246,11 +248,17 @@ def _format_errors(err: ValidationError) -> list[str]:
         elif e["type"] == "union_tag_invalid":
             msg = msg.replace("Input tag", "value")
         got = e.get("input")
-        tail = f" (got {got!r})" if e["type"] not in ("missing", "extra_forbidden", "model_type") \
+        if isinstance(got, str) and len(got) > bounded.MESSAGE_VALUE_WIDTH:  # a check's message may repeat it
+            msg = msg.replace(got, bounded.shown(got, bounded.MESSAGE_VALUE_WIDTH))
+        tail = f" (got {_quoted(got)})" if e["type"] not in ("missing", "extra_forbidden", "model_type") \
             and isinstance(got, (str, int, float)) and not isinstance(got, bool) else ""
         # cross-field checks name their fields in the message already
         out.append(f"{_format_loc(e['loc'])}: {msg}{tail}" if e["loc"] else msg)
     return out
+
+
+def _quoted(value: Any) -> str:
+    return f"'{bounded.shown(value)}'" if isinstance(value, str) else bounded.shown(repr(value))
 
 
 def canonical_path(path: str) -> str:
@@ -266,10 +274,12 @@ def yaml_value(raw: str, path: str, option: str) -> Any:
     """A command-line value read as a YAML scalar (`10`, `true`, `50ms`); a ScenarioError naming the
     option and the path when it is not YAML."""
     try:
-        return yaml.safe_load(raw)
+        return bounded.load_yaml(raw)
+    except bounded.YamlRefused as err:
+        raise ScenarioError(option, [f"{path}: its value {_quoted(raw)}: {err}"]) from None
     except yaml.YAMLError as err:
         problem = str(getattr(err, "problem", "") or "not YAML").strip()
-        raise ScenarioError(option, [f"{path}: its value {raw[:80]!r} is not a YAML value ({problem}); "
+        raise ScenarioError(option, [f"{path}: its value {_quoted(raw)} is not a YAML value ({problem}); "
                                      "quote it to pass it as text"]) from None
 
 
@@ -279,7 +289,10 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
         path, sep, raw = item.partition("=")
         path = canonical_path(path)
         if not sep or not path:
-            raise ScenarioError("--set", [f"{item!r}: write it as dotted.path=value"])
+            raise ScenarioError("--set", [f"{_quoted(item)}: write it as dotted.path=value"])
+        if path.count(".") >= bounded.MAX_DEPTH:
+            raise ScenarioError("--set", [f"{bounded.shown(path)}: a path of {path.count('.') + 1} parts; at most "
+                                          f"{bounded.MAX_DEPTH}"])
         value = yaml_value(raw, path, "--set") if raw else ""
         target = data
         keys = path.split(".")
@@ -310,7 +323,9 @@ def read_data(text: str | bytes, source: str = "<scenario>") -> dict[str, Any]:
     if "\x00" in text:
         raise ScenarioError(source, ["(file): contains NUL bytes; a scenario is a YAML file"])
     try:
-        data = yaml.safe_load(text)
+        data = bounded.load_yaml(text)
+    except bounded.YamlRefused as err:
+        raise ScenarioError(source, [str(err)]) from None
     except yaml.YAMLError as err:
         where = getattr(err, "problem_mark", None)
         at = f"line {where.line + 1}, column {where.column + 1}: " if where else ""
@@ -320,6 +335,9 @@ def read_data(text: str | bytes, source: str = "<scenario>") -> dict[str, Any]:
         raise ScenarioError(source, ["(file): empty; a scenario needs at least name and nodes.count"])
     if not isinstance(data, dict):
         raise ScenarioError(source, [f"(top level): expected a mapping of sections, got {type(data).__name__}"])
+    if data and not any(isinstance(k, str) and k in Scenario.model_fields for k in data):
+        raise ScenarioError(source, [f"(file): not a scenario: none of its {len(data)} top-level keys is a "
+                                     "section of one (name, nodes, protocol, ...; `peerlab schema` lists them)"])
     return data
 
 
@@ -337,10 +355,14 @@ def load_scenario(path: str | Path, overrides: list[str] = (), data_roots: list[
 
 
 def read_file(path: str | Path) -> bytes:
+    """The scenario file's bytes: a regular file of at most bounded.MAX_SCENARIO_BYTES."""
     try:
-        return Path(path).read_bytes()
+        return bounded.read_regular(path, bounded.MAX_SCENARIO_BYTES)
     except OSError as err:
         raise ScenarioError(str(path), [f"(file): cannot read: {err.strerror}"]) from None
+    except ValueError as err:
+        raise ScenarioError(str(path), [f"(file): {err}; a scenario is a YAML file of at most "
+                                        f"{bounded.MAX_SCENARIO_BYTES // 2**20} MiB"]) from None
 
 
 def json_schema() -> dict[str, Any]:

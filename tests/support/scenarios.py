@@ -30,5 +30,26 @@ network: {latency: {model: constant, one_way: 20ms}}
 
 
 def scenario_text(name: str, seed: int, *sections: str) -> str:
-    """A scenario's YAML: its name and seed, then the given sections (YAML text each, in order)."""
-    return f"name: {name}\nseed: {seed}\n" + "".join(s if s.endswith("\n") else s + "\n" for s in sections)
+    """A scenario's YAML: its name and seed, then the given sections (YAML text each, in order); a
+    top-level key a later section gives again replaces the earlier one (a scenario that gives a key
+    twice is refused: orchestrator/model/bounded.py)."""
+    blocks = {"name": f"name: {name}\n", "seed": f"seed: {seed}\n"}
+    for section in sections:
+        for key, block in _top_level_blocks(section if section.endswith("\n") else section + "\n"):
+            blocks.pop(key, None)
+            blocks[key] = block
+    return "".join(blocks.values())
+
+
+def _top_level_blocks(text: str) -> list[tuple[str, str]]:
+    """(key, its lines) of each top-level key of a YAML mapping's text; the lines after a key that are
+    indented, blank or comments belong to it."""
+    out: list[tuple[str, str]] = []
+    for line in text.splitlines(keepends=True):
+        if line[:1] not in (" ", "\t", "#", "\n", "") and ":" in line:
+            out.append((line.split(":", 1)[0].strip().strip("'\""), line))
+        elif out:
+            out[-1] = (out[-1][0], out[-1][1] + line)
+        else:
+            out.append(("", line))
+    return out

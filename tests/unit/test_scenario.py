@@ -36,7 +36,7 @@ BAD = {
     "loss of one": (BASE + "network: {loss: 1.0}", "network.loss"),
     "unknown store scheme": (BASE + "output: {store: 'gs://bucket/runs'}", "output.store"),
     "s3 store without bucket": (BASE + "output: {store: 's3:///runs'}", "output.store"),
-    "bad group param": (BASE + "nodes: {count: 4, groups: [{name: a, count: 2, params: {seen_ttl: 0}}]}",
+    "bad group param": ("name: t\nnodes: {count: 4, groups: [{name: a, count: 2, params: {seen_ttl: 0}}]}",
                         "nodes.groups[0].params.seen_ttl"),
 }
 

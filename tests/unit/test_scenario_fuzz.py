@@ -1,9 +1,13 @@
-"""The scenario fuzz (orchestrator/cli/scenario_fuzz.py, `peerlab fuzz --decoder scenario`): mutated
-scenarios through validate and plan end in exit 0 or a refusal naming its field, never a traceback; and
+"""The scenario fuzz (orchestrator/cli/scenario_fuzz.py, `peerlab fuzz --decoder scenario`): the
+hand-made hostile classes (scenario_fuzz_cases.py) are each refused, and mutated scenarios through
+validate and plan end in exit 0 or a refusal naming its field, never a traceback, within 2 s each; and
 what the fuzz found, each refused now with the field named."""
+import random
+
 import pytest
 
-from orchestrator.cli.scenario_fuzz import problem
+from orchestrator.cli.scenario_fuzz import SECONDS_PER_INPUT, problem
+from orchestrator.cli.scenario_fuzz_cases import text_mutation
 from orchestrator.model.scenario import ScenarioError, parse_scenario
 from tests.support.cli import ROOT, peerlab
 
@@ -11,12 +15,34 @@ QUICKSTART = (ROOT / "scenarios" / "quickstart.yaml").read_text()
 
 
 def test_a_seeded_fuzz_of_150_scenarios_accepts_some_refuses_most_and_crashes_none():
+    """Beside the 150 mutated scenarios, every hand-made class of scenario_fuzz_cases.py is refused (a
+    FIFO, /dev/zero, a billion laughs, ...), none in more than 2 s. `peerlab fuzz --decoder scenario
+    --frames 10000` is the long run (docs/faults.md)."""
     done = peerlab("fuzz", "--decoder", "scenario", "--frames", "150", "--seed", "11", timeout=600)
     line = done.stdout.strip().splitlines()[-1]
     assert done.returncode == 0 and " crashes=0 " in line, done.stdout + done.stderr[-3000:]
     fields = dict(part.split("=") for part in line.split())
     assert int(fields["accepted"]) > 0 and int(fields["refused"]) > 0, line  # both paths were exercised
     assert int(fields["accepted"]) + int(fields["refused"]) == 150
+    assert int(fields["hand_made"]) >= 30 and float(fields["slowest"]) < SECONDS_PER_INPUT, line
+
+
+def test_the_text_mutations_make_every_hostile_class(tmp_path):
+    """Keys twice, anchors, matrices, escapes, huge numbers, deep nesting, tiny churn sessions and store
+    credentials each come out of the fuzz's text mutations, and each is refused naming its field."""
+    from orchestrator.model.matrix import expand
+
+    rng, said = random.Random(4), []
+    for _ in range(150):
+        (tmp_path / "s.yaml").write_text(text_mutation(QUICKSTART, rng))
+        try:
+            expand(tmp_path / "s.yaml")
+        except ScenarioError as err:
+            said.append(str(err))
+    for marker in ("given twice", "combinations; at most", "values once its aliases are expanded", "\\x1b",
+                   "a whole number of", "nested more than", "nesting depth", "churn.session.mean",
+                   "a store URL holds no credentials", "name: String should match"):
+        assert any(marker in s for s in said), marker
 
 
 @pytest.mark.parametrize("code, output, wrong", [
@@ -26,6 +52,10 @@ def test_a_seeded_fuzz_of_150_scenarios_accepts_some_refuses_most_and_crashes_no
     (2, "Traceback (most recent call last):\n  ...", "a traceback in the output"),
     (2, "", "refused without a word"),
     (2, "scenario 's': invalid scenario\n  something went wrong", "a problem line that names no field"),
+    (2, "s.yaml: invalid scenario\n  \x1b[31m: unknown field", "a control character in the output"),
+    (0, "ok: s.yaml [\x07]", "a control character in the output"),
+    (2, "s.yaml: invalid scenario\n" + "  x: unknown field\n" * 40, "a refusal of 41 lines"),
+    (2, "s.yaml: invalid scenario\n  name: " + "x" * 10_000, "a refusal line of 10,008 characters"),
 ])
 def test_what_counts_as_a_crash(code, output, wrong):
     assert problem(code, output) == wrong

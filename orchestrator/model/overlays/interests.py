@@ -6,6 +6,7 @@
 """
 from __future__ import annotations
 
+import itertools
 import random
 
 
@@ -17,12 +18,13 @@ def zipf_interest(nodes: int, topics: int, alpha: float, size: int, rng: random.
     if size > topics:
         raise ValueError(f"subscription size {size} exceeds the number of topics {topics}")
     weights = [1.0 / (rank + 1) ** alpha for rank in range(topics)]
+    cumulative = list(itertools.accumulate(weights))  # what choices() sums on each call: the same draws, summed once
     out = []
     for _ in range(nodes):
         chosen: set[int] = set()
         draws = 0
         while len(chosen) < size and draws < REDRAWS:  # weighted sampling without replacement
-            chosen.add(rng.choices(range(topics), weights)[0])
+            chosen.add(rng.choices(range(topics), cum_weights=cumulative)[0])
             draws += 1
         while len(chosen) < size:  # a steep alpha: the topics left are too rare to meet by redrawing
             left = [t for t in range(topics) if t not in chosen]
