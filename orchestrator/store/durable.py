@@ -18,7 +18,9 @@ import gzip
 import os
 import secrets
 import zlib
+from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO, Iterator
 
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)  # what a write into a full store fails with
 TEMP = ".tmp"
@@ -53,20 +55,8 @@ def write_atomic(dest: Path, data: bytes | str, *, mode: int = 0o666, owner: int
     its creation (for secrets); otherwise it is 0o666 less the umask, as any new file. `owner`: the
     uid (and gid) it is given before it appears, for a reader that runs as another user."""
     raw = data.encode() if isinstance(data, str) else data
-    tmp, fd = _open_temp(dest, mode)
-    try:
-        if owner is not None:
-            os.fchown(fd, owner, owner)
-        with os.fdopen(fd, "wb") as f:
-            f.write(raw)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, dest)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    if sync_dir:
-        fsync_dir(dest.parent)
+    with _replacing(dest, mode, owner, sync_dir) as (f, _):
+        f.write(raw)
 
 
 def write_private(dest: Path, data: bytes | str, owner: int | None = None) -> None:
@@ -90,21 +80,31 @@ def private_dir(path: Path, owner: int | None = None) -> Path:
 
 def gzip_atomic(src: Path, dest: Path, *, level: int = 5, sync_dir: bool = True) -> None:
     """Store `src` gzipped at `dest`: complete, or (on a full disk) cut where the disk filled."""
-    tmp, fd = _open_temp(dest, 0o666)
+    with _replacing(dest, 0o666, None, sync_dir) as (raw, tmp):
+        try:
+            with open(src, "rb") as fin, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=level,
+                                                       filename="", mtime=0) as fout:
+                for block in iter(lambda: fin.read(CHUNK), b""):
+                    fout.write(block)
+        except OSError as err:
+            if err.errno in DISK_FULL:  # what fitted is kept, read up to the cut
+                _flush_quietly(raw)
+                os.replace(tmp, dest)
+            raise
+
+
+@contextmanager
+def _replacing(dest: Path, mode: int, owner: int | None, sync_dir: bool) -> Iterator[tuple[BinaryIO, Path]]:
+    """(the file, its temporary name) beside `dest`; when the block ends the file is fsynced and renamed
+    onto `dest` (and the folder fsynced); if the block raises, the temporary is removed."""
+    tmp, fd = _open_temp(dest, mode)
     try:
-        with os.fdopen(fd, "wb") as raw:
-            try:
-                with open(src, "rb") as fin, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=level,
-                                                           filename="", mtime=0) as fout:
-                    for block in iter(lambda: fin.read(CHUNK), b""):
-                        fout.write(block)
-                raw.flush()
-                os.fsync(raw.fileno())
-            except OSError as err:
-                if err.errno in DISK_FULL:  # what fitted is kept, read up to the cut
-                    _flush_quietly(raw)
-                    os.replace(tmp, dest)
-                raise
+        if owner is not None:
+            os.fchown(fd, owner, owner)
+        with os.fdopen(fd, "wb") as f:
+            yield f, tmp
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, dest)
     except BaseException:
         tmp.unlink(missing_ok=True)

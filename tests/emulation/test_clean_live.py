@@ -3,7 +3,7 @@ when the `clean` comes from a shell with another PEERLAB_STATE_DIR or XDG_RUNTIM
 one state directory), and a docker run whose lease is not here but whose objects name a live
 orchestrator on this host or one on another host sharing the engine, are left alone; objects of an
 orchestrator that died on this host are removed, and --force removes the others. A live run's node
-configs (they hold its control token) are private to root."""
+configs (they hold its control token) are the run's node user's alone."""
 from __future__ import annotations
 
 import json
@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from node.process import privileges
 from orchestrator.backends.docker import LABEL, OWNER
 from tests.emulation.test_local_backend import wait_for_line
 from tests.support.cli import ROOT, peerlab, run_netns, short_id
@@ -28,19 +29,29 @@ def test_a_live_local_run_is_left_alone(tmp_path: Path):
                         f"output: {{store: 'file://{tmp_path}/runs'}}\n")
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(scenario), "--no-report"],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    beside_a_clean(proc, tmp_path, lambda run_dir: peerlab("clean"), "still running; left alone", 120)
+
+
+def beside_a_clean(proc: subprocess.Popen, tmp_path: Path, clean, said: str, timeout: float, look=None) -> Path:
+    """Once the run is at T0 (`look(run_dir)` then), `clean(run_dir)` says `said` and leaves the run's
+    namespaces, and the run goes on to its end (exit 0). Returns the run directory."""
     try:
         wait_for_line(proc, "T0:", 120)
         run_dir = next((tmp_path / "runs").iterdir())
+        if look:
+            look(run_dir)
         before = run_netns(run_dir)
-        result = peerlab("clean")
-        assert result.returncode == 0 and "still running; left alone" in result.stderr, result.stderr
+        result = clean(run_dir)
+        out = " ".join(result.stderr.split())
+        assert result.returncode == 0 and said.format(run=run_dir.name, pid=proc.pid) in out, out
         assert run_netns(run_dir) == before and len(before) == 4  # 3 nodes + the switch
-        out, err = proc.communicate(timeout=120)
+        _, err = proc.communicate(timeout=timeout)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 0, err[-2000:]  # the run went on to the end
+    assert proc.returncode == 0, err[-2000:]  # the run went on to the end, untouched
+    return run_dir
 
 
 @pytest.mark.spark
@@ -52,27 +63,22 @@ def test_a_clean_from_another_state_directory_leaves_a_live_run_alone_and_its_se
     mine = {**os.environ, "PEERLAB_STATE_DIR": str(tmp_path / "state-a")}
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(scenario), "--master", "local[2]"],
                             cwd=ROOT, env=mine, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        wait_for_line(proc, "T0:", 120)
-        run_dir = next((tmp_path / "runs").iterdir())
+
+    def secrets_are_private(run_dir: Path) -> None:
+        """The configs hold the run's control token: the node user's own (each node runs as it), in folders
+        others may pass through but not list."""
         scratch = Path("/tmp/peerlab") / short_id(run_dir)
         configs = sorted((scratch / "configs").glob("*.json"))
         modes = {p.name: p.stat().st_mode & 0o777 for p in [scratch, scratch / "configs", *configs]}
-        assert len(configs) == 3 and modes == {scratch.name: 0o700, "configs": 0o700,
+        assert len(configs) == 3 and modes == {scratch.name: 0o711, "configs": 0o711,
                                                **{p.name: 0o600 for p in configs}}, modes
-        before = run_netns(run_dir)
-        theirs = {**os.environ, "PEERLAB_STATE_DIR": str(tmp_path / "state-b"), "XDG_RUNTIME_DIR": str(tmp_path / "xdg")}
-        result = peerlab("clean", env=theirs)
-        assert result.returncode == 0, result.stderr
-        out = " ".join(result.stderr.split())
-        assert f"run {run_dir.name}: orchestrator pid {proc.pid} holds its lease: still running; left alone" in out, out
-        assert run_netns(run_dir) == before and len(before) == 4  # 3 nodes + the switch
-        out, err = proc.communicate(timeout=240)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 0, err[-2000:]  # the run went on to the end, untouched
+        uid = privileges.run_user(short_id(run_dir))[0]
+        assert {p.stat().st_uid for p in configs} == {uid} and uid != 0
+
+    theirs = {**os.environ, "PEERLAB_STATE_DIR": str(tmp_path / "state-b"), "XDG_RUNTIME_DIR": str(tmp_path / "xdg")}
+    run_dir = beside_a_clean(proc, tmp_path, lambda run_dir: peerlab("clean", env=theirs),
+                             "run {run}: orchestrator pid {pid} holds its lease: still running; left alone", 240,
+                             secrets_are_private)
     assert json.loads((run_dir / "status").read_text())["status"] == "completed"
     metrics = json.loads((run_dir / "analysis" / "metrics.json").read_text())
     assert metrics["messages"] >= 30 and metrics["delivery_ratio"] == 1.0, metrics
