@@ -88,7 +88,7 @@ class NodeExits:
     def _record(self, node: str, t0_ns: int | None) -> None:
         at = None if t0_ns is None else round((self.now_ns() - t0_ns) / 1e9, 2)
         try:
-            code = self.backend.wait_node(node, 0)
+            code = self.backend.wait_node(node, 2)  # it has exited: at once (0 is no time for an engine's API)
         except Exception:  # the engine or the API server could not say
             code = None
         try:

@@ -16,6 +16,7 @@ from orchestrator.run.runner import Runner
 from orchestrator.shaping import TRANSPORT
 from orchestrator.shaping import ops as shaping_ops
 from tests.support.cli import docker_objects, peerlab, run_netns
+from tests.support.crash import CrashOne, assert_named
 from tests.support.scenarios import SMALL
 
 pytestmark = [pytest.mark.emulation, pytest.mark.docker, pytest.mark.slow, pytest.mark.exclusive]
@@ -88,6 +89,15 @@ def test_docker_churn_kills_and_restarts_containers(tmp_path: Path, docker_engin
     assert len(starts) == 2  # one log across both containers of n7 (the run's volume)
     after_restart = [e for e in events if e["type"] == "deliver_message" and e["ts"] > starts[1]["ts"]]
     assert after_restart, "n7 delivered nothing after its restart"
+    assert docker_objects(docker_engine) == []
+
+
+def test_a_node_container_that_dies_on_its_own_fails_the_run_named(tmp_path: Path, docker_engine):
+    """Outside the fault timeline n3's container's process is SIGKILLed at T0 + 1 s: the docker backend's
+    run records it, names it in the verdict and fails (the timeline's own kill of n7 is not counted)."""
+    runner = CrashOne(parse_scenario(SMALL + f"output: {{store: 'file://{tmp_path}/runs'}}\n"), backend="docker")
+    runner.run()
+    assert_named(runner, allowed=False)
     assert docker_objects(docker_engine) == []
 
 
