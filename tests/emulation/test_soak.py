@@ -1,5 +1,5 @@
 """`peerlab bench soak`, short: the sampling lines, the partitions and churn it schedules, and the
-accounting line at the end (nothing unaccounted, nothing left). The 30-minute figures are in the README."""
+accounting line at the end (nothing unaccounted, nothing left). The 30-minute figures are in docs/results.md."""
 from __future__ import annotations
 
 import re
