@@ -166,6 +166,15 @@ def deliveries_and_duplicates_are_in_the_report(run_dir, logs, metrics, binary):
     assert "interop:strict-node x20" in report and "gossipsub-interop view" in report
 
 
+def reachable_copy(binary: Path) -> Path:
+    """A folder of its own holding a copy of `binary` as `node`, which the run's unprivileged node user
+    can reach (a script registered as a node execs it as that user; the build cache is root's)."""
+    shared = Path(tempfile.mkdtemp(prefix="peerlab-node-"))
+    shared.chmod(0o755)
+    shutil.copy(binary, shared / "node")
+    return shared
+
+
 QUITTER = """#!/bin/sh
 # a gossipsub-interop binary that gives up 5 s after T0 (its shim starts it LEAD s before T0): the strict
 # test node, then exit 3 with a last word on stderr
@@ -184,8 +193,9 @@ def test_a_node_that_exits_on_its_own_fails_the_run_named_and_nothing_else_is_lo
     from node.interop.shim import LEAD
     from tests.support.cli import peerlab
 
+    shared = reachable_copy(binary)  # the quitter's own exec of the test node, as the node user
     quitter = tmp_path / "quitter"
-    quitter.write_text(QUITTER.replace("BINARY", str(binary)).replace("SLEEP", str(LEAD + 5 + 5)))
+    quitter.write_text(QUITTER.replace("BINARY", str(shared / "node")).replace("SLEEP", str(LEAD + 5 + 5)))
     quitter.chmod(0o755)
     register("quitter", quitter, Path(os.environ[USER_ADAPTERS_ENV]))
     text = (SCENARIO.replace("nodes: {count: 20}", "nodes: {count: 6, groups: [{name: quitter, count: 1, "
@@ -193,7 +203,10 @@ def test_a_node_that_exits_on_its_own_fails_the_run_named_and_nothing_else_is_lo
             .replace("faults: [{at: 2.5s, action: kill, nodes: [n5], restart_after: 1s}]\n", "")
             + f"output: {{store: 'file://{tmp_path / 'runs'}'}}\n")
     (tmp_path / "quit.yaml").write_text(text)
-    done = peerlab("run", str(tmp_path / "quit.yaml"))
+    try:
+        done = peerlab("run", str(tmp_path / "quit.yaml"))
+    finally:
+        shutil.rmtree(shared)
     assert done.returncode == 1, done.stderr[-3000:]
     run_dir = Path(done.stdout.strip().splitlines()[-1])
     console = " ".join(done.stderr.split())
@@ -278,7 +291,7 @@ def test_an_exported_experiment_runs_to_its_end_on_strict_nodes_under_a_runner_l
     /etc/hosts naming the others, nothing else. The strict test node dials once and exits when its script
     ends: each runs the whole script (exit 0, no sooner than its last waitUntil) and gets every message."""
     out = tmp_path / "params.json"
-    sets = ["nodes.count=6", "nodes.groups=[]", "topology.degree=3", "workload.publishers=3", "workload.warmup=2s",
+    sets = ["nodes.count=6", "nodes.groups=[]", "protocol.implementation=go-libp2p", "topology.degree=3", "workload.publishers=3", "workload.warmup=2s",
             "workload.drain=2s", "workload.message_size=2KiB", "network.latency={model: constant, one_way: 10ms}"]
     from tests.support.cli import peerlab
 
@@ -372,10 +385,7 @@ def test_a_node_runs_unprivileged_and_reaches_nothing_of_the_orchestrators(binar
     text = SCENARIO.replace("nodes: {count: 20}", "nodes: {count: 4, groups: [{name: prober, count: 1, "
                                                   "implementation: 'interop:prober'}]}")
     text = text.replace("faults: [{at: 2.5s, action: kill, nodes: [n5], restart_after: 1s}]\n", "")
-    # the prober's own exec of the test node: as the node user, from a folder that user can reach
-    shared = Path(tempfile.mkdtemp(prefix="peerlab-prober-"))
-    shared.chmod(0o755)
-    shutil.copy(binary, shared / "node")
+    shared = reachable_copy(binary)  # the prober's own exec of the test node, as the node user
     prober = tmp_path / "prober"  # (itself in a folder of root's alone: the shim opens it for the node)
     prober.write_text("#!/bin/sh\n")  # registered now, written once the run has its id
     prober.chmod(0o755)
