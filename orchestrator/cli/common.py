@@ -169,7 +169,10 @@ def summary(metrics: dict[str, Any], dilation: float = 1.0) -> str:
     return (f"delivery {'n/a' if ratio is None else f'{ratio:.4f}'} over {metrics['messages']} messages; "
             f"latency p50 {ms(lat['p50'])}, p99 {ms(lat['p99'])}; "
             f"sent {b['data_sent'] / 1e6:.2f} MB data, {b['control_sent'] / 1e6:.2f} MB control"
-            + (f" (experiment time; dilated x{dilation:g})" if dilation != 1 else ""))
+            + (f" (experiment time; dilated x{dilation:g})" if dilation != 1 else "")
+            + ("; [bold red]no message reached a subscriber: the run does not measure the protocol[/] (nodes "
+               "that exited, publishes refused, a wire no peer speaks: see the report's Faults)"
+               if ratio == 0 and metrics["messages"] else ""))
 
 
 def fidelity(manifest: dict[str, Any]) -> str:

@@ -227,3 +227,12 @@ def test_a_scenario_exports_as_one_params_json_that_follows_their_schema(tmp_pat
     assert checked.returncode == 1 and checked.stdout.startswith("script/0/instruction/gossipSubParams/HeartbeatInterval")
     refused = peerlab("contract", "interop-export", "scenarios/quickstart.yaml")
     assert refused.returncode == 2 and "runs gossipsub, not floodsub" in refused.stderr
+
+
+def test_a_delivery_of_zero_is_never_a_plain_success_line():
+    from orchestrator.cli.common import summary
+
+    metrics = {"delivery_ratio": 0.0, "messages": 2, "latency_ms": {"p50": None, "p99": None},
+               "bytes": {"data_sent": 0, "control_sent": 0}}
+    assert "does not measure the protocol" in summary(metrics)
+    assert "does not measure" not in summary({**metrics, "delivery_ratio": 0.5})
