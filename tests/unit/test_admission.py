@@ -258,3 +258,26 @@ def test_the_bench_takes_an_adapters_node_without_the_probes_beside_it(tmp_path)
     assert run(300.0, 62.0, 260.0)["without_probes_mib"] == 260.0   # the nodes grew after the probes stopped
     assert run(300.0, 0.0, None)["without_probes_mib"] == 300.0     # peerlab's nodes: no probes
     assert run(300.0, 62.0, 230.0)["probes_at_peak"] == {"mib": 62.0, "processes": 10}
+
+
+def test_a_run_needing_more_than_the_headroom_of_the_machine_is_refused_though_it_would_squeeze_in():
+    """A run may take HEADROOM (80%) of the available memory, descriptors and disk: one needing 90% of
+    what the machine has is refused naming the resource, though 100% would hold it; one needing 75% is
+    admitted. The machine's figures are given, so the test holds on any machine."""
+    run = scenario(30)
+    need = estimate(run)
+    roomy = dict(memory_mib=need.memory_mib * 100, cpus=64, fds=need.fds * 100, disk_mib=need.disk_mib * 100)
+    assert admit(run, "local", machine=Machine(**roomy))["problems"] == []
+    for field, word in (("memory_mib", "memory: "), ("fds", "file descriptors: "), ("disk_mib", "disk: ")):
+        needed = getattr(need, field)
+        at_90 = Machine(**{**roomy, field: (round(needed / 0.9) if field == "fds" else needed / 0.9)})
+        with pytest.raises(AdmissionError) as refused:
+            admit(run, "local", machine=at_90)
+        text = str(refused.value)
+        assert "30 nodes do not fit" in text and word in text and "--force" in text, text
+        assert len(problems(need, at_90)) == 1, problems(need, at_90)  # that resource alone
+        assert largest_fit(need, at_90) < 30
+        at_75 = Machine(**{**roomy, field: (round(needed / 0.75) if field == "fds" else needed / 0.75)})
+        assert admit(run, "local", machine=at_75)["problems"] == [], field
+    memory = problems(need, Machine(**{**roomy, "memory_mib": need.memory_mib / 0.9}))[0]
+    assert "a run may take 80%" in memory, memory

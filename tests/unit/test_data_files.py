@@ -138,3 +138,34 @@ def test_a_matrix_or_params_json_nested_too_deep_is_refused_in_one_line(tmp_path
     checked = peerlab("contract", "interop-check", str(tmp_path / "deep.json"))
     assert checked.returncode == 2 and "Traceback" not in checked.stderr
     assert checked.stderr.strip().splitlines() == [f"error: {tmp_path / 'deep.json'}: not a params.json (JSON nested too deep)"]
+
+
+@pytest.mark.parametrize("target, named", [("/etc", "/etc"), ("/usr/share", "/usr"), ("/etc/peerlab-runs-absent", "/etc")])
+def test_a_file_store_through_a_symlink_into_a_system_directory_is_refused(tmp_path, target, named):
+    """A store named under a harmless-looking directory whose symlink leads into a system directory is
+    refused by where it leads (the link followed, a chain of links too, and a target not yet made),
+    naming the field and the system directory; a link to an ordinary directory is allowed."""
+    from orchestrator.model.data_files import check_output_dir
+    from orchestrator.model.scenario import ScenarioError, parse_scenario
+
+    (tmp_path / "runs").symlink_to(target)
+    (tmp_path / "again").symlink_to(tmp_path / "runs")  # a link to the link
+    base = "name: t\nnodes: {count: 4}\n"
+    for store in (f"file://{tmp_path}/runs", f"file://{tmp_path}/runs/peerlab", f"file://{tmp_path}/again/x"):
+        with pytest.raises(ScenarioError) as refused:
+            parse_scenario(base, overrides=[f"output.store={store}"])
+        assert f"output.store: {store.removeprefix('file://')} is in the system directory {named}" in str(refused.value)
+    with pytest.raises(ValueError, match=f"in the system directory {named}:"):
+        check_output_dir(str(tmp_path / "runs"))
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "ok").symlink_to(tmp_path / "mine")
+    assert parse_scenario(base, overrides=[f"output.store=file://{tmp_path}/ok/runs"]).output.store.endswith("/ok/runs")
+
+
+def test_the_cli_refuses_a_store_symlinked_into_etc_and_creates_nothing_there(tmp_path):
+    (tmp_path / "runs").symlink_to("/etc")
+    done = peerlab("validate", "scenarios/quickstart.yaml", "--set", f"output.store=file://{tmp_path}/runs/peerlab",
+                   timeout=60)
+    out = done.stderr + done.stdout
+    assert done.returncode == 2 and "output.store" in out and "system directory /etc" in out, out
+    assert "Traceback" not in out and not Path("/etc/peerlab").exists()

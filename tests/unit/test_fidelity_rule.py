@@ -132,3 +132,33 @@ def test_a_fault_late_makes_the_run_unfaithful_and_says_which():
     assert len(why) == 1 and "degrade n17 planned at T0+90s came 1.6 s late" in why[0], why
     assert "began 0.0 s late, then 1.6 s changing the links" in why[0], why
     assert "fault of its timeline" in rule.describe()
+
+
+def test_exactly_half_the_probes_off_is_faithful_and_more_than_half_is_not():
+    """"More than half of the RTT probes off": 2 of 4 (and 3 of 6) leave the phase faithful, 3 of 4
+    make it unfaithful; a probe exactly RTT_ERROR_SHARE + RTT_ERROR_MS off is not off."""
+    on, off = 100.5, 130.0
+    for measured in ([on, on, off, off], [on, off, on, off, on, off]):
+        half = _phase(**{**QUIET, "probes": _probes(measured)})
+        assert half["probes"]["off_share"] == 0.5
+        assert half["verdict"] == rule.FAITHFUL and half["reasons"] == [], half["reasons"]
+    over = _phase(**{**QUIET, "probes": _probes([on, off, off, off])})
+    assert over["verdict"] == rule.UNFAITHFUL
+    assert over["reasons"] == ["3 of 4 RTT probes off the plan by more than 10% + 2 ms (median error +30.0 ms)"]
+    edge = _phase(**{**QUIET, "probes": _probes([112.0, 88.0, 112.0])})  # 10 ms + 2 ms either way: in bounds
+    assert edge["probes"]["off"] == 0 and edge["verdict"] == rule.FAITHFUL
+    assert _phase(**{**QUIET, "probes": _probes([112.1, 87.9, 112.1])})["verdict"] == rule.UNFAITHFUL
+
+
+def test_the_delay_line_and_host_thresholds_at_their_boundaries():
+    """The delay line: 1% of its packets 10 ms late is already a reason (>=), 0.9% is not. The host: a
+    share of samples equal to host_share is not above it, one sample more is."""
+    assert _phase(**QUIET, late={"<0.1": 990, "<20": 10})["verdict"] == rule.UNFAITHFUL
+    assert _phase(**QUIET, late={"<0.1": 991, "<20": 9})["verdict"] == rule.FAITHFUL
+    th = rule.Thresholds(host_share=0.5)
+    judge = lambda samples: rule.judge_phase({"host": figures.host_figures(samples, th)}, th)  # noqa: E731
+    assert judge(_samples(10) + _samples(10, psi=60.0))["verdict"] == rule.FAITHFUL  # 50%: not above
+    assert judge(_samples(9) + _samples(11, psi=60.0))["verdict"] == rule.UNFAITHFUL
+    assert judge(_samples(20, psi=50.0))["verdict"] == rule.FAITHFUL  # at PSI_SOME_PCT: not above it
+    assert judge(_samples(10) + _samples(10, steal=0.2))["verdict"] == rule.FAITHFUL
+    assert judge(_samples(9) + _samples(11, steal=0.2))["verdict"] == rule.UNFAITHFUL

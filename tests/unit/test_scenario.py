@@ -122,3 +122,30 @@ def test_cli_validate_ok():
     result = peerlab("validate", "scenarios/quickstart.yaml")
     assert result.returncode == 0, result.stderr
     assert "30 nodes" in result.stdout
+
+
+@pytest.mark.parametrize("faults, where", [
+    ("[{at: 1s, action: kill, nodes: [n1, n1]}]", "faults[0]"),
+    ("[{at: 1s, action: kill, nodes: [n0]}, {at: 2s, action: degrade, nodes: [n2, n1, n2], loss: 0.1}]", "faults[1]"),
+    ("[{at: 1s, action: partition, groups: [[n0, n1], [n1, n2]]}, {at: 3s, action: heal}]", "faults[0]"),
+    ("[{at: 1s, action: partition, groups: [[n0, n0], [n2]]}, {at: 3s, action: heal}]", "faults[0]"),
+])
+def test_a_fault_listing_a_node_twice_is_refused_naming_the_fault(faults, where):
+    """A node twice in one fault's nodes, or on two sides of a partition (or twice on one side), is
+    refused, naming which fault; the same nodes in different faults, or once each, are fine."""
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario(BASE + f"faults: {faults}", "s.yaml")
+    assert f"{where}: a node is listed twice" in str(info.value), str(info.value)
+    fine = ("faults: [{at: 1s, action: partition, groups: [[n0, n1], [n2]]}, {at: 3s, action: heal}, "
+            "{at: 4s, action: kill, nodes: [n1, n2]}, {at: 5s, action: restart, nodes: [n1]}]")
+    assert len(parse_scenario(BASE + fine).faults) == 4
+
+
+def test_the_node_cap_refuses_5001_naming_the_field_and_its_limit_and_validates_5000():
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario(BASE, "s.yaml", overrides=["nodes.count=5001"])
+    assert "nodes.count: Input should be less than or equal to 5000 (got 5001)" in str(info.value), str(info.value)
+    assert parse_scenario(BASE, overrides=["nodes.count=5000"]).nodes.count == 5000  # validation only: nothing planned
+    done = peerlab("validate", "scenarios/quickstart.yaml", "--set", "nodes.count=5001", timeout=60)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "nodes.count" in done.stderr and "5000" in done.stderr, done.stderr
