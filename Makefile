@@ -1,19 +1,26 @@
 # peerlab: the two commands of the README, and the development loop.
-#   make quickstart   set up (system packages, .venv) and run scenarios/quickstart.yaml
-#   make test         set up and run the whole test suite (what CI runs)
+#   make quickstart   set up what the quickstart needs (system packages, .venv, the delay line) and run it
+#   make test         set up everything the tests need (dev packages, Chromium, adapters, the S3
+#                     server, the cluster's programs) and run the whole test suite (what CI runs)
 #   make docs         build the documentation site into .site/
-#   make adapters     install the node adapters (go-, rust-, js-, py-libp2p) under .tools/ (setup does it too)
+#   make adapters     install the node adapters (go-, rust-, js-, py-libp2p) under .tools/ (`make dev` does too)
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+DEVSTAMP := $(VENV)/.dev-$(shell cksum pyproject.toml | cut -d' ' -f1)
 # pytest keeps the test modules it rewrites (assertions) as bytecode beside them; where the
 # environment says not to write bytecode, every pytest process rewrites all of them again (2 of the
 # 5 s it takes to collect the suite, in each worker)
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: setup delayline s3-server s3a-jars cluster-programs test-cluster adapters tools spark-archive quickstart test test-fast test-netem docs bench-scale proto chart-schema mutation clean-runs
+.PHONY: setup dev delayline s3-server s3a-jars cluster-programs test-cluster adapters tools spark-archive quickstart test test-fast test-netem docs bench-scale proto chart-schema mutation clean-runs
 
-setup: $(STAMP) delayline tools adapters spark-archive
+# what `peerlab run` of the quickstart needs; the rest is built by `make dev` (and `make test`), or by the
+# first command that needs it (an adapter's run says how to install it)
+setup: $(STAMP) delayline spark-archive
+
+# what the tests need besides: the dev packages, Chromium (the report tests), helm/kubectl, the adapters
+dev: setup $(DEVSTAMP) tools adapters
 
 # the native delay line (orchestrator/shaping/native) into ~/.cache/peerlab/bin, once per version of
 # its sources (orchestrator/shaping/native_build.py): a second set-up or a fresh clone builds nothing
@@ -58,10 +65,16 @@ $(STAMP): pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
 	@echo "peerlab: installing Python packages into $(VENV)"
 	@$(PY) -m pip install -q --upgrade pip
+	@$(PY) -m pip install -q -e .
+	@rm -f $(VENV)/.installed-* && touch $@
+
+$(DEVSTAMP): $(STAMP)
+	@./.ci/system-packages test
+	@echo "peerlab: installing the test and docs packages into $(VENV)"
 	@$(PY) -m pip install -q -e '.[dev]'
 	@# atheris (coverage-guided fuzzing) only where a wheel installs; `peerlab fuzz` falls back to hypothesis
 	@$(PY) -m pip install -q 'atheris>=2.3' 2>/dev/null || echo "peerlab: atheris did not install; peerlab fuzz will use hypothesis"
-	@rm -f $(VENV)/.installed-* && touch $@
+	@rm -f $(VENV)/.dev-* && touch $@
 
 quickstart: setup
 	$(VENV)/bin/peerlab run scenarios/quickstart.yaml
@@ -75,7 +88,7 @@ quickstart: setup
 # The two long phases print their slowest tests (--durations), so CI's log shows where the time goes.
 # Every phase runs with --no-skips (tests/conftest.py): a test that skips there fails, saying why (no
 # Docker engine, no netem in the guest, a checkout other users cannot read): a green run ran everything.
-test: setup s3-server s3a-jars cluster-programs
+test: dev s3-server s3a-jars cluster-programs
 	$(PY) -m ruff check .
 	$(PY) -m pytest --no-skips -n 3 --dist worksteal --durations=12 -m "emulation and not exclusive and not netem"
 	@$(VENV)/bin/peerlab image build --implementation all >/dev/null || echo "peerlab: node images not built (no Docker engine?): the docker tests build them, or fail without an engine"
@@ -87,25 +100,25 @@ test: setup s3-server s3a-jars cluster-programs
 
 # the tests on the local Kubernetes cluster (tests/cluster: the module brings it up, runs the
 # kubernetes backend's paths on it, takes it down and checks nothing is left), one at a time
-test-cluster: setup s3-server cluster-programs
+test-cluster: dev s3-server cluster-programs
 	$(PY) -m pytest --no-skips --durations=12 -m cluster
 
 # the tests marked netem (tests/emulation/test_netem.py) on a stock Debian kernel: in a guest under
 # QEMU (orchestrator/vm; built once, about a minute), since this machine's kernel may have no netem;
 # only that file is collected (importing the other test modules takes half a minute at the guest's speed)
-test-netem: setup
+test-netem: dev
 	@./.ci/system-packages vm
 	$(VENV)/bin/peerlab vm build
 	$(VENV)/bin/peerlab vm run -- $(PY) -m pytest -p no:cacheprovider --no-skips -m netem -v -s tests/emulation/test_netem.py
 
 # the fast loop: no namespaces, no Spark, nothing marked slow (`make test` runs those); the few that
 # time the host one at a time, with the rest beside them at the lowest priority, as in `make test`
-test-fast: setup
+test-fast: dev
 	./.ci/beside '$(PY) -m pytest -p no:cacheprovider -n 2 -m "not emulation and not spark and not exclusive and not slow"' \
 		$(PY) -m pytest -m "exclusive and not emulation and not spark and not slow"
 
 # the documentation site (docs/, mkdocs) into .site/, with the generated scenario reference
-docs: setup
+docs: dev
 	$(PY) -m orchestrator.tools.schema_docs
 	$(PY) -m mkdocs build --strict
 
@@ -115,17 +128,17 @@ bench-scale: setup
 
 # mutation testing of the protocol cores against their fast unit tests ([tool.mutmut] in pyproject.toml):
 # a benchmark (1,942 mutants, about 10 min on 2 cores), not a test; prints every mutant no test killed
-mutation: setup
+mutation: dev
 	$(PY) -m pip install -q 'mutmut==3.8.1'
 	$(VENV)/bin/mutmut run || true
 	$(VENV)/bin/mutmut results
 
 # regenerate the *_pb2.py beside each .proto after editing it (the node's frame in node/proto, each
 # protocol's wire schema in its package)
-proto: setup
+proto: dev
 	for f in node/proto/*.proto node/protocols/*/*.proto; do \
 		(cd $$(dirname $$f) && $(CURDIR)/$(PY) -m grpc_tools.protoc -I. --python_out=. $$(basename $$f)) || exit 1; done
 
 # the chart's protocol list (charts/peerlab/values.schema.json) from the protocol registry
-chart-schema: setup
+chart-schema: dev
 	$(PY) -m orchestrator.tools.chart_schema
