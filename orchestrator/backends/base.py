@@ -90,6 +90,9 @@ class Backend(abc.ABC):
     counters_where = "each node's link, at its switch port"  # where link_counters reads (the manifest says)
     poll_s = 0.2  # how often the runner asks a starting node whether it is up (and connected)
     round_trips = False  # each call into a node's sandbox is a round trip to an engine: `each` runs them side by side
+    # how often the runner looks for nodes that exited on their own (orchestrator/run/node_exits.py); None:
+    # once, at the drain's end (a look is an exec through an API server per node, which loads the run)
+    exit_watch_s: float | None = 0.5
     runs_adapters = False  # can start an adapter's node (node/adapters) and stop it with SIGTERM
     adapters_in_images = False  # runs them from their images (node/adapters/*/Dockerfile), not from .tools/
     has_delayline = False  # the delay line (orchestrator/shaping/delayline.py) reaches its namespaces

@@ -143,6 +143,7 @@ def docker_leftovers() -> dict[str, str]:
 class DockerBackend(Backend):
     name = "docker"
     round_trips = True
+    exit_watch_s = 2.0  # a look is a request to the engine per container
     runs_adapters = True
     adapters_in_images = True
     has_delayline = True

@@ -2,7 +2,8 @@
 before the drain is over. On every backend it is watched through `Backend.alive` from the moment the
 nodes are up to the drain's end; each such exit is printed at once and recorded in the manifest
 (`node_exits`: node, exit code, when, its last output, kept whole in the run directory under
-`exits/<node>.txt`). The fidelity rule counts it as a run that does not measure the protocol
+`exits/<node>.txt`). Where a look at every node is an exec through an API server (Kubernetes), the nodes are looked at
+once, at the drain's end, rather than watched. The fidelity rule counts it as a run that does not measure the protocol
 (orchestrator/fidelity/rule.py `exit_reasons`), the report lists it under Faults, and `peerlab run`
 exits non-zero unless the scenario allows it (`nodes.exits: allow`).
 
@@ -50,9 +51,9 @@ class NodeExits:
         self.blocking = blocking
         self.taken_down: set[str] = set()
         self.task: asyncio.Task | None = None
-        # a look at every node is a dict lookup on the local backend, a round trip to an engine or an
-        # exec through the API server elsewhere
-        self.interval_s = 0.5 if not backend.round_trips else max(2.0, 10 * backend.poll_s)
+        self.nodes: list[str] = []
+        self.t0_ns: Callable[[], int | None] = lambda: None
+        self.interval_s = backend.exit_watch_s
 
     def down(self, node: str) -> None:
         self.taken_down.add(node)
@@ -62,28 +63,36 @@ class NodeExits:
 
     def start(self, nodes: Iterable[str], t0_ns: Callable[[], int | None]) -> None:
         """Watch `nodes` (those started at deploy); `t0_ns`: the run's T0 once it is fixed."""
-        self.task = asyncio.create_task(self._watch(list(nodes), t0_ns))
+        self.nodes, self.t0_ns = list(nodes), t0_ns
+        if self.interval_s is not None:
+            self.task = asyncio.create_task(self._watch())
 
-    async def stop(self) -> None:
-        """At the drain's end (nodes are stopped next): one last look, then the watch ends."""
-        if self.task is None:
-            return
-        self.task.cancel()
-        try:
-            await self.task
-        except asyncio.CancelledError:
-            pass
-        self.task = None
+    async def stop(self, look: bool = True) -> None:
+        """The watch ends; at the drain's end (`look`: the nodes still up), one last look first."""
+        if self.task is not None:
+            self.task.cancel()
+            try:
+                await self.task
+            except asyncio.CancelledError:
+                pass
+            self.task = None
+        if look and self.nodes:
+            await self._look()
+        self.nodes = []
 
-    async def _watch(self, nodes: list[str], t0_ns: Callable[[], int | None]) -> None:
+    async def _watch(self) -> None:
+        assert self.interval_s is not None
         while True:
-            watched = [n for n in nodes if n not in self.taken_down]
-            alive = await self.blocking(self.backend.each, self.backend.alive, watched)
-            for node, up in zip(watched, alive):
-                if not up and node not in self.taken_down:  # (the timeline may have taken it down meanwhile)
-                    self.taken_down.add(node)  # down now: a planned restart brings it back (`up`)
-                    await self.blocking(self._record, node, t0_ns())
+            await self._look()
             await asyncio.sleep(self.interval_s)
+
+    async def _look(self) -> None:
+        watched = [n for n in self.nodes if n not in self.taken_down]
+        alive = await self.blocking(self.backend.each, self.backend.alive, watched)
+        for node, up in zip(watched, alive):
+            if not up and node not in self.taken_down:  # (the timeline may have taken it down meanwhile)
+                self.taken_down.add(node)  # down now: a planned restart brings it back (`up`)
+                await self.blocking(self._record, node, self.t0_ns())
 
     def _record(self, node: str, t0_ns: int | None) -> None:
         at = None if t0_ns is None else round((self.now_ns() - t0_ns) / 1e9, 2)

@@ -364,7 +364,7 @@ class Runner(Readiness, RunRecord):
             stop_storing = threading.Event()
             for sig in previous:
                 signal.signal(sig, lambda *_: stop_storing.set())
-            await self.exits.stop()
+            await self.exits.stop(look=False)
             await self.fidelity.finish()
             for client in self.clients.values():
                 await client.close()
