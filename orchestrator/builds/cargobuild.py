@@ -20,6 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from orchestrator.builds import progress
 from orchestrator.paths import cache_root
 
 HINT = ("Rust 1.88 or newer (https://rustup.rs; Debian's cargo package is older than that on bookworm); "
@@ -108,8 +109,8 @@ def _build(crate: Path, name: str, cargo: str, target_dir: Path, target: Path) -
           "minutes: crates are downloaded and compiled)", file=sys.stderr, flush=True)
     env = {**os.environ, "CARGO_TARGET_DIR": str(target_dir)}
     env["PATH"] = f"{Path(cargo).parent}{os.pathsep}{env.get('PATH', '')}"  # cargo runs rustc from there
-    done = subprocess.run([cargo, "build", "--release", "--locked", "--bin", name], cwd=crate, env=env,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    done = progress.run([cargo, "build", "--release", "--locked", "--bin", name], name, cwd=crate, env=env,
+                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     built = target_dir / "release" / name
     if done.returncode != 0 or not built.exists():
         raise CargoBuildError(f"building {name} ({crate}) failed; cargo said:\n{done.stderr.strip()[-3000:]}\n"

@@ -21,6 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from orchestrator.builds import progress
 from orchestrator.paths import cache_root
 
 
@@ -71,8 +72,8 @@ def binary(pin: Path, package: str, name: str, build: bool = True, ldflags: str 
           "takes minutes: modules are downloaded and compiled)", file=sys.stderr, flush=True)
     env = _env(static)
     flags = ["-ldflags", ldflags] if ldflags else []
-    done = subprocess.run(["go", "build", "-trimpath", *flags, "-o", str(partial), package], cwd=pin, env=env,
-                          capture_output=True, text=True)
+    done = progress.run(["go", "build", "-trimpath", *flags, "-o", str(partial), package], name, cwd=pin, env=env,
+                        capture_output=True, text=True)
     if done.returncode != 0:
         partial.unlink(missing_ok=True)
         raise GoBuildError(f"building {name} ({package}, pinned in {pin}) failed; go said:\n"
