@@ -114,15 +114,15 @@ def fault_reasons(executed: list[dict[str, Any]], th: Thresholds = THRESHOLDS) -
             for rec, late in fault_lateness(executed) if late > th.fault_late_s]
 
 
+def when(offset_s: float | None) -> str:
+    """When a node exited, from T0 (None: before T0 was fixed)."""
+    return "before T0" if offset_s is None else f"at T0{'+' if offset_s >= 0 else ''}{offset_s:g}s"
+
+
 def exit_reasons(exits: list[dict[str, Any]]) -> list[str]:
     """The run's reasons from its nodes that exited on their own (the manifest's `node_exits`)."""
-    out = []
-    for e in exits:
-        code = "unknown" if e["code"] is None else e["code"]
-        when = "before T0" if e["offset_s"] is None else f"T0+{e['offset_s']:g}s"
-        out.append(f"node {e['node']} exited on its own (exit code {code}, {when}): the run does not measure "
-                   "the protocol as planned")
-    return out
+    return [f"node {e['node']} exited on its own (exit code {'unknown' if e['code'] is None else e['code']}, "
+            f"{when(e['offset_s'])}): the run does not measure the protocol as planned" for e in exits]
 
 
 def _where_late(rec: dict[str, Any], late: float) -> str:

@@ -7,16 +7,19 @@ once, at the drain's end, rather than watched. The fidelity rule counts it as a 
 (orchestrator/fidelity/rule.py `exit_reasons`), the report lists it under Faults, and `peerlab run`
 exits non-zero unless the scenario allows it (`nodes.exits: allow`).
 
-May import: the backends' interface (as a type) and the standard library.
+May import: the backends' interface (as a type), the model's safe printing (bounded.shown) and the
+fidelity rule's wording of an exit.
 """
 from __future__ import annotations
 
 import asyncio
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable
 
 from rich.markup import escape
+
+from orchestrator.fidelity.rule import when
+from orchestrator.model.bounded import shown
 
 if TYPE_CHECKING:
     from orchestrator.backends import Backend
@@ -26,14 +29,9 @@ SHOWN_LINES = 3     # of those, on the console and in the manifest
 ALLOW, FAIL = "allow", "fail"
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
 def last_lines(text: str, count: int = SHOWN_LINES, width: int = 300) -> list[str]:
-    """The last `count` non-empty lines, without control characters (a program's colours), each cut
-    to `width` characters."""
-    lines = [_CONTROL.sub("", line).strip() for line in text.splitlines()]
-    return [line if len(line) <= width else line[:width] + "…" for line in lines if line][-count:]
+    """The last `count` non-empty lines, safe to print (control characters escaped, each cut to `width`)."""
+    return [shown(line.strip(), width) for line in text.splitlines() if line.strip()][-count:]
 
 
 class NodeExits:
@@ -113,10 +111,6 @@ class NodeExits:
         self.warn(escape(f"node {node} exited on its own {when(at)} (exit code {'unknown' if code is None else code}), "
                          f"before the drain's end: the run does not measure the protocol there. Its last output: "
                          f"{' | '.join(lines) or '(none)'} (all of it: {kept})"))
-
-
-def when(offset_s: float | None) -> str:
-    return "before T0" if offset_s is None else f"at T0{'+' if offset_s >= 0 else ''}{offset_s:g}s"
 
 
 def summary(records: list[dict[str, Any]]) -> str:
