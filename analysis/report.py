@@ -121,7 +121,12 @@ def _flatten(section: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]
     return rows
 
 
-OFFSET = "offset_s"
+def _exit_row(e: dict[str, Any]) -> str:
+    """A node's exit as the manifest records it (orchestrator/run/node_exits.py)."""
+    code = "unknown" if e["code"] is None else e["code"]
+    when = "before T0" if e["offset_s"] is None else f"at T0+{e['offset_s']:.4g}s"
+    return (f"exit code {code} {when}; its last output: {' | '.join(e['last_lines']) or '(none)'} "
+            f"({e['output']} in the run directory)")
 
 
 def _faults_section(metrics: dict[str, Any], manifest: dict[str, Any]) -> str:
@@ -141,10 +146,7 @@ def _faults_section(metrics: dict[str, Any], manifest: dict[str, Any]) -> str:
         rows += [("publishes: refused by the implementation (not expected anywhere)", refused["count"])]
         rows += [(f"refused: {r['msg_id']} at {r['node']}", r["reason"]) for r in refused["first"]]
     rows += [("faults executed", ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "none")]
-    rows += [(f"{e['node']} exited on its own (not a fault of the timeline)",
-              f"exit code {'unknown' if e['code'] is None else e['code']} "
-              f"{'before T0' if e['offset_s'] is None else f'at T0+{_fmt(e[OFFSET])}s'}; its last output: "
-              f"{' | '.join(e['last_lines']) or '(none)'} ({e['output']} in the run directory)") for e in exits]
+    rows += [(f"{e['node']} exited on its own (not a fault of the timeline)", _exit_row(e)) for e in exits]
     parts = "".join(f"<h3>Partition at T0+{_fmt(p['at_s'])}s</h3>" + _table(list(p.items()))
                     for p in metrics.get("partitions") or [])
     return f"<h2>Faults</h2>{_table(rows)}{parts}"

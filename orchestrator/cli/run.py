@@ -5,8 +5,6 @@ import argparse
 import os
 from pathlib import Path
 
-from rich.markup import escape
-
 from orchestrator.cli.common import (
     UsageError,
     add_command,
@@ -138,7 +136,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if exits and combo.scenario.nodes.exits != "allow":
             from orchestrator.run.node_exits import summary as exits_summary
 
-            err.print(f"[bold red]run failed:[/] {escape(exits_summary(exits))}: each one's last output is in "
+            err.print(f"[bold red]run failed:[/] {said(exits_summary(exits))}: each one's last output is in "
                       f"{said(run_dir / 'exits')}; the report's Faults section lists them (a scenario that expects "
                       "nodes to quit sets nodes.exits: allow)")
             failed = True
