@@ -34,11 +34,11 @@ delayline: $(STAMP)
 s3-server: $(STAMP)
 	@$(PY) -m orchestrator.store.s3server >/dev/null || echo "peerlab: the bundled S3 server was not built (needs Go 1.26); the s3:// tests will fail, peerlab store serve will say why"
 
-# the local Kubernetes cluster's programs (orchestrator/cluster: Kubernetes 1.34, etcd, CoreDNS,
-# crictl, pinned in orchestrator/cluster/pins) into ~/.cache/peerlab/bin, once per pin and Go version,
-# and the Debian packages it runs on; the first build on a machine takes many minutes
+# the local Kubernetes cluster's programs (orchestrator/cluster: kind, Kubernetes 1.34, etcd, CoreDNS,
+# crictl, flannel, pinned in orchestrator/cluster/pins) into ~/.cache/peerlab/bin, once per pin and Go
+# version (the first build on a machine takes many minutes); `peerlab cluster up` builds the kind
+# node image from them (about a minute, once per change)
 cluster-programs: $(STAMP)
-	@./.ci/system-packages cluster
 	@$(PY) -m orchestrator.cluster.programs >/dev/null || echo "peerlab: the local cluster's programs were not built (needs Go 1.26); the cluster tests will fail"
 
 # Spark's s3a jars (hadoop-aws for PySpark's Hadoop, the AWS SDK bundle: about 690 MB) from Maven Central
@@ -98,8 +98,8 @@ test: dev s3-server s3a-jars cluster-programs
 	$(MAKE) --no-print-directory test-cluster
 	$(MAKE) --no-print-directory test-netem
 
-# the tests on the local Kubernetes cluster (tests/cluster: the module brings it up, runs the
-# kubernetes backend's paths on it, takes it down and checks nothing is left), one at a time
+# the tests on the local 3-node Kubernetes cluster (tests/cluster: the module brings it up with kind,
+# runs the kubernetes backend's paths on it, takes it down and checks nothing is left), one at a time
 test-cluster: dev s3-server cluster-programs
 	$(PY) -m pytest --no-skips --durations=12 -m cluster
 

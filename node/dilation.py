@@ -6,18 +6,38 @@ seconds is armed for k*d real seconds. The node runtime drives its protocol core
 event log on this clock, and the orchestrator its T0, fault timeline and samples, so every timer scales
 without touching a parameter and every timestamp written is in experiment time. k = 1 is the wall clock
 itself, exactly.
+
+A clock may also read `shift_ns` ahead of the machine's (negative: behind), as a machine whose clock
+is off would: every instant the node reads, logs and answers is shifted, the orchestrator measures the
+shift like any offset and the analysis takes it out (`clock_shift` says where it comes from).
 """
 from __future__ import annotations
 
+import json
+import os
 import time
+
+SHIFTS_ENV = "PEERLAB_CLOCK_SHIFTS"        # {"<cluster node>": ns}: the chart's clockShiftNs
+CLUSTER_NODE_ENV = "PEERLAB_CLUSTER_NODE"  # the pod's cluster node (the downward API's spec.nodeName)
+
+
+def clock_shift() -> int:
+    """How far this node's clock reads from its machine's: the shift the chart's clockShiftNs gives
+    the pods of its cluster node (a test of the clock correction moves one node's clock so); else 0."""
+    try:
+        shifts = json.loads(os.environ.get(SHIFTS_ENV) or "{}")
+        return int(shifts.get(os.environ.get(CLUSTER_NODE_ENV, ""), 0))
+    except (ValueError, TypeError, AttributeError):
+        return 0
 
 
 class Dilation:
-    def __init__(self, factor: float = 1.0, epoch_ns: int = 0):
+    def __init__(self, factor: float = 1.0, epoch_ns: int = 0, shift_ns: int = 0):
         if factor < 1:
             raise ValueError(f"a dilation factor is at least 1 (1: real time), got {factor}")
         self.factor = float(factor)
         self.epoch_ns = int(epoch_ns)
+        self.shift_ns = int(shift_ns)
         self._mono0 = time.monotonic()
 
     @property
@@ -48,7 +68,7 @@ class Dilation:
 
     # now ---------------------------------------------------------------------------------------
     def time_ns(self) -> int:
-        return self.experiment_ns(time.time_ns())
+        return self.experiment_ns(time.time_ns() + self.shift_ns)
 
     def time(self) -> float:
         return self.time_ns() / 1e9

@@ -14,7 +14,7 @@ from typing import Any
 
 from node import behaviours
 from node.config import NodeConfig
-from node.dilation import Dilation
+from node.dilation import Dilation, clock_shift
 from node.eventlog import EventLog
 from node.framing import Frame, Probe
 from node.identity import Identities
@@ -36,7 +36,7 @@ class NodeRuntime:
         self.node_id = cfg.node_id
         self.rng = random.Random(f"{cfg.seed}:{cfg.node_id}")
         # every time of this node (core clock, timers, schedule, event log, probes) is experiment time
-        self.dilation = Dilation(cfg.dilation, cfg.dilation_epoch_ns)
+        self.dilation = Dilation(cfg.dilation, cfg.dilation_epoch_ns, clock_shift())
         self.events = EventLog.open(cfg.node_id, cfg.event_log, clock_ns=self.dilation.time_ns)
         core_cls = get_protocol(cfg.protocol)
         self._directory = {p: frozenset(t) for p, t in cfg.directory.items()}

@@ -276,6 +276,19 @@ class KubeCluster:
         return ctx
 
 
+def clock_shifts() -> dict[str, int]:
+    """$PEERLAB_K8S_CLOCK_SHIFTS ({"<cluster node>": ns}): the chart's clockShiftNs, which moves the
+    clock of peerlab's nodes on those cluster nodes (a test of the clock correction); else none."""
+    raw = os.environ.get("PEERLAB_K8S_CLOCK_SHIFTS")
+    if not raw:
+        return {}
+    try:
+        shifts = json.loads(raw)
+        return {str(node): int(ns) for node, ns in shifts.items()}
+    except (ValueError, TypeError, AttributeError):
+        raise RuntimeError(f'PEERLAB_K8S_CLOCK_SHIFTS is not {{"<cluster node>": ns, ...}}: {raw[:200]}') from None
+
+
 def adapter_image(implementation: str) -> str | None:
     """PEERLAB_IMAGE_<IMPLEMENTATION> (js-libp2p: PEERLAB_IMAGE_JS_LIBP2P), where an adapter's image is
     pushed under another name; else None: the content tag `peerlab image build --implementation` makes."""

@@ -133,6 +133,7 @@ class KubernetesBackend(Backend):
                 # the cluster node's congestion control stays (a pod may only choose what the node's
                 # tcp_allowed_congestion_control lists, which peerlab cannot change there): docs/shaping.md#tcp
                 "sysctls": [{"name": k, "value": v} for k, v in tcp.netns_sysctls(tcp.HOST, plan.dilation).items()],
+                "clockShiftNs": kube_cluster.clock_shifts(),
                 "plan": plan.model_dump_json()}
 
     # the network: install the release, learn the pods -----------------------------------------

@@ -23,7 +23,7 @@ examples:
   peerlab run scenarios/gossipsub-large.yaml --matrix gossipsub.variant=v1.1,v1.2,all-3
                            # one run per variant, then one comparison table
   peerlab compare runs/A runs/B      # metrics side by side
-  peerlab cluster up       # (as root) a local one-node Kubernetes cluster for --backend kubernetes
+  peerlab cluster up       # (as root) a local 3-node Kubernetes cluster (kind) for --backend kubernetes
   peerlab store serve      # the bundled S3 server (SeaweedFS) for output.store: s3://peerlab/runs
   peerlab overlay --compare --nodes 1000 --runs 10   # the CD-MAX seed's overlay tables
   peerlab clean            # remove what a crashed run left behind

@@ -1,5 +1,5 @@
-"""`peerlab cluster`: the local one-node Kubernetes cluster (orchestrator/cluster): up, down, status,
-load (import an image built here into it)."""
+"""`peerlab cluster`: the local multi-node Kubernetes cluster (orchestrator/cluster, made by kind): up,
+down, status, load (an image built here into its nodes)."""
 from __future__ import annotations
 
 import argparse
@@ -9,21 +9,24 @@ import sys
 from orchestrator.cli.common import add_command, err, said
 
 DESCRIPTION = """
-A real one-node Kubernetes 1.34 cluster on this machine, for --backend kubernetes where no other
-cluster is at hand: etcd, kube-apiserver (TLS, RBAC), controller-manager, scheduler, containerd with
-a CNI bridge, kubelet, kube-proxy and CoreDNS, all processes on the host (no VM, no registry: the
-images the pods run are imported from the Docker engine), and an S3 store in a pod (SeaweedFS, the
-bundled server of `peerlab store serve`) for the runs' logs. The first `up` on a machine builds the
-programs from their pinned Go modules (many minutes); later ones start in seconds. Runs as root.
-Everything is kept in one state directory ($PEERLAB_CLUSTER_DIR, default /var/lib/peerlab/cluster).
+A real Kubernetes 1.34 cluster of several nodes on this machine, for --backend kubernetes where no
+other cluster is at hand, made the way users make one: by kind. Each cluster node is a Docker
+container with its own systemd, containerd and kubelet (one control plane, the rest workers); pods on
+different nodes talk through flannel's vxlan overlay. No registry is needed: kind, Kubernetes and
+flannel are built from their pinned Go modules, the node image and the control plane's images by the
+Docker engine here, and peerlab's node images are loaded into every node (`kind load`). An S3 store
+runs in a pod (SeaweedFS, the bundled server of `peerlab store serve`) for the runs' logs. The first
+`up` on a machine builds everything (many minutes); later ones take about 30 s. Runs as root. Its
+files on this host are in one state directory ($PEERLAB_CLUSTER_DIR, default /var/lib/peerlab/cluster).
 """
 
 
 def add(sub: argparse._SubParsersAction) -> None:
     p = add_command(
-        sub, "cluster", help="a local one-node Kubernetes cluster: up, down, status, load",
+        sub, "cluster", help="a local multi-node Kubernetes cluster (kind): up, down, status, load",
         description=DESCRIPTION,
-        examples=["peerlab cluster up              # as root; then: export KUBECONFIG=/var/lib/peerlab/cluster/kubeconfig",
+        examples=["peerlab cluster up              # as root, 3 nodes; then: export KUBECONFIG=/var/lib/peerlab/cluster/kubeconfig",
+                  "peerlab cluster up --nodes 1    # one node: the control plane runs the pods too",
                   ". /var/lib/peerlab/cluster/store/credentials.env   # the store's endpoint and keys, for:",
                   "peerlab run scenarios/quickstart.yaml --backend kubernetes --set output.store=s3://peerlab/runs",
                   "peerlab cluster status          # what runs, the node's condition, leftovers",
@@ -32,32 +35,34 @@ def add(sub: argparse._SubParsersAction) -> None:
         note="With the cluster up: peerlab run scenarios/quickstart.yaml --backend kubernetes. "
              "docs/backends.md#the-local-cluster says what it runs and how it differs from a multi-node cluster.")
     csub = p.add_subparsers(dest="cluster_command", required=True, metavar="{up,down,status,load}")
-    u = csub.add_parser("up", help="start the cluster (building its programs the first time) and import the "
-                                   "node images the Docker engine has",
-                        description="Start every component not running yet, wait until the node is Ready, "
-                                    "import peerlab's node images (and --load ones) into its container runtime, "
-                                    "start the S3 store (release peerlab-store: SeaweedFS, its data under the "
-                                    "state directory, reached at the node's address, port 30833, bucket "
-                                    "peerlab; its keys in store/credentials.env there), and print the "
-                                    "kubeconfig to export.")
+    u = csub.add_parser("up", help="create the cluster (building its programs and node image the first time) "
+                                   "and load the node images the Docker engine has",
+                        description="Create the kind cluster peerlab (unless it is up with as many nodes), wait "
+                                    "until every node is Ready, load peerlab's node images (and --load ones) "
+                                    "into every node, start the S3 store (release peerlab-store: SeaweedFS on "
+                                    "the control-plane node, its data under the state directory, reached at "
+                                    "that node's address, port 30833, bucket peerlab; its keys in "
+                                    "store/credentials.env there), and print the kubeconfig to export.")
+    u.add_argument("--nodes", type=int, default=3, metavar="N",
+                   help="cluster nodes: one control plane and N-1 workers; every node runs pods (default 3)")
     u.add_argument("--load", action="append", default=[], metavar="IMAGE",
                    help="also import this Docker image (repeatable)")
     u.add_argument("--no-store", action="store_true",
                    help="without the S3 store (runs then store to file:// or an S3 endpoint of yours)")
     u.set_defaults(func=cmd_up)
-    d = csub.add_parser("down", help="stop the cluster and remove everything it made outside its state directory",
-                        description="Remove the pods' sandboxes, stop every component, unmount, remove the "
-                                    "bridge, the iptables rules and chains, the pods' cgroups and network "
-                                    "namespaces. The state directory (certificates, etcd's data, the images) "
+    d = csub.add_parser("down", help="delete the cluster and everything it made outside its state directory",
+                        description="`kind delete cluster`: the node containers and their volumes, and with them "
+                                    "every pod, mount, cgroup, veth and iptables rule inside them; then the "
+                                    "nodes' Docker network. The state directory (the store's data and keys) "
                                     "stays for the next up, unless --purge.")
     d.add_argument("--purge", action="store_true", help="remove the state directory too")
     d.set_defaults(func=cmd_down)
-    s = csub.add_parser("status", help="what runs, whether the node is Ready, and any leftovers")
+    s = csub.add_parser("status", help="the nodes, whether each is Ready, the store, and any leftovers")
     s.add_argument("--json", action="store_true", help="print it as JSON")
     s.set_defaults(func=cmd_status)
-    ld = csub.add_parser("load", help="import images from the Docker engine into the running cluster",
-                         description="Import each IMAGE (a tag the Docker engine has) into the cluster's "
-                                     "container runtime, as `kind load docker-image` does; already there: skipped.")
+    ld = csub.add_parser("load", help="load images from the Docker engine into every node of the running cluster",
+                         description="`kind load docker-image` of each IMAGE (a tag the Docker engine has) "
+                                     "into every node; one every node has already: skipped.")
     ld.add_argument("images", nargs="+", metavar="IMAGE")
     ld.set_defaults(func=cmd_load)
 
@@ -71,7 +76,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     from orchestrator.cluster.layout import Layout
 
     try:
-        lifecycle.up(Layout.default(), say=_say, load=args.load, with_store=not args.no_store)
+        lifecycle.up(Layout.default(), nodes=args.nodes, say=_say, load=args.load, with_store=not args.no_store)
     except lifecycle.ClusterError as e:
         err.print(f"[bold red]error:[/] {said(e)}", highlight=False)
         return 1
@@ -98,10 +103,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(st, indent=1))
     else:
-        for name, pid in st["processes"].items():
-            print(f"{name:24} {'running (pid ' + str(pid) + ')' if pid else 'stopped'}")
+        print(f"{'kind cluster':24} {st['cluster'] or 'none'} ({len(st['containers'])} node containers)")
         print(f"{'API server':24} {'ready' if st['api_ready'] else 'not answering'}")
-        print(f"{'node':24} {'Ready' if st['node_ready'] else 'not Ready: ' + st['node']}")
+        for node, ready in st["nodes"].items():
+            print(f"{node:24} {'Ready' if ready == 'True' else 'not Ready: ' + ready}")
         if st["kubeconfig"]:
             print(f"{'kubeconfig':24} {st['kubeconfig']}")
         if st["store"]:
@@ -109,20 +114,18 @@ def cmd_status(args: argparse.Namespace) -> int:
                   f"{'takes writes' if st['store']['answers'] else 'not answering'}; settings: {st['store']['settings']}")
         for left in st["leftovers"]:
             print(f"{'left over':24} {left}")
-    return 0 if st["node_ready"] else 1
+    return 0 if st["nodes_ready"] else 1
 
 
 def cmd_load(args: argparse.Namespace) -> int:
-    from orchestrator.cluster import daemons, images, programs
-    from orchestrator.cluster.layout import Layout
+    from orchestrator.cluster import kind
 
-    s = Layout.default()
-    if not daemons.pid_of(s, "containerd"):
+    if not kind.exists():
         err.print("[bold red]error:[/] the local cluster is not up (peerlab cluster up)", highlight=False)
         return 1
     try:
-        done = images.load(s, programs.locate(build=False)["ctr"], args.images, say=_say)
-    except (images.ImageError, programs.MissingProgram) as e:
+        done = kind.load(args.images, say=_say)
+    except kind.KindError as e:
         err.print(f"[bold red]error:[/] {said(e)}", highlight=False)
         return 1
     print(f"imported {len(done)}, {len(args.images) - len(done)} already there", file=sys.stderr)

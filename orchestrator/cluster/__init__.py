@@ -1,13 +1,12 @@
-"""A real one-node Kubernetes cluster on this machine (`peerlab cluster up | down | status | load`).
+"""A real multi-node Kubernetes cluster on this machine, made by kind (`peerlab cluster up | down |
+status | load`): one control plane and workers, each a Docker container with its own kubelet and
+containerd, flannel's vxlan overlay between them, an S3 store in a pod.
 
-    layout      the state directory and the cluster's addresses and ports
-    programs    Kubernetes, etcd, CoreDNS, crictl built from pinned Go modules (pins/); containerd,
-                runc and the CNI plugins from Debian
-    pki         the CA, certificates and kubeconfigs
-    components  every process with its flags and configuration files
-    daemons     starting, waiting for and stopping those processes
-    network     the pods' bridge and iptables rules, and their removal
-    images      the sandbox image and the node images imported into containerd
+    layout      the state directory, the cluster's names and ranges
+    programs    kind, Kubernetes 1.34, etcd, CoreDNS, crictl, flannel built from pinned Go modules (pins/)
+    node_image  the kind node image and the control plane's images, built here (no registry)
+    node/       what the node image holds besides: containerd's configuration, runc-bounded, flannel
+    kind        the cluster's kind configuration, and the `kind` program's calls
     store       the S3 store in a pod (charts/peerlab-store): SeaweedFS, its keys, its endpoint
     lifecycle   up, down, status
 """

@@ -1,39 +1,28 @@
-"""Where the local cluster keeps everything, and its addresses: one state directory (every file of
-the cluster, `down --purge` removes it), the pods' and services' ranges, the ports on the host.
+"""Where the local cluster keeps its files on this host, and its names: one state directory (the
+kubeconfig, the kind configuration, the store's data and keys; `down --purge` removes it), the kind
+cluster's name, its Docker network, its nodes' names, the pods' and services' ranges.
 
-The state directory is $PEERLAB_CLUSTER_DIR, or /var/lib/peerlab/cluster (the cluster runs as root).
+The state directory is $PEERLAB_CLUSTER_DIR, or /var/lib/peerlab/cluster. May import nothing of peerlab.
 """
 from __future__ import annotations
 
 import os
-import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-NODE_NAME = "peerlab-node"
-BRIDGE = "peerlab0"              # the pods' bridge (the CNI bridge plugin's)
-POD_CIDR = "10.244.0.0/16"
-POD_GATEWAY = "10.244.0.1"       # the bridge's address: also where the cluster DNS listens
+NAME = "peerlab"                      # the kind cluster
+CONTEXT = f"kind-{NAME}"              # kind's name for its kubeconfig context
+NETWORK = "peerlab-kind"              # the nodes' Docker network (kind's own is `kind`): removed at down
+CONTROL_PLANE = f"{NAME}-control-plane"
+POD_CIDR = "10.244.0.0/16"            # flannel gives each node a /24 of it
 SERVICE_CIDR = "10.96.0.0/16"
-SERVICE_IP = "10.96.0.1"         # the `kubernetes` service
-CLUSTER_DOMAIN = "cluster.local"
-API_PORT = 6443
-ETCD_CLIENT_PORT = 23790         # not etcd's 2379, so as not to meet a user's etcd
-ETCD_PEER_PORT = 23800
-NAMESPACE = "k8s.io"             # containerd's namespace for the CRI
-PAUSE_IMAGE = "peerlab.local/pause:1"
-CONTEXT = "peerlab"
+LABEL = "io.x-k8s.kind.cluster"       # kind's label on its node containers (value: the cluster's name)
+STORE_MOUNT = "/var/lib/peerlab-store"  # the store's data inside the control-plane node
 
 
-def node_ip() -> str:
-    """The host's address on its default route (the node's InternalIP; the API server advertises it).
-    A UDP socket's connect sends nothing: it only picks the route."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        try:
-            s.connect(("192.0.2.1", 9))
-            return s.getsockname()[0]
-        except OSError:
-            return "127.0.0.1"
+def node_names(count: int) -> list[str]:
+    """kind's names for a cluster of `count` nodes: the control plane, then peerlab-worker, -worker2..."""
+    return [CONTROL_PLANE] + [f"{NAME}-worker{'' if i == 1 else i}" for i in range(1, count)]
 
 
 @dataclass(frozen=True)
@@ -45,60 +34,16 @@ class Layout:
         return cls(Path(os.environ.get("PEERLAB_CLUSTER_DIR") or "/var/lib/peerlab/cluster"))
 
     @property
-    def pki(self) -> Path:
-        return self.root / "pki"
-
-    @property
-    def logs(self) -> Path:
-        return self.root / "logs"
-
-    @property
-    def run(self) -> Path:
-        """Pid files of the cluster's processes."""
-        return self.root / "run"
-
-    @property
-    def etcd(self) -> Path:
-        return self.root / "etcd"
-
-    @property
-    def containerd(self) -> Path:
-        return self.root / "containerd"
-
-    @property
-    def containerd_socket(self) -> Path:
-        return self.containerd / "containerd.sock"
-
-    @property
-    def kubelet(self) -> Path:
-        return self.root / "kubelet"
-
-    @property
-    def pod_logs(self) -> Path:
-        return self.root / "pod-logs"
-
-    @property
-    def cni_conf(self) -> Path:
-        return self.root / "cni" / "net.d"
-
-    @property
-    def cni_state(self) -> Path:
-        """host-local's address leases."""
-        return self.root / "cni" / "ipam"
-
-    @property
-    def config(self) -> Path:
-        """Configuration files written at `up` (containerd, kubelet, kube-proxy, CoreDNS)."""
-        return self.root / "config"
-
-    @property
     def kubeconfig(self) -> Path:
-        """The admin kubeconfig `up` writes for the user (context `peerlab`)."""
+        """The admin kubeconfig `up` writes for the user (context kind-peerlab)."""
         return self.root / "kubeconfig"
 
-    def kubeconfig_of(self, user: str) -> Path:
-        return self.pki / f"{user}.kubeconfig"
+    @property
+    def kind_config(self) -> Path:
+        """The kind cluster configuration `up` wrote (kind.config says what it holds)."""
+        return self.root / "kind.yaml"
 
-    def dirs(self) -> list[Path]:
-        return [self.pki, self.logs, self.run, self.etcd, self.containerd, self.kubelet, self.pod_logs,
-                self.cni_conf, self.cni_state, self.config]
+    @property
+    def store_data(self) -> Path:
+        """The S3 store's objects, on this host (mounted into the control-plane node)."""
+        return self.root / "store" / "data"

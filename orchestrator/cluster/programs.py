@@ -1,12 +1,16 @@
-"""The local cluster's programs: Kubernetes 1.34, etcd, CoreDNS and crictl built from their published
-Go modules as pinned in orchestrator/cluster/pins (into the user's cache, once: orchestrator/builds/gobuild.py),
-containerd, ctr, runc and the CNI plugins from Debian's packages (.ci/system-packages cluster).
+"""The local cluster's programs: kind, Kubernetes 1.34 (kubeadm, kubelet, kubectl, the control plane),
+etcd, CoreDNS, crictl and flannel built from their published Go modules as pinned in
+orchestrator/cluster/pins (into the user's cache, once: orchestrator/builds/gobuild.py). The node image
+holds them with Debian's containerd, runc and CNI plugins (node_image.py).
+
+flannel's main links every backend; one of them, tencentvpc, needs a cloud SDK module the Go proxy
+here does not serve: pins/flannel replaces it by a package that refuses every call
+(pins/flannel/tencentcloud-vpc-refused); the cluster uses the vxlan backend.
 
 `python -m orchestrator.cluster.programs` builds what is missing (set-up runs it) and prints the paths.
 """
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
 
@@ -21,21 +25,27 @@ BUILT = {
     "kube-controller-manager": ("kubernetes", "k8s.io/kubernetes/cmd/kube-controller-manager"),
     "kube-scheduler": ("kubernetes", "k8s.io/kubernetes/cmd/kube-scheduler"),
     "kubelet": ("kubernetes", "k8s.io/kubernetes/cmd/kubelet"),
+    "kubeadm": ("kubernetes", "k8s.io/kubernetes/cmd/kubeadm"),
+    "kubectl": ("kubernetes", "k8s.io/kubernetes/cmd/kubectl"),
     "kube-proxy": ("kubernetes", "k8s.io/kubernetes/cmd/kube-proxy"),
     "coredns": ("coredns", "github.com/coredns/coredns"),
     "crictl": ("cri-tools", "sigs.k8s.io/cri-tools/cmd/crictl"),
+    "kind": ("kind", "sigs.k8s.io/kind"),
+    "flanneld": ("flannel", "github.com/flannel-io/flannel"),
 }
-DEBIAN = {"containerd": "containerd", "ctr": "containerd", "runc": "runc"}
-CNI_BIN = Path("/usr/lib/cni")
-CNI_PLUGINS = ("bridge", "host-local", "loopback", "portmap")
 
 
-def _kubernetes_version() -> str:
-    for line in (PINS / "kubernetes" / "go.mod").read_text().splitlines():
+def module_version(pin: str, module: str) -> str:
+    """The version of `module` the pin's go.mod requires (v1.34.4)."""
+    for line in (PINS / pin / "go.mod").read_text().splitlines():
         parts = line.split()
-        if parts[:1] == ["k8s.io/kubernetes"] or parts[:2] == ["require", "k8s.io/kubernetes"]:
+        if parts[:1] == [module] or parts[:2] == ["require", module]:
             return parts[-1]
-    raise MissingProgram("orchestrator/cluster/pins/kubernetes/go.mod requires no k8s.io/kubernetes")
+    raise MissingProgram(f"orchestrator/cluster/pins/{pin}/go.mod requires no {module}")
+
+
+def kubernetes_version() -> str:
+    return module_version("kubernetes", "k8s.io/kubernetes")
 
 
 def ldflags(pin: str) -> str:
@@ -43,7 +53,7 @@ def ldflags(pin: str) -> str:
     v0.0.0-master (helm refuses a chart's kubeVersion against it; kubectl version shows it)."""
     if pin != "kubernetes":
         return ""
-    version = _kubernetes_version()
+    version = kubernetes_version()
     major, minor = version.lstrip("v").split(".")[:2]
     stamp = {"gitVersion": version, "gitMajor": major, "gitMinor": minor, "gitTreeState": "clean",
              "buildDate": "1970-01-01T00:00:00Z"}
@@ -66,14 +76,19 @@ def locate(build: bool = True) -> dict[str, Path]:
             raise MissingProgram(str(err)) from None
         if not found[name].exists():
             raise MissingProgram(f"{name} is not built yet: `make cluster-programs` (or `sudo peerlab cluster up`) builds it")
-    missing = [pkg for name, pkg in DEBIAN.items() if not shutil.which(name)]
-    missing += ["containernetworking-plugins"] if not all((CNI_BIN / p).exists() for p in CNI_PLUGINS) else []
-    if missing:
-        raise MissingProgram(f"missing Debian packages: {' '.join(sorted(set(missing)))} "
-                             "(as root: .ci/system-packages cluster, or apt-get install them)")
-    found.update({name: Path(shutil.which(name) or name) for name in DEBIAN})
-    found["cni"] = CNI_BIN
     return found
+
+
+def locate_one(name: str, build: bool = True) -> Path:
+    """One program's path, built first if missing (unless not `build`: then MissingProgram)."""
+    pin, package = BUILT[name]
+    try:
+        path = gobuild.binary(PINS / pin, package, name, build=build, ldflags=ldflags(pin))
+    except gobuild.GoBuildError as err:
+        raise MissingProgram(str(err)) from None
+    if not path.exists():
+        raise MissingProgram(f"{name} is not built yet: `make cluster-programs` (or `sudo peerlab cluster up`) builds it")
+    return path
 
 
 def built(name: str) -> Path | None:

@@ -3,12 +3,13 @@ s3server.py) in a pod of charts/peerlab-store, installed by `peerlab cluster up`
 cluster store their logs in the cluster and `peerlab report s3://...` reads them from there.
 
     image      peerlab-seaweedfs:<hash>     the weed binary on the node images' base, built by the
-                                            Docker engine here and imported (no registry)
+                                            Docker engine here and loaded into the nodes (no registry)
     secret     peerlab-store/peerlab-store-credentials   the store's one identity, drawn at the first
                                             up and kept in <state>/store/credentials.env (mode 0600)
     release    peerlab-store, namespace peerlab-store    `helm upgrade --install`: an up again changes nothing
-    data       <state>/store/data on the host (hostPath): kept across down and up, gone with --purge
-    endpoint   http://<node address>:30833 from the host (a NodePort),
+    data       <state>/store/data on the host, mounted into the control-plane node (kind.config), where
+               the pod runs (a hostPath): kept across down and up, gone with --purge
+    endpoint   http://<control-plane node's address>:30833 from the host (a NodePort),
                http://peerlab-store.peerlab-store.svc:8333 from pods
 """
 from __future__ import annotations
@@ -23,9 +24,10 @@ from pathlib import Path
 from typing import Callable
 
 from orchestrator.builds import node_image
-from orchestrator.cluster import images
+from orchestrator.cluster import kind
 from orchestrator.cluster import layout as L
 from orchestrator.cluster.layout import Layout
+from orchestrator.cluster.node_image import has as docker_has
 from orchestrator.paths import ROOT
 from orchestrator.store import s3server
 from orchestrator.store.durable import write_private
@@ -53,7 +55,7 @@ def credentials_file(s: Layout) -> Path:
 
 
 def endpoint() -> str:
-    return f"http://{L.node_ip()}:{NODE_PORT}"
+    return f"http://{kind.node_address(L.CONTROL_PLANE) or '127.0.0.1'}:{NODE_PORT}"
 
 
 def in_cluster_endpoint() -> str:
@@ -74,7 +76,7 @@ def build_image(say: Callable[[str], None]) -> str:
         raise StoreError(f"the S3 server's binary could not be built: {err}") from None
     base = node_image.base_image()
     tag = image_tag(binary, base)
-    if images.docker_has(tag):
+    if docker_has(tag):
         return tag
     say(f"  building {tag} (SeaweedFS on {base}, once)")
     with tempfile.TemporaryDirectory(dir=binary.parent) as tmp:
@@ -158,20 +160,20 @@ def answers(s: Layout, timeout: float = 3.0) -> bool:
         return False
 
 
-def up(s: Layout, ctr: Path, api, say: Callable[[str], None] = print) -> None:
-    """Build and import the image, create the secret, install or keep the release, and wait until
+def up(s: Layout, api, say: Callable[[str], None] = print) -> None:
+    """Build and load the image, create the secret, install or keep the release, and wait until
     the store takes writes (bucket `peerlab` created). `api`: a kubernetes ApiClient of the cluster."""
     started = time.monotonic()
     tag = build_image(say)
     try:
-        images.load(s, ctr, [tag], say)
-    except images.ImageError as err:
+        kind.load([tag], say)
+    except kind.KindError as err:
         raise StoreError(str(err)) from None
-    data = directory(s) / "data"
-    data.mkdir(parents=True, exist_ok=True)
+    s.store_data.mkdir(parents=True, exist_ok=True)
     _secret(s, api)
     done = _helm(s, "upgrade", "--install", RELEASE, str(CHART), "--set", f"image.tag={tag.split(':', 1)[1]}",
-                 "--set", f"credentialsSecret={SECRET}", "--set", f"storage.hostPath={data}",
+                 "--set", f"credentialsSecret={SECRET}", "--set", f"storage.hostPath={L.STORE_MOUNT}",
+                 "--set-string", f"nodeSelector.kubernetes\\.io/hostname={L.CONTROL_PLANE}",
                  "--set", f"service.nodePort={NODE_PORT}", "--set", f"service.port={S3_PORT}")
     if done.returncode != 0:
         raise StoreError(f"helm upgrade --install {RELEASE} failed: {done.stderr.strip()[-800:]}")

@@ -118,12 +118,12 @@ def _kubernetes_row() -> dict[str, Any]:
     except Exception as err:  # noqa: BLE001 - no kubeconfig, no server: said, not raised
         return {"what": "kubernetes cluster", "ok": False,
                 "detail": f"none reachable ({str(err).splitlines()[0][:120] or err.__class__.__name__}); "
-                          "for --backend kubernetes: sudo peerlab cluster up (a local one-node cluster), "
+                          "for --backend kubernetes: sudo peerlab cluster up (a local 3-node kind cluster), "
                           "or point KUBECONFIG at a cluster"}
 
 
 def _local_cluster_row() -> dict[str, Any]:
-    """The local one-node cluster (orchestrator/cluster): built? running? Ready?"""
+    """The local multi-node kind cluster (orchestrator/cluster): built? running? Ready?"""
     from orchestrator.cluster import lifecycle, programs
     from orchestrator.cluster.layout import Layout
 
@@ -134,16 +134,15 @@ def _local_cluster_row() -> dict[str, Any]:
                 "detail": f"not ready to start: {str(err).splitlines()[0]}"}
     state = Layout.default()
     st = lifecycle.status(state)
-    if st["node_ready"]:
+    if st["nodes_ready"]:
         store = st["store"]
         store_note = (f"; S3 store {'takes writes' if store['answers'] else 'NOT answering'} at "
                       f"{store['endpoint']} (. {store['settings']})" if store else "; no S3 store (up --no-store)")
         return {"what": "local kubernetes cluster", "ok": True,
-                "detail": f"up, node Ready: export KUBECONFIG={state.kubeconfig}{store_note}"}
-    running = [name for name, pid in st["processes"].items() if pid]
+                "detail": f"up, {len(st['nodes'])} nodes Ready: export KUBECONFIG={state.kubeconfig}{store_note}"}
     return {"what": "local kubernetes cluster", "ok": True,
-            "detail": (f"partly up ({', '.join(running)}; node {st['node']}): sudo peerlab cluster status"
-                       if running else "built, not running: sudo peerlab cluster up (seconds)")}
+            "detail": (f"partly up ({', '.join(st['containers'])}; nodes {st['nodes']}): sudo peerlab cluster status"
+                       if st["containers"] else "built, not running: sudo peerlab cluster up (about 30 s)")}
 
 
 def summary(rows: list[dict[str, Any]]) -> list[str]:

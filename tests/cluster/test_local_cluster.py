@@ -1,11 +1,14 @@
-"""The kubernetes backend on a real cluster: the local one-node cluster `peerlab cluster up` starts
-(orchestrator/cluster: etcd, kube-apiserver with TLS and RBAC, controller-manager, scheduler,
-containerd, kubelet, kube-proxy, CoreDNS). Every call goes through the real API server: the chart
-installed by helm, pods scheduled and started by the kubelet, exec and the pod proxy, the shaper
-sidecar's tc inside the pods, the lease, RBAC. The module's fixture brings the cluster up and, at the
-end, down, and checks that nothing of it is left on the host."""
+"""The kubernetes backend on a real cluster of three nodes: the local kind cluster `peerlab cluster up`
+makes (orchestrator/cluster: one control plane and two workers, each a container with its own
+systemd, containerd and kubelet; flannel's vxlan overlay between them; kubeadm's control plane).
+Every call goes through the real API server: the chart installed by helm, pods spread by the
+scheduler over the three nodes and started by their kubelets, exec and the pod proxy, the shaper
+sidecar's tc inside the pods, traffic between pods on different nodes through the overlay, the
+lease, RBAC. The module's fixture brings the cluster up and, at the end, down, and checks that
+nothing of it is left on the host."""
 from __future__ import annotations
 
+import base64
 import gzip
 import json
 import os
@@ -19,6 +22,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import yaml
 
 from analysis import s3a
 from analysis.job import analyse
@@ -34,17 +38,34 @@ pytestmark = [pytest.mark.emulation, pytest.mark.cluster, pytest.mark.slow, pyte
 NAMESPACE = "peerlab-test"
 
 
-def mounts_under(root: Path) -> list[str]:
-    return [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()
-            if line.split()[4].startswith(str(root))]
+NODES = 3
+
+
+def host_state() -> set[str]:
+    """What a cluster could leave on this host: interfaces, iptables rules and chains, cgroups, mounts,
+    network namespaces, Docker's containers, volumes and networks."""
+    def lines(*argv: str) -> list[str]:
+        return subprocess.run(argv, capture_output=True, text=True).stdout.splitlines()
+    found = {f"link {line.split(': ')[1].split('@')[0]}" for line in lines("ip", "-o", "link")}
+    for save in ("iptables-save", "ip6tables-save"):
+        found |= {f"{save} {line.split(' [')[0]}" for line in lines(save) if line[:1] in (":", "-")}
+    found |= {f"cgroup {p}" for p in Path("/sys/fs/cgroup").glob("*/*") if p.is_dir()}
+    found |= {f"cgroup {p}" for p in Path("/sys/fs/cgroup").glob("*/*/*") if p.is_dir()}
+    found |= {f"mount {line.split()[4]}" for line in Path("/proc/self/mountinfo").read_text().splitlines()}
+    found |= {f"netns {line.split()[0]}" for line in lines("ip", "netns", "list") if line.strip()}
+    for what in (("ps", "-aq"), ("volume", "ls", "-q"), ("network", "ls", "-q")):
+        found |= {f"docker {what[0]} {line}" for line in lines("docker", *what)}
+    return found
 
 
 @pytest.fixture(scope="module")
 def cluster():
-    """The local cluster, up for this module (building nothing when set-up has built its programs),
-    with the node images of this checkout imported; down afterwards, with nothing left."""
+    """The local 3-node cluster, up for this module (building nothing when set-up has built its
+    programs and node image), with the node images of this checkout loaded into every node; down
+    afterwards, with nothing of it left on the host."""
     state = Layout.default()
-    up = peerlab("cluster", "up", timeout=1800)
+    before = host_state()
+    up = peerlab("cluster", "up", "--nodes", str(NODES), timeout=1800)
     assert up.returncode == 0, up.stderr[-3000:]
     print(up.stderr[-600:])
     env = {"KUBECONFIG": str(state.kubeconfig), "PEERLAB_K8S_NAMESPACE": NAMESPACE}
@@ -52,9 +73,16 @@ def cluster():
     down = peerlab("cluster", "down", timeout=300)
     assert down.returncode == 0, down.stderr[-2000:]
     st = lifecycle.status(state)
-    assert not any(st["processes"].values()), st
+    assert st["cluster"] is None and st["containers"] == [], st
     assert st["leftovers"] == [], st["leftovers"]
-    assert mounts_under(state.root) == []
+    assert host_state() - before == set()
+
+
+def api_server(env: dict[str, str]) -> tuple[str, str]:
+    """The API server's address and its CA (PEM) from the cluster's kubeconfig."""
+    config = yaml.safe_load(Path(env["KUBECONFIG"]).read_text())
+    cluster = config["clusters"][0]["cluster"]
+    return cluster["server"], base64.b64decode(cluster["certificate-authority-data"]).decode()
 
 
 def kubectl(env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -81,16 +109,27 @@ def run_on_cluster(env: dict[str, str], scenario: Path, tmp_path: Path, *extra: 
     return Path(done.stdout.strip().splitlines()[-1])
 
 
-def test_the_cluster_is_a_real_one_node_cluster(cluster):
-    """A node Ready, DNS for pods, and every component a process of the cluster's own."""
+def test_the_cluster_is_a_real_three_node_cluster(cluster):
+    """Three nodes Ready (kind's control plane and two workers), each with its kubelet 1.34 and its
+    share of the pod range, flannel's overlay on each, and pods on two nodes reaching each other."""
     state, env = cluster
     nodes = json.loads(kubectl(env, "get", "nodes", "-o", "json").stdout)["items"]
-    assert [n["metadata"]["name"] for n in nodes] == [L.NODE_NAME]
-    ready = {c["type"]: c["status"] for c in nodes[0]["status"]["conditions"]}
-    assert ready["Ready"] == "True"
-    assert nodes[0]["status"]["nodeInfo"]["kubeletVersion"].startswith("v1.34.")
+    assert [n["metadata"]["name"] for n in nodes] == L.node_names(NODES)
+    for node in nodes:
+        ready = {c["type"]: c["status"] for c in node["status"]["conditions"]}
+        assert ready["Ready"] == "True", node["metadata"]["name"]
+        assert node["status"]["nodeInfo"]["kubeletVersion"].startswith("v1.34.")
+        assert not node["spec"].get("taints"), node["spec"]  # every node runs the scenario's pods
+    assert len({n["spec"]["podCIDR"] for n in nodes}) == NODES
+    flannel = json.loads(kubectl(env, "get", "pods", "-n", "kube-system", "-l", "app=flannel", "-o", "json").stdout)["items"]
+    assert sorted(p["spec"]["nodeName"] for p in flannel) == L.node_names(NODES)
+    assert all(p["status"]["phase"] == "Running" for p in flannel)
+    for node in L.node_names(NODES):  # the overlay's device, a VXLAN, in each node
+        link = subprocess.run(["docker", "exec", node, "ip", "-d", "link", "show", "flannel.1"],
+                              capture_output=True, text=True)
+        assert link.returncode == 0 and "vxlan id 1" in link.stdout, link.stderr
     st = lifecycle.status(state)
-    assert all(st["processes"].values()), st["processes"]
+    assert st["cluster"] == L.NAME and st["nodes_ready"], st
     # the S3 store in its pod, reached from this host at the node's address
     assert st["store"] == {"endpoint": store.endpoint(), "answers": True, "settings": str(store.credentials_file(state))}
     assert store.credentials_file(state).stat().st_mode & 0o077 == 0  # its keys: root's alone
@@ -98,14 +137,37 @@ def test_the_cluster_is_a_real_one_node_cluster(cluster):
     assert [p["status"]["phase"] for p in pods] == ["Running"]
 
 
+def assert_spread(manifest: dict) -> None:
+    """Each node group (implementation) spread evenly over the cluster's nodes, as manifest.clock.machines
+    records where each pod ran; each cluster node with its own measured offset."""
+    where = {node: machine for machine, members in manifest["clock"]["machines"].items() for node in members}
+    assert sorted(manifest["clock"]["machines"]) == L.node_names(NODES)
+    groups: dict[str, list[str]] = {}
+    for node in manifest["plan"]["nodes"]:
+        groups.setdefault(node["implementation"], []).append(where[node["id"]])
+    for implementation, machines in groups.items():
+        counts = [machines.count(m) for m in L.node_names(NODES)]
+        assert max(counts) - min(counts) <= 1, (implementation, counts)
+    offsets = manifest["clock"]["offsets_ns"]
+    for machine, members in manifest["clock"]["machines"].items():
+        assert len({offsets[n] for n in members}) == 1, machine  # one clock per cluster node
+
+
+SHIFTED = "peerlab-worker"
+SHIFT_NS = 250_000_000
+
+
 def test_quickstart_on_the_local_cluster_into_its_store_and_reported_from_there(cluster, tmp_path):
-    """The README's quickstart, unchanged, on --backend kubernetes: 30 pods of the chart; every link
-    shaped and calibrated inside the pods; every message delivered. Its logs go to the cluster's own
-    S3 store (the peerlab-store release `cluster up` installed) and the report is made from there:
-    Spark reads them in place through s3a, nothing of them copied to this machine."""
+    """The README's quickstart, unchanged, on --backend kubernetes: 30 pods of the chart spread over the
+    three cluster nodes; every link shaped and calibrated inside the pods; every message delivered.
+    One cluster node's clock reads 250 ms ahead (the chart's clockShiftNs moves it for every node
+    there): the run measures that node's offset, the manifest records it, and the report's latencies
+    stay right. Its logs go to the cluster's own S3 store (the peerlab-store release `cluster up`
+    installed) and the report is made from there: Spark reads them in place through s3a."""
     state, env = cluster
     s3 = store.credentials(state)
-    writer = {**os.environ, **env, **s3, "PEERLAB_CACHE": str(tmp_path / "writer")}
+    writer = {**os.environ, **env, **s3, "PEERLAB_CACHE": str(tmp_path / "writer"),
+              "PEERLAB_K8S_CLOCK_SHIFTS": json.dumps({SHIFTED: SHIFT_NS})}
     run_dir = run_on_cluster(writer, ROOT / "scenarios" / "quickstart.yaml", tmp_path,
                              "--set", "output.store=s3://peerlab/cluster-tests")
     run_id = run_dir.name
@@ -124,6 +186,12 @@ def test_quickstart_on_the_local_cluster_into_its_store_and_reported_from_there(
 
     manifest = json.loads((reader / "manifest.json").read_text())
     assert manifest["status"] == "completed" and manifest["backend"] == "kubernetes"
+    assert_spread(manifest)  # 10 pods on each of the 3 cluster nodes
+    # the shifted node's offset measured as such (within the method's error through the API server)
+    clock = manifest["clock"]
+    for machine, members in clock["machines"].items():
+        shift = SHIFT_NS if machine == SHIFTED else 0
+        assert abs(clock["offsets_ns"][members[0]] - shift) <= clock["max_error_ns"] + 2_000_000, (machine, clock)
     cal = manifest["calibration"]
     assert len(cal["rtt"]) == 8 and len(cal["throughput"]) == 2
     assert all(r["ok"] for r in cal["throughput"]), cal
@@ -135,7 +203,7 @@ def test_quickstart_on_the_local_cluster_into_its_store_and_reported_from_there(
           cal["latency_error_pct"], cal["bandwidth_error_pct"])
     assert metrics["delivery_ratio"] == 1.0
     assert 50.0 <= metrics["latency_ms"]["p50"] <= 80.0  # one hop of 50 ms; the rest is 2 cores' queue
-    # one clock for every pod (one cluster node): no delivery before its 50 ms link (less the offset's error)
+    # the offsets taken out (one of them 250 ms): no delivery before its 50 ms link, less the offsets' error
     assert metrics["latency_ms"]["min"] >= 47.0
     # every pod's link counters, read inside the pods: what the sockets carried from T0 on is what the
     # nodes logged they sent (the probes of the fidelity watch and the headers' options on top)
@@ -156,6 +224,9 @@ def test_gossipsub_mixed_on_the_local_cluster(cluster, tmp_path, spark):
     run_dir = run_on_cluster(env, ROOT / "scenarios" / "gossipsub-mixed.yaml", tmp_path)
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["status"] == "completed"
+    # the chart's topology spread: each implementation's three pods one on each cluster node, so every
+    # implementation's messages cross the overlay (the manifest records which pod ran where)
+    assert_spread(manifest)
     # a node of each implementation killed and restarted 2 s later: how long a restart takes decides the order
     assert sorted(f["action"] for f in manifest["faults_executed"]) == ["heal", *["kill"] * 4, "partition",
                                                                          *["restart"] * 4]
@@ -227,10 +298,12 @@ def test_the_charts_role_lets_the_orchestrator_do_its_work_and_nothing_else(clus
         token = kubectl(env, "create", "token", account, "-n", NAMESPACE).stdout.strip()
         # a kubeconfig of the account alone (the admin's has a client certificate, which would win)
         as_account = tmp_path / "account.kubeconfig"
+        server, ca = api_server(env)
+        (tmp_path / "ca.crt").write_text(ca)
         as_account.write_text(json.dumps({
             "apiVersion": "v1", "kind": "Config", "current-context": "sa",
-            "clusters": [{"name": "c", "cluster": {"server": f"https://127.0.0.1:{L.API_PORT}",
-                                                   "certificate-authority": str(state.pki / "ca.crt")}}],
+            "clusters": [{"name": "c", "cluster": {"server": server,
+                                                   "certificate-authority": str(tmp_path / "ca.crt")}}],
             "users": [{"name": "sa", "user": {"token": token}}],
             "contexts": [{"name": "sa", "context": {"cluster": "c", "user": "sa"}}]}))
         account_env = {**env, "KUBECONFIG": str(as_account)}
@@ -245,11 +318,11 @@ def test_the_charts_role_lets_the_orchestrator_do_its_work_and_nothing_else(clus
 
         def api(method: str, path: str) -> int:
             """The API server's own answer to the account's request (not a review of it): its status."""
-            request = urllib.request.Request(f"https://127.0.0.1:{L.API_PORT}{path}", method=method,
+            request = urllib.request.Request(f"{server}{path}", method=method,
                                              headers={"Authorization": f"Bearer {token}"})
             try:
                 with urllib.request.urlopen(request, context=ssl.create_default_context(
-                        cafile=str(state.pki / "ca.crt")), timeout=10) as answer:
+                        cafile=str(tmp_path / "ca.crt")), timeout=10) as answer:
                     return answer.status
             except urllib.error.HTTPError as err:
                 return err.code
@@ -301,12 +374,14 @@ def test_admission_reads_the_real_clusters_quota_and_allocatable(cluster):
 
         # no quota: the node's allocatable, as the kubelet reports it, bounds the run
         kubectl(env, "delete", "quota", "lab-quota", "-n", ns)
-        node = json.loads(kubectl(env, "get", "nodes", "-o", "json").stdout)["items"][0]
+        nodes = json.loads(kubectl(env, "get", "nodes", "-o", "json").stdout)["items"]
+        assert len(nodes) == NODES
         per_pod = kube_admission.pod_needs()
-        allocatable = node["status"]["allocatable"]
-        fit = min(int(float(kube_admission.quantity(allocatable["cpu"])) / per_pod["cpu"] + 1e-9),
-                  int(float(kube_admission.quantity(allocatable["memory"])) / 2**20 / per_pod["memory"] + 1e-9),
-                  int(allocatable["pods"]))
+
+        def total(key: str) -> float:  # over every node of the cluster
+            return sum(float(kube_admission.quantity(n["status"]["allocatable"][key])) for n in nodes)
+        fit = min(int(total("cpu") / per_pod["cpu"] + 1e-9), int(total("memory") / 2**20 / per_pod["memory"] + 1e-9),
+                  int(total("pods")))
         assert 1 < fit < 5000
         refused = peerlab("run", "scenarios/quickstart.yaml", "--backend", "kubernetes", "--namespace", ns,
                           "--set", "nodes.count=5000", env=run_env)

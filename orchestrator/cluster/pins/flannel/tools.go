@@ -1,0 +1,7 @@
+//go:build tools
+
+package flannel
+
+import (
+	_ "github.com/flannel-io/flannel"
+)
