@@ -96,7 +96,7 @@ class Backend(abc.ABC):
     runs_adapters = False  # can start an adapter's node (node/adapters) and stop it with SIGTERM
     adapters_in_images = False  # runs them from their images (node/adapters/*/Dockerfile), not from .tools/
     has_delayline = False  # the delay line (orchestrator/shaping/delayline.py) reaches its namespaces
-    delayline_per_node = False  # one delay line inside each node's namespace (delay_line_in), not one for all
+    delayline_per_machine = False  # one delay line per machine the nodes are on (delay_line_of), not one here
     logs_on_host = True  # event_log() is the file the node writes, on this machine, during the run
     needs_root = True  # makes namespaces, containers or tc qdiscs on this machine (`peerlab run` says so first)
 
@@ -150,12 +150,10 @@ class Backend(abc.ABC):
         peerlab importable (the delay line, calibration probes): nsenter on this machine."""
         return ["nsenter", f"--net={self.netns_path(node_id)}", sys.executable]
 
-    def delay_line_in(self, node_id: str, seed: int) -> Any:
-        """Where `delayline_per_node`: a delay line started inside the node's namespace, with `request`
-        and `close` (delayline.DelayLineProcess): here, in a Python started in it."""
-        from orchestrator.shaping import delayline
-
-        return delayline.DelayLineProcess(seed, self.python_in_netns(node_id))
+    def delay_line_of(self, node_id: str, seed: int) -> Any:
+        """Where `delayline_per_machine`: the delay line of the machine the node is on (one object for
+        all its nodes), with `request` and `close` (delayline.DelayLineProcess's)."""
+        raise NotImplementedError(f"the {self.name} backend has one delay line, here")
 
     def probe_delayline(self) -> tuple[bool, str]:
         """Can the delay line hold the nodes' packets? Here: NFQUEUE on this machine."""

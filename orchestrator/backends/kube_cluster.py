@@ -1,5 +1,8 @@
 """The Kubernetes cluster as the kubernetes backend sees it: Helm releases of charts/peerlab, pods,
-exec into their containers, their output, and HTTP to a pod's port through the API server's proxy.
+exec into their containers, their output, HTTP to a pod's port through the API server's proxy, and
+the shaping daemon on each cluster node (charts/peerlab-shaper, namespace $PEERLAB_SHAPER_NAMESPACE or
+peerlab-system): its agent kept open on one exec stream per node, a pod's network namespace as that
+daemon sees it (found through the CRI), a Python there.
 
 Only this module and its kube_exec speak to Kubernetes (the kubernetes client, the helm binary from
 .tools/bin); the backend on top of it (`orchestrator.backends.kubernetes`) knows nodes, not API
@@ -26,6 +29,10 @@ from orchestrator.paths import ROOT
 from orchestrator.store.durable import write_private
 
 CHART = ROOT / "charts" / "peerlab"
+SHAPER_LABEL = "app.kubernetes.io/name=peerlab-shaper"
+SHAPER_CONTAINER = "shaper"
+SHAPER_HELP = ("install the shaping daemon (charts/peerlab-shaper: `peerlab cluster up` does on the local "
+               "cluster; docs/backends.md#the-shaping-daemon says how on yours)")
 REST_TIMEOUT = 30     # seconds for one API call (connect and read)
 STILL_TERMINATING = "still exists"  # helm 4: an uninstall whose deleted objects have not gone yet
 PSA_ENFORCE = "pod-security.kubernetes.io/enforce"
@@ -65,6 +72,8 @@ class KubeCluster:
                                    "--kube-context, or create one: peerlab prepare kind") from None
         self.namespace = namespace
         self.context = context
+        self.shaper_namespace = os.environ.get("PEERLAB_SHAPER_NAMESPACE") or "peerlab-system"
+        self._shaper_pods: dict[str, str] = {}
         self.config = client.Configuration.get_default_copy()
         self.api_client = client.ApiClient(self.config)
         self.core = client.CoreV1Api(self.api_client)
@@ -77,10 +86,12 @@ class KubeCluster:
             cmd += ["--kube-context", self.context]
         return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
-    def ensure_namespace(self) -> None:
-        """The run's namespace, created labelled for Pod Security (`privileged`: the shaper sidecar needs
-        NET_ADMIN, which no other level admits), or refused before anything is installed if it enforces
-        a level that would reject the pods. Without the right to read namespaces, left to helm."""
+    def ensure_namespace(self, sysctls: bool = False) -> None:
+        """The run's namespace, created labelled for Pod Security (`restricted`: the pods hold no
+        capability, the shaping daemon shapes them from outside; `privileged` where the pods set a
+        sysctl outside Kubernetes' safe set, as dilated runs do), or refused before anything is
+        installed if it enforces a level that would reject the pods. Without the right to read
+        namespaces, left to helm."""
         from kubernetes import client
         from kubernetes.client.exceptions import ApiException
         from urllib3.exceptions import HTTPError
@@ -92,7 +103,8 @@ class KubeCluster:
                                f"({err.__class__.__name__}); is the cluster up? (kubectl cluster-info)") from None
         except ApiException as err:
             if err.status == 404:
-                labels = {PSA_ENFORCE: "privileged", "pod-security.kubernetes.io/warn": "restricted"}
+                labels = {PSA_ENFORCE: "privileged" if sysctls else "restricted",
+                          "pod-security.kubernetes.io/warn": "restricted"}
                 self.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(
                     name=self.namespace, labels=labels)), _request_timeout=REST_TIMEOUT)
                 return
@@ -100,16 +112,17 @@ class KubeCluster:
                 return
             raise
         level = (found.metadata.labels or {}).get(PSA_ENFORCE, "")
-        if level in ("baseline", "restricted"):
+        if sysctls and level in ("baseline", "restricted"):
             raise RuntimeError(
                 f"namespace {self.namespace} enforces Pod Security level {level!r}, which rejects the pods' "
-                "shaper sidecar (it needs NET_ADMIN; only `privileged` admits it): run in another namespace "
-                f"(--namespace), or `kubectl label namespace {self.namespace} {PSA_ENFORCE}=privileged --overwrite`")
+                "sysctl (a dilated run scales TCP's minimum RTO: net.ipv4.tcp_rto_min_us, outside the safe set; "
+                "only `privileged` admits it): run in another namespace (--namespace), or `kubectl label "
+                f"namespace {self.namespace} {PSA_ENFORCE}=privileged --overwrite`")
 
     def install(self, release: str, values: dict[str, Any], values_file: Path) -> None:
         """The run's release, with the lease that says its orchestrator lives made first (kube_lease)."""
         write_values(values, values_file)
-        self.ensure_namespace()
+        self.ensure_namespace(sysctls=bool(values.get("sysctls")))
         self.lease = kube_lease.RunLease(self.api_client, self.namespace, release)
         self.lease.hold()
         # the release carries peerlab's label: clean finds releases by it, never by their name alone
@@ -234,9 +247,51 @@ class KubeCluster:
         """argv in a container of the pod, kept open and spoken to a line at a time (no local process)."""
         return kube_exec.ExecLines(kube_exec.open_stream(self.config, self.namespace, pod, container, argv, True), pod)
 
-    def python_in(self, pod: str, container: str) -> list[str]:
-        """The command of a local process that is a Python in the pod's container (kube_exec.bridge)."""
-        return [*kube_exec.command(self.namespace, self.context, pod, container), "python3"]
+    # the shaping daemon, one per cluster node ---------------------------------------------------
+    def shapers(self) -> dict[str, str]:
+        """cluster node -> the shaping daemon's running pod there."""
+        pods = self.core.list_namespaced_pod(self.shaper_namespace, label_selector=SHAPER_LABEL,
+                                             _request_timeout=REST_TIMEOUT).items
+        return {p.spec.node_name: p.metadata.name for p in pods
+                if p.spec.node_name and p.status.phase == "Running" and not p.metadata.deletion_timestamp}
+
+    def _shaper(self, node: str) -> str:
+        if node not in self._shaper_pods:
+            self._shaper_pods = self.shapers()
+        if node not in self._shaper_pods:
+            raise RuntimeError(f"no shaping daemon runs on cluster node {node} (namespace {self.shaper_namespace}, "
+                               f"label {SHAPER_LABEL}): {SHAPER_HELP}")
+        return self._shaper_pods[node]
+
+    def shaper_lines(self, node: str) -> kube_exec.ExecLines:
+        """The shaper agent of the node's daemon, started for this run and kept open on one exec stream."""
+        from orchestrator.shaping import agent
+        pod = self._shaper(node)
+        return kube_exec.ExecLines(kube_exec.open_stream(self.config, self.shaper_namespace, pod, SHAPER_CONTAINER,
+                                                         agent.ARGV, True), pod)
+
+    def shaper_exec(self, node: str, argv: list[str], timeout: float = 60) -> ExecResult:
+        resp = kube_exec.open_stream(self.config, self.shaper_namespace, self._shaper(node), SHAPER_CONTAINER,
+                                     argv, False)
+        return kube_exec.run(resp, None, timeout)
+
+    def pod_netns(self, pods_by_node: dict[str, list[str]]) -> dict[str, str]:
+        """Each pod's network namespace file, as its node's daemon sees it (through the CRI)."""
+        found: dict[str, str] = {}
+        for node, pods in pods_by_node.items():
+            done = self.shaper_exec(node, ["python3", "-m", "orchestrator.shaping.cri", "--namespace", self.namespace,
+                                           *pods])
+            if done.code != 0:
+                raise RuntimeError(f"the shaping daemon on {node} could not find the pods' namespaces: "
+                                   f"{(done.stderr or done.stdout).strip()[-500:]}")
+            found.update(json.loads(done.stdout))
+        return found
+
+    def python_in_netns(self, node: str, netns: str) -> list[str]:
+        """The command of a local process that is a Python in a pod's network namespace, started by the
+        daemon of its cluster node (kube_exec.bridge)."""
+        return [*kube_exec.command(self.shaper_namespace, self.context, self._shaper(node), SHAPER_CONTAINER),
+                "nsenter", f"--net={netns}", "python3"]
 
     def logs(self, pod: str, container: str, tail: int | None = None) -> str:
         try:

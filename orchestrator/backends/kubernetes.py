@@ -4,9 +4,10 @@
                                i-th of the plan), pl<short>-attackers and pl<short>-<implementation>
                                for each adapter's nodes (node/adapters), headless Service, Secret
                                (control token), ConfigMap (the plan)
-    pod                        node container: the node supervisor (`node.supervisor`), non-root,
-                               no capabilities, from the image of the group's implementation;
-                               shaper sidecar from peerlab's image: root, NET_ADMIN only
+    pod                        one container: the node supervisor (`node.supervisor`), non-root,
+                               no capabilities, from the image of the group's implementation
+    shaping daemon             one per cluster node (charts/peerlab-shaper, installed once per cluster):
+                               every pod's link is shaped from outside the pod
 
 A pod lives for the whole run: nodes start, crash (SIGKILL) and restart inside it through the
 supervisor, so the pod's address and tc tree stay, as a namespace does on the local backend. (Deleting
@@ -14,14 +15,15 @@ the pod instead would give it a new address and an empty tc tree in the middle o
 end of a pod's link belongs to the cluster, so the download cap and partitions sit on an ifb that
 receives the pod's ingress (`ops.RedirectIngress`). The control API is reached through the API
 server's pod proxy; the pods' clocks are the cluster nodes' own, so the runner measures their offsets.
-Each pod's shaper sidecar runs a shaper agent for the whole run (orchestrator/shaping/agent.py), kept
-open over one exec stream: every tc operation on the pod (its tree, a partition, a degrade), its
-kernel counters (its eth0 is the node's link) and, on cluster kernels without netem, its delay line
-are lines on that stream, so a partition of 30 pods costs 30 round trips, not 30 processes started.
-An adapter's node has no control API: the runner follows its event log inside the pod, stops it with
-SIGTERM through the supervisor, and probes its links from the shaper sidecar, where the calibration
-probes run through the exec API (`kube_cluster.KubeCluster.python_in`). Everything else is the
-shared runner.
+The shaping daemon of each cluster node the run's pods are on runs a shaper agent for the whole run
+(orchestrator/shaping/agent.py), kept open over one exec stream per cluster node: it finds each pod's
+network namespace through the CRI, and every tc operation on a pod (its tree, a partition, a
+degrade), its kernel counters (its eth0 is the node's link) and, on cluster kernels without netem,
+the node's one delay line (at real-time priority, for every pod there) are lines on that stream. The
+pods themselves hold no capability. An adapter's node has no control API: the runner follows its
+event log inside the pod, stops it with SIGTERM through the supervisor, and probes its links from
+its cluster node's daemon, entering the pod's namespace (`KubeCluster.python_in_netns`). Everything
+else is the shared runner.
 """
 from __future__ import annotations
 
@@ -66,12 +68,12 @@ class KubernetesBackend(Backend):
     exit_watch_s = None  # a look is an exec per pod: 30 every 10 s put the quickstart's calibration off by 16 ms
     shared_clock = False
     download_side = "an ifb in the pod, fed by its ingress"
-    counters_where = "each pod's eth0, read in the pod (by its shaper agent)"
+    counters_where = "each pod's eth0, read in the pod (by its cluster node's shaping daemon)"
     poll_s = 1.0  # each poll is an exec through the API server: a restarting pod's polls slowed its own start
     runs_adapters = True
     adapters_in_images = True
     has_delayline = True
-    delayline_per_node = True
+    delayline_per_machine = True
     logs_on_host = False  # copied out of the pods at teardown
     needs_root = False  # the cluster's API server and helm do the privileged work
 
@@ -91,7 +93,9 @@ class KubernetesBackend(Backend):
         self.uids: dict[str, str | None] = {}
         self.cluster_nodes: dict[str, str] = {}  # node -> the cluster node its pod runs on
         self._status: dict[str, tuple[float, dict[str, Any]]] = {}
-        self.agents: dict[str, agent.ShaperAgent] = {}  # pod -> its shaper agent
+        self.agents: dict[str, agent.ShaperAgent] = {}  # cluster node -> its shaping daemon's agent
+        self.delay_lines: dict[str, agent.AgentDelayLine] = {}  # cluster node -> its delay line
+        self.netns: dict[str, str] = {}  # pod -> its network namespace file, as its daemon sees it
         self.installed = False
         for sub in ("events", "out"):
             (ctx.scratch / sub).mkdir(parents=True, exist_ok=True)
@@ -150,8 +154,24 @@ class KubernetesBackend(Backend):
             self.uids[node_id] = self.cluster.pod_uid(pod)
             self.cluster_nodes[node_id] = node_of_pod.get(pod, "")
         self.each(lambda node_id: self._supervisor(node_id, "status", retries=20), self.pods)  # sockets are up
-        self.each(self._open_agent, self.pods.values())
+        machines = sorted({self.cluster_nodes[n] for n in self.pods})
+        by_machine = {m: [self.pods[n] for n in self.pods if self.cluster_nodes[n] == m] for m in machines}
+        self.netns = self.cluster.pod_netns(by_machine)
+        for machine in machines:
+            self.agents[machine] = agent.ShaperAgent(self.cluster.shaper_lines(machine),
+                                                     f"the shaping daemon on {machine}")
         self.shape_all({pod: [ops.RedirectIngress("eth0", IFB)] for pod in self.pods.values()})
+
+    def _machine(self, pod: str) -> str:
+        return self.cluster_nodes[self.node_of_pod[pod]]
+
+    @property
+    def node_of_pod(self) -> dict[str, str]:
+        return {pod: node_id for node_id, pod in self.pods.items()}
+
+    def netns_path(self, node_id: str) -> str:
+        """The pod's network namespace file, as the daemon of its cluster node sees it."""
+        return self.netns[self.pods[node_id]]
 
     def probe_netem(self) -> tuple[bool, str]:
         first = next(iter(self.pods.values()))
@@ -159,21 +179,24 @@ class KubernetesBackend(Backend):
         return result["ok"], f"{result['why']} on the cluster node of pod {first}"
 
     def probe_delayline(self) -> tuple[bool, str]:
-        first = next(iter(self.pods.values()))
-        done = self.cluster.exec(first, "shaper", ["python3", "-m", "orchestrator.shaping.delayline", "--probe"])
+        first_node, first = next(iter(self.pods.items()))
+        done = self.cluster.shaper_exec(self.cluster_nodes[first_node], [
+            "nsenter", f"--net={self.netns[first]}", "python3", "-m", "orchestrator.shaping.delayline", "--probe"])
         return done.code == 0, f"{done.stdout.strip() or done.stderr.strip() or f'exit code {done.code}'} (in pod {first})"
 
     def python_in_netns(self, node_id: str) -> list[str]:
-        return self.cluster.python_in(self.pods[node_id], "shaper")
-
-    def _open_agent(self, pod: str) -> None:
-        self.agents[pod] = agent.ShaperAgent(self.cluster.open_lines(pod, "shaper", agent.ARGV), f"pod {pod}")
+        return self.cluster.python_in_netns(self.cluster_nodes[node_id], self.netns_path(node_id))
 
     def shape(self, where: str, todo: list[ops.Op]) -> list[dict[str, Any]]:
-        return self.agents[where].apply(todo)
+        """`where`: a pod; shaped by the daemon of its cluster node, in the pod's namespace."""
+        return self.agents[self._machine(where)].apply(todo, self.netns[where], f"pod {where}")
 
-    def delay_line_in(self, node_id: str, seed: int) -> agent.AgentDelayLine:
-        return agent.AgentDelayLine(self.agents[self.pods[node_id]], seed)
+    def delay_line_of(self, node_id: str, seed: int) -> agent.AgentDelayLine:
+        """The delay line of the node's cluster node, started by its daemon at the first node there."""
+        machine = self.cluster_nodes[node_id]
+        if machine not in self.delay_lines:
+            self.delay_lines[machine] = agent.AgentDelayLine(self.agents[machine], seed + len(self.delay_lines))
+        return self.delay_lines[machine]
 
     def link_counters(self) -> dict[str, dict[str, int]]:
         """Every pod's eth0 counters, read by its shaper agent (all pods side by side); a pod that does
@@ -271,8 +294,9 @@ class KubernetesBackend(Backend):
 
         if self.ips:
             self.each(stop_and_collect, self.pods)
-        for pod_agent in self.agents.values():  # its delay line ends with it
-            pod_agent.close()
+        for node_agent in self.agents.values():  # its delay line ends with it
+            node_agent.close()
         self.agents.clear()
+        self.delay_lines.clear()
         self.cluster.uninstall(self.release)
         self.installed = False

@@ -5,13 +5,17 @@ built here, checked, and taken down leaving nothing behind but its state directo
     up       programs (built once) -> the node image (built once per change, node_image.py) -> kind
              create (one control plane, N-1 workers, flannel's vxlan overlay between them) -> every
              node schedules pods (the control plane's taint lifted: the scenario's pods spread over
-             all N) -> peerlab's node images loaded -> the S3 store in a pod (store.py); writes
+             all N) -> an RT budget for each node's delay line where the kernel needs one
+             (rt_budget.py) -> peerlab's node images loaded -> the shaping daemon on every node
+             (shaper.py) -> the S3 store in a pod (store.py); writes
              <state>/kubeconfig (context kind-peerlab) and <state>/store/credentials.env
     down     kind delete (the node containers and their volumes, with every pod, mount, cgroup,
-             veth and iptables rule inside them), then the nodes' Docker network
+             veth and iptables rule inside them), Docker's RT budget as it was, then the nodes'
+             Docker network
     status   the nodes' containers, the API server, each node's condition, the store, leftovers
 
-May import: orchestrator.cluster (kind, node_image, programs, store, layout), orchestrator.builds.
+May import: orchestrator.cluster (kind, node_image, programs, rt_budget, shaper, store, layout),
+orchestrator.builds.
 """
 from __future__ import annotations
 
@@ -22,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from orchestrator.cluster import kind, node_image, programs, store
+from orchestrator.cluster import kind, node_image, programs, rt_budget, shaper, store
 from orchestrator.cluster import layout as L
 from orchestrator.cluster.layout import Layout
 
@@ -123,6 +127,9 @@ def up(s: Layout, nodes: int = DEFAULT_NODES, say: Callable[[str], None] = print
         hint = f"\n{CAPABILITY_HINT}" if "unable to apply caps" in str(err) else ""
         raise ClusterError(f"{err}{hint}") from None
     _lift_control_plane_taint(s)
+    if rt_budget.grant(s, kind.node_containers()):
+        say(f"real-time budget: {rt_budget.PER_NODE_US} us per second for each node's delay line (cgroup v1 "
+            "with RT group scheduling here)")
     deadline = time.monotonic() + 180
     ready = nodes_ready(s)
     while not (len(ready) == nodes and all(v == "True" for v in ready.values())):
@@ -139,6 +146,11 @@ def up(s: Layout, nodes: int = DEFAULT_NODES, say: Callable[[str], None] = print
                 "--implementation all`, then `peerlab cluster load TAG...` (or up again)")
         kind.load([*found, *(load or [])], say)
     except kind.KindError as err:
+        raise ClusterError(str(err)) from None
+    say("starting the shaping daemon (one per node: charts/peerlab-shaper)")
+    try:
+        shaper.up(s, _api(s), nodes, say)
+    except shaper.ShaperError as err:
         raise ClusterError(str(err)) from None
     if with_store:
         say("starting the S3 store (SeaweedFS in a pod on the control-plane node)")
@@ -164,6 +176,8 @@ def down(s: Layout, purge: bool = False, say: Callable[[str], None] = print) -> 
             kind.delete(s)
     except kind.KindError as err:
         raise ClusterError(str(err)) from None
+    if rt_budget.revoke(s):
+        say("real-time budget of Docker's containers put back")
     if _network_exists():
         done = subprocess.run(["docker", "network", "rm", L.NETWORK], capture_output=True, text=True)
         if done.returncode != 0:

@@ -332,8 +332,8 @@ class Runner(Readiness, RunRecord):
                          f"latencies x{plan.dilation:g}, rates /{plan.dilation:g}" if self.dilation.on else "")
                       + (f"; the orchestrator at nice {raised.nice}" if raised.nice is not None else ""))
             await self._timeline()
+            await self.fidelity.stop()  # first: the exits' last look (an exec per pod on a cluster) loads the machine
             await self.exits.stop()
-            await self.fidelity.stop()
             if self.backend.name in admission.CHECKED_BACKENDS:  # the run's end, often its peak (memory_watch.py)
                 try:
                     await self._blocking(self.memory.sample, True)

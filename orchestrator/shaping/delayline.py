@@ -19,11 +19,11 @@ per core, each with its own queues, timer and heap of held packets; native_build
 per version into the user's cache). This module starts it and speaks its protocol.
 
 Every node of a run, whoever wrote it, is delayed by this one mechanism, and the calibration
-measures it like netem. One process serves all the namespaces of a run (`DelayLines`), or, where the
-namespaces are on other machines (kubernetes pods), one runs inside each node's namespace and
-attaches to its own (OWN_NETNS), started by the pod's shaper agent (agent.py) and spoken to through
-it, or by `python -m orchestrator.shaping.delayline` there, which runs the image's binary. It reads
-JSON lines on stdin and answers each with one JSON line on stdout:
+measures it like netem. One process serves all the namespaces of a machine (`DelayLines`): on this
+one, every namespace of a run; on a cluster, one per cluster node, started by that node's shaping
+daemon (its shaper agent, agent.py) and spoken to through it, attached to each pod's namespace there.
+`python -m orchestrator.shaping.delayline` runs the image's binary. It reads JSON lines on stdin and
+answers each with one JSON line on stdout:
 
     {"op": "attach", "netns": "/var/run/netns/plab-n3", "ifname": "eth0", "node": "n3",
      "delays_ms": {"10.1.0.5": 40.0, ...}}                  -> {"ok": "n3"}
@@ -50,7 +50,6 @@ from orchestrator.shaping import native_build
 from orchestrator.shaping.lines import PipeLines
 
 LATE_WARN = 0.01          # share of packets released 10 ms or more late above which a run warns
-OWN_NETNS = "/proc/self/ns/net"  # attach: the namespace the delay line itself runs in
 # `python -m orchestrator.shaping.delayline` would warn that the package imported the module first
 MODULE = ["-c", "import sys; from orchestrator.shaping.delayline import main; sys.exit(main(sys.argv[1:]))"]
 
@@ -85,11 +84,12 @@ def probe() -> tuple[bool, str]:
 class DelayLineProcess:
     """The orchestrator's side: starts the delay line and speaks its protocol (one answer per line)."""
 
-    def __init__(self, seed: int = 0, python: list[str] | None = None):
+    def __init__(self, seed: int = 0, python: list[str] | None = None, preexec: Callable[[], None] | None = None):
         """`python`: the command of a Python elsewhere (in another namespace, on another machine) to start
-        it with (`-m orchestrator.shaping.delayline` runs the binary there); else the binary, here."""
+        it with (`-m orchestrator.shaping.delayline` runs the binary there); else the binary, here.
+        `preexec`: run in its process before the binary (realtime.preexec)."""
         command = [*python, *MODULE] if python else [str(native_build.path())]
-        self.lines = PipeLines([*command, "--seed", str(seed)])
+        self.lines = PipeLines([*command, "--seed", str(seed)], preexec)
         self.lock = threading.Lock()
 
     @property
@@ -116,27 +116,30 @@ class DelayLineProcess:
 
 
 class DelayLines:
-    """A run's delay line as the runner uses it: one process for every namespace, or, with `line_in`
-    (node, seed -> a delay line inside that node's namespace, with `request` and `close`), one inside
-    each node's namespace. `attach` goes to the node's line; `links` and `degrade` to every one (a
-    degraded node's packets are held where they arrive); `stats` adds up their answers."""
+    """A run's delay lines as the runner uses them: one process for every namespace, or, with `line_of`
+    (node, seed -> the delay line of the machine the node is on, with `request` and `close`: one
+    object for all the nodes of a machine), one per machine. `attach` goes to the node's line, with
+    the node's namespace file as that line sees it (`netns_path`); `links` and `degrade` to every
+    line (a degraded node's packets are held where they arrive); `stats` adds up their answers."""
 
     def __init__(self, seed: int, nodes: list[str], netns_path: Callable[[str], str],
-                 line_in: Callable[[str, int], Any] | None = None):
-        self.netns_path = netns_path if line_in is None else (lambda _node: OWN_NETNS)
-        if line_in is None:
-            self.lines = {None: DelayLineProcess(seed)}
+                 line_of: Callable[[str, int], Any] | None = None):
+        self.netns_path = netns_path
+        if line_of is None:
+            self.line_of: dict[str, Any] = {}
+            self.lines = [DelayLineProcess(seed)]
         else:
-            self.lines = {node: line_in(node, seed + i) for i, node in enumerate(nodes)}
+            self.line_of = {node: line_of(node, seed) for node in nodes}
+            self.lines = list({id(line): line for line in self.line_of.values()}.values())
 
     def _each(self, msg: dict[str, Any]) -> list[dict[str, Any]]:
         if len(self.lines) == 1:
-            return [line.request(**msg) for line in self.lines.values()]
+            return [self.lines[0].request(**msg)]
         with ThreadPoolExecutor(max_workers=16) as pool:
-            return list(pool.map(lambda line: line.request(**msg), self.lines.values()))
+            return list(pool.map(lambda line: line.request(**msg), self.lines))
 
     def attach(self, node: str, ifname: str, delays_ms: dict[str, float]) -> dict[str, Any]:
-        line = self.lines.get(node) or self.lines[None]
+        line = self.line_of.get(node) or self.lines[0]
         return line.request(op="attach", netns=self.netns_path(node), ifname=ifname, node=node, delays_ms=delays_ms)
 
     def request(self, **msg: Any) -> dict[str, Any]:
@@ -154,7 +157,7 @@ class DelayLines:
         return total
 
     def close(self) -> None:
-        for line in self.lines.values():
+        for line in self.lines:
             line.close()
 
 

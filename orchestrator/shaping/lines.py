@@ -3,7 +3,7 @@ process's pipes) and the delay line's process have in common."""
 from __future__ import annotations
 
 import subprocess
-from typing import Protocol
+from typing import Callable, Protocol
 
 
 class Lines(Protocol):
@@ -15,9 +15,11 @@ class Lines(Protocol):
 class PipeLines:
     """A local process spoken to a line at a time (its stderr passes through to ours)."""
 
-    def __init__(self, argv: list[str]):
+    def __init__(self, argv: list[str], preexec: Callable[[], None] | None = None):
+        """`preexec`: run in the child before its program (realtime.preexec: the cgroup it runs in)."""
         self.argv = argv
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
+                                     preexec_fn=preexec)
 
     def send(self, line: str) -> None:
         try:

@@ -193,7 +193,7 @@ class DelayLineShaper(LinkShaper):
     def _deploy_latency(self) -> None:
         b = self.backend
         self.lines = delayline.DelayLines(self.plan.seed, [n.id for n in self.plan.nodes], b.netns_path,
-                                          b.delay_line_in if b.delayline_per_node else None)
+                                          b.delay_line_of if b.delayline_per_machine else None)
         self.lines.request(op="links", ips=self.address_of, jitter_ms=self.plan.jitter_ms, loss=self.plan.loss)
         for node in self.plan.nodes:
             b.check_stop()

@@ -27,7 +27,7 @@ import yaml
 from analysis import s3a
 from analysis.job import analyse
 from orchestrator.cluster import layout as L
-from orchestrator.cluster import lifecycle, store
+from orchestrator.cluster import lifecycle, shaper, store
 from orchestrator.cluster.layout import Layout
 from tests.support import mixed
 from tests.support.adapters import require_adapters
@@ -55,7 +55,8 @@ def host_state() -> set[str]:
     found |= {f"netns {line.split()[0]}" for line in lines("ip", "netns", "list") if line.strip()}
     for what in (("ps", "-aq"), ("volume", "ls", "-q"), ("network", "ls", "-q")):
         found |= {f"docker {what[0]} {line}" for line in lines("docker", *what)}
-    return found
+    budget = Path("/sys/fs/cgroup/cpu/docker/cpu.rt_runtime_us")  # RT group scheduling: Docker's budget
+    return found | ({f"docker's rt budget {budget.read_text().strip()}"} if budget.exists() else set())
 
 
 @pytest.fixture(scope="module")
@@ -128,6 +129,9 @@ def test_the_cluster_is_a_real_three_node_cluster(cluster):
         link = subprocess.run(["docker", "exec", node, "ip", "-d", "link", "show", "flannel.1"],
                               capture_output=True, text=True)
         assert link.returncode == 0 and "vxlan id 1" in link.stdout, link.stderr
+    daemons = json.loads(kubectl(env, "get", "pods", "-n", shaper.NAMESPACE, "-l", "app.kubernetes.io/name=peerlab-shaper",
+                                 "-o", "json").stdout)["items"]
+    assert sorted(p["spec"]["nodeName"] for p in daemons) == L.node_names(NODES)  # the shaping daemon on each
     st = lifecycle.status(state)
     assert st["cluster"] == L.NAME and st["nodes_ready"], st
     # the S3 store in its pod, reached from this host at the node's address
@@ -158,8 +162,10 @@ SHIFT_NS = 250_000_000
 
 
 def test_quickstart_on_the_local_cluster_into_its_store_and_reported_from_there(cluster, tmp_path):
-    """The README's quickstart, unchanged, on --backend kubernetes: 30 pods of the chart spread over the
-    three cluster nodes; every link shaped and calibrated inside the pods; every message delivered.
+    """The README's quickstart, unchanged, on --backend kubernetes: 30 pods of the chart, without any
+    capability, spread over the three cluster nodes; every link shaped from outside the pods by the
+    shaping daemon of its node and calibrated; every message delivered; the verdict faithful (one delay
+    line per cluster node, at real-time priority).
     One cluster node's clock reads 250 ms ahead (the chart's clockShiftNs moves it for every node
     there): the run measures that node's offset, the manifest records it, and the report's latencies
     stay right. Its logs go to the cluster's own S3 store (the peerlab-store release `cluster up`
@@ -187,6 +193,9 @@ def test_quickstart_on_the_local_cluster_into_its_store_and_reported_from_there(
     manifest = json.loads((reader / "manifest.json").read_text())
     assert manifest["status"] == "completed" and manifest["backend"] == "kubernetes"
     assert_spread(manifest)  # 10 pods on each of the 3 cluster nodes
+    assert manifest["fidelity"]["verdict"] == "faithful", manifest["fidelity"]
+    line = manifest["shaping"]["delay_line"]  # the three daemons' lines, their counts added up
+    assert sorted(line["packets"]) == sorted(f"n{i}" for i in range(30)) and line["errors"] == []
     # the shifted node's offset measured as such (within the method's error through the API server)
     clock = manifest["clock"]
     for machine, members in clock["machines"].items():
@@ -246,6 +255,21 @@ def test_gossipsub_mixed_on_the_local_cluster(cluster, tmp_path, spark):
     assert metrics["delivery_ratio_up"] >= 0.99
 
 
+DELAY_LINES = ("import os\n"
+               "for p in os.listdir('/proc'):\n"
+               "    try: argv = open(f'/proc/{p}/cmdline', 'rb').read().split(b'\\0')\n"
+               "    except OSError: continue\n"
+               "    if b'peerlab-delayline' in argv[0]: print(p)\n")
+
+
+def delay_lines(env: dict[str, str]) -> dict[str, list[str]]:
+    """cluster node -> the delay line processes its shaping daemon runs."""
+    daemons = json.loads(kubectl(env, "get", "pods", "-n", shaper.NAMESPACE, "-l", "app.kubernetes.io/name=peerlab-shaper",
+                                 "-o", "json").stdout)["items"]
+    return {d["spec"]["nodeName"]: kubectl(env, "exec", "-n", shaper.NAMESPACE, d["metadata"]["name"], "--", "python3", "-c",
+                                           DELAY_LINES).stdout.split() for d in daemons}
+
+
 def test_clean_after_a_sigkilled_orchestrator_leaves_nothing_of_the_run(cluster, tmp_path):
     """An orchestrator killed with SIGKILL while its pods run leaves its release; `peerlab clean
     --kubernetes` sees its lease's holder is gone (same host, no such process) and removes the
@@ -266,6 +290,12 @@ def test_clean_after_a_sigkilled_orchestrator_leaves_nothing_of_the_run(cluster,
         assert orchestrator.poll() is None, orchestrator.communicate()[1].decode()[-2000:]
         time.sleep(1)
     assert len(running) == 8
+    pods = json.loads(kubectl(env, "get", "pods", "-n", NAMESPACE, "-l", "peerlab.run", "-o", "json").stdout)["items"]
+    assert all([c["name"] for c in p["spec"]["containers"]] == ["node"] for p in pods)  # no shaper in a pod
+    deadline = time.monotonic() + 120
+    while not any(delay_lines(env).values()):  # the daemons' lines, once the run shapes
+        assert orchestrator.poll() is None and time.monotonic() < deadline
+        time.sleep(1)
     orchestrator.send_signal(signal.SIGKILL)
     orchestrator.wait()
     assert kubectl(env, "get", "leases", "-n", NAMESPACE, "-o", "name").stdout.strip()
@@ -278,6 +308,12 @@ def test_clean_after_a_sigkilled_orchestrator_leaves_nothing_of_the_run(cluster,
     helm_secrets = kubectl(env, "get", "secrets", "-n", NAMESPACE, "-l", "owner=helm", "-o", "name").stdout.split()
     leases = kubectl(env, "get", "leases", "-n", NAMESPACE, "-o", "name").stdout.split()
     assert left == [] and helm_secrets == [] and leases == []
+    # and nothing of it in the shaping daemons: its exec streams ended with it, and with them each
+    # node's agent and delay line
+    deadline = time.monotonic() + 60
+    while any(delay_lines(env).values()) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert not any(delay_lines(env).values()), delay_lines(env)
 
 
 def test_the_charts_role_lets_the_orchestrator_do_its_work_and_nothing_else(cluster, tmp_path):

@@ -67,8 +67,8 @@ adapters:
 
 
 def test_an_adapter_group_runs_its_image_and_command_beside_peerlab_nodes(tmp_path):
-    """A StatefulSet per implementation: the adapter's image in the node container, its command for
-    the supervisor, peerlab's image for the shaper; selectors that never take another group's pods."""
+    """A StatefulSet per implementation: the adapter's image in the pod's one container, its command
+    for the supervisor; selectors that never take another group's pods."""
     (tmp_path / "v.yaml").write_text(ADAPTER_VALUES)
     lint = helm("lint", "--strict", str(CHART), "-f", str(tmp_path / "v.yaml"))
     assert lint.returncode == 0, lint.stdout + lint.stderr
@@ -77,8 +77,8 @@ def test_an_adapter_group_runs_its_image_and_command_beside_peerlab_nodes(tmp_pa
     assert sorted(sets) == ["pl000000-js-libp2p", "pl000000-nodes"]
     js = sets["pl000000-js-libp2p"]
     assert js["spec"]["replicas"] == 3
-    node, shaper = js["spec"]["template"]["spec"]["containers"]
-    assert node["image"] == "peerlab-js-libp2p:0123abcd" and shaper["image"] == "peerlab-node:latest"
+    (node,) = js["spec"]["template"]["spec"]["containers"]
+    assert node["image"] == "peerlab-js-libp2p:0123abcd"
     command = next(e["value"] for e in node["env"] if e["name"] == "PEERLAB_NODE_COMMAND")
     assert json.loads(command)[-2:] == ["--config", "{config}"]
     assert node["command"] == ["python3", "-m", "node.supervisor", "serve", "--dir", "/run/peerlab"]
@@ -96,19 +96,25 @@ def test_an_adapter_group_runs_its_image_and_command_beside_peerlab_nodes(tmp_pa
     assert unknown.returncode != 0 and "implementation" in unknown.stderr and "js-libp2p" in unknown.stderr
 
 
-def test_pods_node_unprivileged_shaper_net_admin_only():
+def test_pods_hold_no_capability_and_meet_the_restricted_level():
+    """Each pod is its node container (and here the log shipper), non-root with no capability: the
+    shaping daemon shapes it from outside (charts/peerlab-shaper). Its namespace enforces Pod
+    Security's `restricted`."""
     docs = rendered("-f", str(LARGE))
     sets = {d["metadata"]["labels"]["peerlab.role"]: d for d in docs if d["kind"] == "StatefulSet"}
     assert sets["node"]["spec"]["replicas"] == 5000 and sets["attacker"]["spec"]["replicas"] == 250
     for sts in sets.values():
         assert sts["spec"]["podManagementPolicy"] == "Parallel"
         pod = sts["spec"]["template"]["spec"]
-        node, shaper = (next(c for c in pod["containers"] if c["name"] == n) for n in ("node", "shaper"))
+        assert [c["name"] for c in pod["containers"]] == ["node", "shipper"]
+        for container in pod["containers"]:
+            assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+            assert not container["securityContext"].get("privileged")
+        node = pod["containers"][0]
         assert node["securityContext"]["runAsNonRoot"] is True
         assert node["securityContext"]["capabilities"] == {"drop": ["ALL"]}
         assert node["securityContext"]["allowPrivilegeEscalation"] is False
-        assert shaper["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["NET_ADMIN"]}
-        assert not shaper["securityContext"].get("privileged")
+        assert node["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
         assert pod["nodeSelector"]["peerlab.io/pool"] == "emulation" and pod["tolerations"]
         token = next(e for e in node["env"] if e["name"] == "PEERLAB_CONTROL_TOKEN")
         assert token["valueFrom"]["secretKeyRef"]["key"] == "token"
@@ -117,7 +123,7 @@ def test_pods_node_unprivileged_shaper_net_admin_only():
     role = next(d for d in docs if d["kind"] == "Role")
     assert all("*" not in r["verbs"] and "*" not in r["resources"] for r in role["rules"])
     namespace = next(d for d in docs if d["kind"] == "Namespace")
-    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
     plan = next(d for d in docs if d["kind"] == "ConfigMap")
     assert json.loads(plan["data"]["plan.json"])["protocol"] == "gossipsub"
     assert "token" not in json.dumps(plan["data"])
@@ -197,3 +203,33 @@ def test_the_store_chart_is_valid_and_names_what_it_lacks():
     for missing, field in ((values[2:], "image.tag"), (values[:2], "credentialsSecret")):
         result = helm("template", "st", str(STORE_CHART), *missing)
         assert result.returncode != 0 and field in result.stderr, result.stderr
+
+
+def test_the_shaping_daemon_is_one_privileged_pod_per_node_that_listens_on_nothing():
+    """charts/peerlab-shaper: a DaemonSet on every node (the control plane's too), privileged (it enters
+    pods' network namespaces), with the CRI socket and the namespaces' directory of its node and, where
+    asked, the node's cpu hierarchy; no port, no host network, no service account token; its Role lets
+    an orchestrator find its pods and exec into them, nothing else. No image tag: refused."""
+    shaper = ROOT / "charts" / "peerlab-shaper"
+    lint = helm("lint", "--strict", str(shaper), "--set", "image.tag=abc")
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    done = helm("template", "s", str(shaper), "--namespace", "peerlab-system", "--set", "image.tag=abc",
+                "--set", "realtime.cpuCgroup=/sys/fs/cgroup/cpu")
+    assert done.returncode == 0, done.stderr
+    docs = [d for d in yaml.safe_load_all(done.stdout) if d]
+    (ds,) = [d for d in docs if d["kind"] == "DaemonSet"]
+    kubernetes_validate.validate(ds, "1.35.0", strict=True)
+    pod = ds["spec"]["template"]["spec"]
+    assert pod["tolerations"] == [{"operator": "Exists"}] and pod["automountServiceAccountToken"] is False
+    assert not pod.get("hostNetwork") and not pod.get("hostPID")
+    (container,) = pod["containers"]
+    assert container["securityContext"]["privileged"] is True and "ports" not in container
+    mounts = {m["mountPath"] for m in container["volumeMounts"]}
+    assert mounts == {"/run/containerd/containerd.sock", "/var/run/netns", "/host/cpu-cgroup"}
+    (role,) = [d for d in docs if d["kind"] == "Role"]
+    assert {(r, v) for rule in role["rules"] for r in rule["resources"] for v in rule["verbs"]} == {
+        ("pods", "get"), ("pods", "list"), ("pods", "watch"), ("pods/exec", "create"), ("pods/exec", "get")}
+    plain = helm("template", "s", str(shaper), "--set", "image.tag=abc")
+    assert "/host/cpu-cgroup" not in plain.stdout  # no RT group scheduling asked for: nothing mounted
+    refused = helm("template", "s", str(shaper))
+    assert refused.returncode != 0 and "image.tag is required" in refused.stderr

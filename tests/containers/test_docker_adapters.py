@@ -67,7 +67,7 @@ def test_every_adapters_containers_share_a_delayed_network(tmp_path: Path, docke
 def test_an_adapter_image_runs_its_node_as_a_kubernetes_pod_does(name, docker_engine, tmp_path):
     """The pod of the chart's StatefulSet for this adapter (rendered by helm, run as containers by
     tests/support/pod_spec.py: the adapter's image under the supervisor with the chart's
-    PEERLAB_NODE_COMMAND, read-only root, uid 10001, no capabilities; peerlab's shaper beside it). A
+    PEERLAB_NODE_COMMAND, read-only root, uid 10001, no capabilities). A
     node started through the supervisor logs `ready`; `stop` (SIGTERM) ends it cleanly."""
     from orchestrator.backends.docker import LABEL
     from orchestrator.backends.kubernetes import image_values

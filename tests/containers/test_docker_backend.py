@@ -160,8 +160,9 @@ def test_clean_removes_what_a_crashed_docker_run_left_once_force_names_it(docker
 def test_image_runs_the_charts_pod_layout(docker_engine, tmp_path):
     """The node image as charts/peerlab runs it in a pod, from the chart's rendered StatefulSet
     (tests/support/pod_spec.py): the supervisor as uid 10001 on a read-only root with the chart's
-    volumes, and the shaper (NET_ADMIN only) in the same namespace making the ifb that carries the
-    download cap. No Kubernetes here: the containers are the pod's."""
+    volumes, no capability (it cannot shape its own link), and the shaping daemon's image outside it
+    entering the pod's network namespace to make the ifb that carries the download cap and to run the
+    delay line's probe there. No Kubernetes here: the containers are the pod's and the daemon's."""
     from orchestrator.backends.docker import LABEL
     from orchestrator.backends.kubernetes import image_values
     from orchestrator.builds import node_image as image
@@ -173,9 +174,15 @@ def test_image_runs_the_charts_pod_layout(docker_engine, tmp_path):
     (sts,) = [d for d in docs if d["kind"] == "StatefulSet"]
     try:
         pod = run_pod(docker_engine, sts, docs, tmp_path, {LABEL: "90d0d0"}, env={"PEERLAB_CONTROL_TOKEN": "t" * 16})
-        node, shaper = pod["node"], pod["shaper"]
+        assert sorted(pod) == ["node"]
+        node = pod["node"]
         assert node.attrs["Config"]["User"] == "10001:10001" and node.attrs["HostConfig"]["ReadonlyRootfs"]
-        assert shaper.attrs["HostConfig"]["CapAdd"] == ["NET_ADMIN"]
+        assert not node.attrs["HostConfig"]["CapAdd"]
+        daemon = docker_engine.containers.run(tag, entrypoint=["python3", "-m", "orchestrator.shaping", "--hold"],
+                                              user="0", privileged=True, pid_mode="host", network_mode="none",
+                                              labels={LABEL: "90d0d0"}, detach=True)
+        node.reload()
+        enter = ["nsenter", f"--net=/proc/{node.attrs['State']['Pid']}/ns/net"]
         status = None
         for _ in range(50):
             result = node.exec_run(["python3", "-m", "node.supervisor", "status", "--dir", "/run/peerlab"])
@@ -186,12 +193,12 @@ def test_image_runs_the_charts_pod_layout(docker_engine, tmp_path):
         assert status == {"running": False, "pid": None, "starts": 0, "exit_code": None}
         ops = json.dumps(shaping_ops.to_wire([shaping_ops.RedirectIngress("eth0", "ifb0"),
                                               shaping_ops.Download("ifb0", 50_000_000), shaping_ops.Describe("ifb0")]))
-        out = shaper.exec_run(["python3", "-m", "orchestrator.shaping", "--ops", ops])
+        out = daemon.exec_run([*enter, "python3", "-m", "orchestrator.shaping", "--ops", ops])
         assert out.exit_code == 0, out.output
         assert "class htb 1:1 parent root rate 50000000bit" in json.loads(out.output.decode())[-1]["lines"]
         refused = node.exec_run(["python3", "-m", "orchestrator.shaping", "--ops", ops])  # no NET_ADMIN there
         assert refused.exit_code != 0
-        probe = shaper.exec_run(["python3", "-m", "orchestrator.shaping.delayline", "--probe"])  # a pod's delay line
+        probe = daemon.exec_run([*enter, "python3", "-m", "orchestrator.shaping.delayline", "--probe"])
         assert probe.exit_code == 0 and b"NFQUEUE works" in probe.output, probe.output
     finally:
         remove_docker_objects("90d0d0", docker_engine)

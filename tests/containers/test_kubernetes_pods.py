@@ -1,6 +1,7 @@
 """The kubernetes backend on the chart's own pods (tests/support/docker_pods.py): the release rendered
 by the real helm, each pod's containers run by Docker from the rendered spec with the chart's images,
-non-root node container and NET_ADMIN-only shaper; the orchestrator itself runs as an unprivileged
+non-root node container without capabilities, shaped from outside by the shaping daemon's stand-in (a
+privileged container of peerlab's image); the orchestrator itself runs as an unprivileged
 user, as it would beside a real cluster. No Kubernetes server can run here: the API calls themselves
 (orchestrator/backends/kube_cluster.py) run for real in the kind workflow (.github/workflows/kind.yml)."""
 from __future__ import annotations
@@ -107,8 +108,8 @@ def test_ci_smoke_on_the_charts_pods_run_by_an_unprivileged_user(request, docker
 
 def test_every_adapters_nodes_run_in_pods_of_their_own_images(tmp_path: Path, monkeypatch, docker_engine):
     """Each adapter's nodes are a StatefulSet of its image whose supervisor runs the adapter's command;
-    their links are delayed by a delay line in every pod's shaper (this kernel has no netem) and probed
-    from there; a py node is killed and restarted in its pod; every message reaches every node that
+    their links are delayed by the one delay line of the shaping daemon (this kernel has no netem),
+    attached to every pod's namespace, and probed from the daemon inside each pod's namespace; a py node is killed and restarted in its pod; every message reaches every node that
     was up, across implementations; nothing is left afterwards."""
     require_adapters()
     tag = image.build(docker_engine, say=lambda _m: None)
@@ -130,17 +131,17 @@ def test_every_adapters_nodes_run_in_pods_of_their_own_images(tmp_path: Path, mo
     assert sorted(sets) == [f"pl{values['run']['short']}-{name}" for name in ADAPTERS]
     for sts in sets.values():
         kubernetes_validate.validate(sts, "1.35.0", strict=True)
-        node, shaper = sts["spec"]["template"]["spec"]["containers"]
-        assert node["image"].startswith("peerlab-") and shaper["image"] == tag
+        (node,) = sts["spec"]["template"]["spec"]["containers"]
+        assert node["image"].startswith("peerlab-")
         assert any(e["name"] == "PEERLAB_NODE_COMMAND" for e in node["env"])
 
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["status"] == "completed" and manifest["backend"] == "kubernetes"
     assert manifest["shaping"]["mode"] == "delayline"
-    line = manifest["shaping"]["delay_line"]  # one per pod, their counts added up
+    line = manifest["shaping"]["delay_line"]  # the daemon's one, for every pod
     assert sorted(line["packets"]) == [f"n{i}" for i in range(8)] and min(line["packets"].values()) > 100
     assert line["errors"] == []
-    cal = manifest["calibration"]  # probes from the pods' shaper sidecars, through the delay lines
+    cal = manifest["calibration"]  # probes from the daemon in the pods' namespaces, through the delay line
     assert cal["rtt"] and all(40 <= r["min_ms"] < 50 for r in cal["rtt"]), cal["rtt"]
     assert [(f["action"], f.get("node")) for f in manifest["faults_executed"]] == [("kill", "n4"), ("restart", "n4")]
 

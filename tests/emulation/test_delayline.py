@@ -203,19 +203,27 @@ def test_a_burst_of_parallel_streams_at_full_rate_leaves_on_time(pair):
     assert stats["late_10ms_share"] < 0.05, stats["late_ms"]
 
 
-def _agent(netns: str) -> ShaperAgent:
-    """A shaper agent in the namespace, as a pod's shaper sidecar runs one (there over an exec stream)."""
-    return ShaperAgent(PipeLines(["ip", "netns", "exec", netns, sys.executable, "-m", "orchestrator.shaping",
-                                  "--serve"]), netns)
+def _agent() -> ShaperAgent:
+    """A shaper agent on this machine, as a cluster node's shaping daemon runs one (there over an exec
+    stream): outside the namespaces it shapes."""
+    return ShaperAgent(PipeLines([sys.executable, "-m", "orchestrator.shaping", "--serve"]), "this machine")
 
 
-def test_one_delay_line_per_namespace_through_its_shaper_agent_delays_as_the_one_for_all(pair):
-    """The kubernetes layout: each namespace's agent starts a delay line there and carries its requests,
-    its tc operations and its counters on one stream; closing the agent ends its delay line."""
-    agents = {"a": _agent(A), "b": _agent(B)}
+def test_one_delay_line_per_machine_through_its_shaper_agent_delays_as_the_one_for_all(pair):
+    """The kubernetes layout: one agent per machine (a cluster node's shaping daemon) starts that
+    machine's one delay line, attaches it to each namespace there by its file, and carries its
+    requests, the tc operations in each namespace and their counters on one stream; closing the agent
+    ends its delay line."""
+    machine = _agent()
+    agents = {"a": machine, "b": machine}
+    line = {}
     try:
-        lines = DelayLines(1, ["a", "b"], lambda node: "unused",
-                           line_in=lambda node, seed: AgentDelayLine(agents[node], seed))
+        def line_of(node: str, seed: int) -> AgentDelayLine:
+            if "one" not in line:
+                line["one"] = AgentDelayLine(machine, seed)
+            return line["one"]
+        lines = DelayLines(1, ["a", "b"], lambda node: f"/var/run/netns/{ {'a': A, 'b': B}[node]}", line_of=line_of)
+        assert len(lines.lines) == 1
         lines.request(op="links", ips={"a": IP["a"], "b": IP["b"]}, jitter_ms=0, loss=0)
         lines.attach("b", "eth0", {IP["a"]: 30.0})
         lines.attach("a", "eth0", {IP["b"]: 10.0})
@@ -224,15 +232,15 @@ def test_one_delay_line_per_namespace_through_its_shaper_agent_delays_as_the_one
         stats = lines.request(op="stats")
         assert stats["packets"]["a"] > 0 and stats["packets"]["b"] > 0 and not stats["errors"]
 
-        (counters,) = agents["a"].apply([ops.Counters("eth0")])
+        a_netns = f"/var/run/netns/{A}"
+        (counters,) = agents["a"].apply([ops.Counters("eth0")], a_netns)
         assert counters["tx_bytes"] > 2 * 20e6 / 8  # the 2 s stream, and its headers
         with pytest.raises(RuntimeError, match="shaper in .* failed: LookupError: no interface .nope0."):
-            agents["a"].apply([ops.Describe("nope0")])
-        (again,) = agents["a"].apply([ops.Counters("eth0")])  # a failed request leaves the agent serving
+            agents["a"].apply([ops.Describe("nope0")], a_netns)
+        (again,) = agents["a"].apply([ops.Counters("eth0")], a_netns)  # a failed request leaves the agent serving
         assert again["tx_bytes"] >= counters["tx_bytes"]
     finally:
-        for agent in agents.values():
-            agent.close()
+        machine.close()
     assert [agent.lines.proc.returncode for agent in agents.values()] == [0, 0]
     out = subprocess.run(["ip", "netns", "exec", A, sys.executable, "-c", CLIENT], capture_output=True,
                          text=True, timeout=30)

@@ -5,8 +5,11 @@ containers built from the rendered pod spec (tests/support/pod_spec.py: the imag
 non-root user, capabilities, read-only root, volumes and memory limits the chart asks for), on a
 Docker network of its own. `exec` is `docker exec` into the named container, as the exec API runs a
 command in one (`open_lines`: `docker exec -i`, kept open); the control API is reached on the pod's
-address from the host (a cluster proxies it through the API server). Not a cluster: no API server,
-scheduler, probes or Pod Security admission; docs/backends.md says what only a real cluster checks.
+address from the host (a cluster proxies it through the API server). The shaping daemon of the one
+"cluster node" (this machine) is a privileged container of peerlab's image in the host's PID
+namespace, where a pod's network namespace is its node container's /proc/<pid>/ns/net (a cluster's
+daemon asks the CRI instead). Not a cluster: no API server, scheduler, probes or Pod Security
+admission; docs/backends.md says what only a real cluster checks.
 """
 from __future__ import annotations
 
@@ -21,7 +24,10 @@ from orchestrator.backends.docker import LABEL, docker_client, remove_docker_obj
 from orchestrator.backends.kube_cluster import CHART, helm_binary, write_values
 from orchestrator.backends.kube_exec import ExecResult
 from orchestrator.control.node_client import ControlClient
+from orchestrator.shaping import agent
 from orchestrator.shaping.lines import PipeLines
+
+MACHINE = "docker"  # the one cluster node
 
 
 class DockerPods:
@@ -33,6 +39,7 @@ class DockerPods:
         self.installs: list[dict[str, Any]] = []
         self.rendered: list[dict[str, Any]] = []
         self.pods: dict[str, dict[str, Any]] = {}  # pod -> containers by name
+        self.shaper: Any = None  # the shaping daemon's container
         self.short = ""
         DockerPods.instances.append(self)
 
@@ -56,6 +63,10 @@ class DockerPods:
             for ordinal in range(sts["spec"]["replicas"]):
                 self.pods[f"{sts['metadata']['name']}-{ordinal}"] = run_pod(
                     self.client, sts, self.rendered, volumes, labels, env=env, ordinal=ordinal, network=network)
+        image = f"{values['image']['repository']}:{values['image']['tag']}"
+        self.shaper = self.client.containers.run(
+            image, entrypoint=["python3", "-m", "orchestrator.shaping", "--hold"], user="0", privileged=True,
+            pid_mode="host", network_mode="none", labels=labels, name=f"{release}-shaper", detach=True)
 
     def wait_pods(self, selector: str, names: list[str], timeout: float,
                   say: Callable[[str], None] = lambda _: None) -> dict[str, str]:
@@ -79,7 +90,7 @@ class DockerPods:
 
     def pod_nodes(self, selector: str) -> dict[str, str]:
         """Every pod runs on this machine: one cluster node, one clock."""
-        return {pod: "docker" for pod in self.pods}
+        return {pod: MACHINE for pod in self.pods}
 
     def pod_uid(self, pod: str) -> str | None:
         return self.pods[pod]["node"].id if pod in self.pods else None
@@ -99,8 +110,29 @@ class DockerPods:
     def open_lines(self, pod: str, container: str, argv: list[str]) -> PipeLines:
         return PipeLines([*self._docker_exec(pod, container), *argv])
 
-    def python_in(self, pod: str, container: str) -> list[str]:
-        return [*self._docker_exec(pod, container), "python3"]
+    # the shaping daemon -----------------------------------------------------------------------
+    def shapers(self) -> dict[str, str]:
+        return {MACHINE: self.shaper.name} if self.shaper is not None else {}
+
+    def shaper_lines(self, node: str) -> PipeLines:
+        assert node == MACHINE, node
+        return PipeLines(["docker", "exec", "-i", self.shaper.id, *agent.ARGV])
+
+    def shaper_exec(self, node: str, argv: list[str], timeout: float = 60) -> ExecResult:
+        done = subprocess.run(["docker", "exec", self.shaper.id, *argv], capture_output=True, text=True, timeout=timeout)
+        return ExecResult(done.returncode, done.stdout, done.stderr)
+
+    def pod_netns(self, pods_by_node: dict[str, list[str]]) -> dict[str, str]:
+        found = {}
+        for pods in pods_by_node.values():
+            for pod in pods:
+                node = self.pods[pod]["node"]
+                node.reload()
+                found[pod] = f"/proc/{node.attrs['State']['Pid']}/ns/net"
+        return found
+
+    def python_in_netns(self, node: str, netns: str) -> list[str]:
+        return ["docker", "exec", "-i", self.shaper.id, "nsenter", f"--net={netns}", "python3"]
 
     def logs(self, pod: str, container: str, tail: int | None = None) -> str:
         return self.pods[pod][container].logs(tail=tail or "all").decode(errors="replace")

@@ -181,16 +181,23 @@ class NamespaceApi:
         self.created.append(body)
 
 
-def test_the_namespace_is_created_labelled_for_the_shaper_or_refused_by_name(cluster):
+def test_the_namespace_is_created_restricted_unless_a_sysctl_needs_more_or_refused_by_name(cluster):
+    """The pods hold no capability: `restricted`; a dilated run's sysctl needs `privileged`, and a
+    namespace enforcing less is refused before anything is installed."""
     cluster.core = NamespaceApi()
     cluster.ensure_namespace()
     (made,) = cluster.core.created
     assert made.metadata.name == "peerlab-test"
-    assert made.metadata.labels["pod-security.kubernetes.io/enforce"] == "privileged"
+    assert made.metadata.labels["pod-security.kubernetes.io/enforce"] == "restricted"
     assert cluster.core.kwargs[0]["_request_timeout"]
+    cluster.core = NamespaceApi()
+    cluster.ensure_namespace(sysctls=True)
+    assert cluster.core.created[0].metadata.labels["pod-security.kubernetes.io/enforce"] == "privileged"
     cluster.core = NamespaceApi({"pod-security.kubernetes.io/enforce": "restricted"})
-    with pytest.raises(RuntimeError, match=r"enforces Pod Security level 'restricted'.*--namespace.*enforce=privileged"):
-        cluster.ensure_namespace()
+    cluster.ensure_namespace()
+    assert cluster.core.created == []
+    with pytest.raises(RuntimeError, match=r"enforces Pod Security level 'restricted'.*sysctl.*--namespace.*enforce=privileged"):
+        cluster.ensure_namespace(sysctls=True)
     cluster.core = NamespaceApi({"pod-security.kubernetes.io/enforce": "privileged"})
     cluster.ensure_namespace()
     assert cluster.core.created == []
