@@ -1,9 +1,13 @@
-"""Admission on the kubernetes backend: what the run's pods ask for (one pod per node, each with the
-node and shaper containers' requests and limits from charts/peerlab/values.yaml) against what the
-cluster lets the run's namespace have: every ResourceQuota's hard minus used (pods, requests.cpu,
-requests.memory, limits.memory, and the `cpu`/`memory` short forms), and the schedulable nodes'
-allocatable CPU, memory and pods. Pods of other namespaces are not counted against the allocatable:
-the quota is the namespace's own figure, the allocatable an upper bound.
+"""Admission on the kubernetes backend: what the run's pods ask for (one pod per node, its container's
+requests and limits from charts/peerlab/values.yaml) against what the cluster lets the run's
+namespace have: every ResourceQuota's hard minus used (pods, requests.cpu, requests.memory,
+limits.memory, and the `cpu`/`memory` short forms), and the schedulable nodes' allocatable CPU,
+memory and pods. Pods of other namespaces are not counted against the allocatable: the quota is the
+namespace's own figure, the allocatable an upper bound.
+
+Cluster nodes that share one kernel (kind's nodes on one machine: the same `nodeInfo.bootID`) each
+report that machine's CPUs and memory as their own; they are one machine's worth, counted once
+(the largest of their figures), while their pod slots add up.
 """
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ import yaml
 from orchestrator.paths import ROOT
 
 VALUES = ROOT / "charts" / "peerlab" / "values.yaml"
-CONTAINERS = ("node", "shaper")
+CONTAINERS = ("node",)
 # quota keys -> what one pod needs of them; `cpu` and `memory` in a quota mean the requests
 QUOTA_KEYS = {"pods": "pods", "requests.cpu": "cpu", "cpu": "cpu", "requests.memory": "memory",
               "memory": "memory", "limits.memory": "limits.memory"}
@@ -50,6 +54,7 @@ class Room:
     namespace: str
     quota_left: dict[str, dict[str, float]] = field(default_factory=dict)
     allocatable: dict[str, float] = field(default_factory=dict)
+    machines: int = 0  # kernels the schedulable nodes run on
 
 
 def _amount(key: str, value: Any) -> float:
@@ -75,13 +80,25 @@ def cluster_room(namespace: str, context: str | None, timeout: float = 5.0) -> R
         left = {k: _amount(k, hard[k]) - _amount(k, used.get(k, 0)) for k in hard if k in QUOTA_KEYS}
         if left:
             room.quota_left[q.metadata.name] = left
+    machines: dict[str, dict[str, float]] = {}  # kernel (boot id, else the node) -> its CPUs and memory
     for node in nodes:
         if node.spec and node.spec.unschedulable:
             continue
+        info = node.status.node_info
+        kernel = (info.boot_id if info and info.boot_id else "") or node.metadata.name
         for key in ("cpu", "memory", "pods"):
             value = (node.status.allocatable or {}).get(key)
-            if value is not None:
+            if value is None:
+                continue
+            if key == "pods":
                 room.allocatable[key] = room.allocatable.get(key, 0.0) + _amount(key, value)
+            else:
+                machine = machines.setdefault(kernel, {})
+                machine[key] = max(machine.get(key, 0.0), _amount(key, value))
+    for machine in machines.values():
+        for key, value in machine.items():
+            room.allocatable[key] = room.allocatable.get(key, 0.0) + value
+    room.machines = len(machines)
     return room
 
 

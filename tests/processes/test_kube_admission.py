@@ -42,7 +42,7 @@ def scenario(n: int):
 
 def test_pod_needs_come_from_the_charts_values():
     need = kube_admission.pod_needs()
-    assert need == pytest.approx({"pods": 1, "cpu": 0.06, "memory": 160.0, "limits.memory": 512.0})
+    assert need == pytest.approx({"pods": 1, "cpu": 0.05, "memory": 64.0, "limits.memory": 256.0})
 
 
 def test_a_run_beyond_the_namespace_quota_is_refused_with_the_figures(api):
@@ -51,8 +51,8 @@ def test_a_run_beyond_the_namespace_quota_is_refused_with_the_figures(api):
     text = str(err.value)
     assert "100 nodes (one pod each) do not fit namespace lab" in text
     assert "pods: 100 needed (1 per pod), 18 left in quota team-quota of namespace lab" in text
-    assert "requests.memory: 16000 MiB needed (160 per pod), 3584 left" in text
-    assert "requests.cpu: 6 cores needed (0.06 per pod), 1.8 left" in text
+    assert "requests.memory: 6400 MiB needed (64 per pod), 3584 left" in text
+    assert "requests.cpu: 5 cores needed (0.05 per pod), 1.8 left" in text
     assert "services" not in text and "w2" not in text
     assert "At most 18 nodes of this scenario fit (--set nodes.count=18)" in text
 
@@ -60,16 +60,16 @@ def test_a_run_beyond_the_namespace_quota_is_refused_with_the_figures(api):
 def test_within_the_quota_but_beyond_the_schedulable_nodes(api, monkeypatch):
     monkeypatch.setenv("PEERLAB_K8S_NAMESPACE", "open")  # no quota there; w2 is cordoned
     with pytest.raises(admission.AdmissionError) as err:
-        admission.admit(scenario(40), "kubernetes")
-    assert "cpu: 2.4 cores needed (0.06 per pod), 2 left in the cluster's schedulable nodes" in str(err.value)
-    assert "At most 33 nodes" in str(err.value)
-    record = admission.admit(scenario(33), "kubernetes")
+        admission.admit(scenario(45), "kubernetes")
+    assert "cpu: 2.25 cores needed (0.05 per pod), 2 left in the cluster's schedulable nodes" in str(err.value)
+    assert "At most 40 nodes" in str(err.value)
+    record = admission.admit(scenario(40), "kubernetes")
     assert record["checked"] and not record["problems"] and record["allocatable"]["cpu"] == 2
 
 
 def test_force_runs_it_anyway_and_says_so(api):
     record = admission.admit(scenario(100), "kubernetes", force=True)
-    assert record["forced"] and len(record["problems"]) == 6  # four of the quota's keys, two of the nodes' 
+    assert record["forced"] and len(record["problems"]) == 5  # four of the quota's keys, the nodes' CPU
 
 
 def test_a_cluster_that_cannot_be_asked_is_left_to_the_backend(tmp_path, monkeypatch):
@@ -88,3 +88,29 @@ def test_peerlab_run_refuses_before_creating_anything(api):
     assert result.returncode == 3, result.stderr
     assert "refused: 100 nodes (one pod each) do not fit namespace lab" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_cluster_nodes_on_one_kernel_count_its_cpus_once(tmp_path, monkeypatch):
+    """kind's nodes on one machine each report its 2 CPUs and 8 GiB: admission counts that machine
+    once (the same bootID), and their pod slots added up; a node on another kernel counts apart."""
+    def info(boot: str) -> dict[str, str]:  # a kubelet's nodeInfo: every field the API has
+        return {"bootID": boot, "architecture": "amd64", "containerRuntimeVersion": "containerd://1.6.20",
+                "kernelVersion": "6.18.44", "kubeProxyVersion": "", "kubeletVersion": "v1.34.4",
+                "machineID": boot[:4], "operatingSystem": "linux", "osImage": "Debian GNU/Linux 12",
+                "systemUUID": boot[:5]}
+    machine = info("0d6a2b0c-boot-one")
+    nodes = [{"metadata": {"name": f"k{i}"}, "spec": {},
+              "status": {"allocatable": {"cpu": "2", "memory": "8Gi", "pods": "110"}, "nodeInfo": machine}}
+             for i in range(3)]
+    nodes.append({"metadata": {"name": "other"}, "spec": {},
+                  "status": {"allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+                             "nodeInfo": info("another-kernel")}})
+    server = KubeAPI(nodes=nodes)
+    kubeconfig = server.start(tmp_path)
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    try:
+        room = kube_admission.cluster_room("lab", None)
+    finally:
+        server.stop()
+    assert room.machines == 2
+    assert room.allocatable == {"cpu": 6.0, "memory": 24 * 1024.0, "pods": 440.0}
