@@ -290,8 +290,9 @@ class KubeCluster:
     def python_in_netns(self, node: str, netns: str) -> list[str]:
         """The command of a local process that is a Python in a pod's network namespace, started by the
         daemon of its cluster node (kube_exec.bridge)."""
+        from orchestrator.shaping import agent
         return [*kube_exec.command(self.shaper_namespace, self.context, self._shaper(node), SHAPER_CONTAINER),
-                "nsenter", f"--net={netns}", "python3"]
+                *agent.python_in(netns)]
 
     def logs(self, pod: str, container: str, tail: int | None = None) -> str:
         try:

@@ -1,8 +1,8 @@
 """Exec into a pod's container through the API server, the three ways the kubernetes backend needs:
 
     run(...)          one command to its end: exit code, stdout, stderr (`ExecResult`)
-    ExecLines         one command kept open for the run, spoken to a line at a time (the pod's shaper
-                      agent, orchestrator/shaping/agent.py): one websocket, no process on this host
+    ExecLines         one command kept open for the run, spoken to a line at a time (a cluster node's
+                      shaper agent, orchestrator/shaping/agent.py): one websocket, no process on this host
     bridge(...)       one command with this process's stdin and stdout as its own, for code that wants
                       a local process (the calibration and clock probes):
 

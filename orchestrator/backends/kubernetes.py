@@ -89,6 +89,7 @@ class KubernetesBackend(Backend):
             self.groups.setdefault(group, []).append(n.id)
         self.pods = {node_id: f"{self.release}-{group}-{i}" for group, members in self.groups.items()
                      for i, node_id in enumerate(members)}
+        self.node_of_pod = {pod: node_id for node_id, pod in self.pods.items()}
         self.ips: dict[str, str] = {}
         self.uids: dict[str, str | None] = {}
         self.cluster_nodes: dict[str, str] = {}  # node -> the cluster node its pod runs on
@@ -137,8 +138,16 @@ class KubernetesBackend(Backend):
                 # the cluster node's congestion control stays (a pod may only choose what the node's
                 # tcp_allowed_congestion_control lists, which peerlab cannot change there): docs/shaping.md#tcp
                 "sysctls": [{"name": k, "value": v} for k, v in tcp.netns_sysctls(tcp.HOST, plan.dilation).items()],
-                "clockShiftNs": kube_cluster.clock_shifts(),
+                "clockShiftNs": self._clock_shifts(adapters),
                 "plan": plan.model_dump_json()}
+
+    @staticmethod
+    def _clock_shifts(adapters: list[dict[str, Any]]) -> dict[str, int]:
+        shifts = kube_cluster.clock_shifts()
+        if shifts and adapters:  # their clocks, and the probe that measures them, are not moved
+            raise RuntimeError("PEERLAB_K8S_CLOCK_SHIFTS moves only peerlab's nodes' clocks: a run with adapter "
+                               f"nodes ({', '.join(a['implementation'] for a in adapters)}) cannot use it")
+        return shifts
 
     # the network: install the release, learn the pods -----------------------------------------
     def create_network(self) -> None:
@@ -160,14 +169,11 @@ class KubernetesBackend(Backend):
         for machine in machines:
             self.agents[machine] = agent.ShaperAgent(self.cluster.shaper_lines(machine),
                                                      f"the shaping daemon on {machine}")
+            self.agents[machine].check_version()
         self.shape_all({pod: [ops.RedirectIngress("eth0", IFB)] for pod in self.pods.values()})
 
     def _machine(self, pod: str) -> str:
         return self.cluster_nodes[self.node_of_pod[pod]]
-
-    @property
-    def node_of_pod(self) -> dict[str, str]:
-        return {pod: node_id for node_id, pod in self.pods.items()}
 
     def netns_path(self, node_id: str) -> str:
         """The pod's network namespace file, as the daemon of its cluster node sees it."""
@@ -190,6 +196,18 @@ class KubernetesBackend(Backend):
     def shape(self, where: str, todo: list[ops.Op]) -> list[dict[str, Any]]:
         """`where`: a pod; shaped by the daemon of its cluster node, in the pod's namespace."""
         return self.agents[self._machine(where)].apply(todo, self.netns[where], f"pod {where}")
+
+    def shape_all(self, work: dict[str, list[ops.Op]]) -> None:
+        """One request per cluster node for all its pods' operations (a partition of 30 pods on 3 nodes:
+        3 round trips, side by side), stopping between nodes if the run is being stopped."""
+        by_machine: dict[str, list[tuple[str | None, list[ops.Op], str]]] = {}
+        for pod, todo in work.items():
+            by_machine.setdefault(self._machine(pod), []).append((self.netns[pod], todo, f"pod {pod}"))
+
+        def shape(item: tuple[str, list[tuple[str | None, list[ops.Op], str]]]) -> None:
+            self.check_stop()
+            self.agents[item[0]].apply_batch(item[1])
+        self.each(shape, by_machine.items())
 
     def delay_line_of(self, node_id: str, seed: int) -> agent.AgentDelayLine:
         """The delay line of the node's cluster node, started by its daemon at the first node there."""

@@ -18,7 +18,8 @@ def add(sub: argparse._SubParsersAction) -> None:
                                 "is missing.",
                     examples=["peerlab image build                          # peerlab's node image",
                               "peerlab image build --implementation all     # and every adapter's",
-                              "peerlab image build --tag-only               # the tag it would have"])
+                              "peerlab image build --tag-only               # the tag it would have",
+                              "peerlab image build --shaper                 # the shaping daemon's, for charts/peerlab-shaper"])
     p.add_argument("action", choices=["build"])
     p.add_argument("--implementation", default="peerlab", metavar="NAME",
                    help="whose image: peerlab (default), an adapter (go-libp2p, rust-libp2p, js-libp2p, py-libp2p: `peerlab contract "
@@ -26,6 +27,9 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--base-image", help="the image to build FROM (default: $PEERLAB_BASE_IMAGE or python:3.12-slim; "
                                         "without a registry: .ci/docker-base builds peerlab-base:bookworm)")
     p.add_argument("--tag-only", action="store_true", help="print the tag the image would have; build nothing")
+    p.add_argument("--shaper", action="store_true",
+                   help="the shaping daemon's image instead (peerlab's node image with crictl: "
+                        "charts/peerlab-shaper; docs/backends.md#the-shaping-daemon)")
     p.set_defaults(func=cmd_image)
 
     from orchestrator.tools.prepare import PLAYBOOKS
@@ -75,6 +79,14 @@ def cmd_image(args: argparse.Namespace) -> int:
     from orchestrator.builds import node_image as image
 
     base = args.base_image or image.base_image()
+    if args.shaper:
+        from orchestrator.cluster import shaper
+        try:
+            print(shaper.build_image(lambda m: err.print(m, markup=False, highlight=False), base))
+        except shaper.ShaperError as e:
+            err.print(f"error: {e}", style="bold red", markup=False, highlight=False)
+            return 1
+        return 0
     names = list(IMPLEMENTATIONS) if args.implementation == "all" else [args.implementation]
     unknown = [n for n in names if n not in IMPLEMENTATIONS]
     if unknown:

@@ -15,7 +15,7 @@ built here, checked, and taken down leaving nothing behind but its state directo
     status   the nodes' containers, the API server, each node's condition, the store, leftovers
 
 May import: orchestrator.cluster (kind, node_image, programs, rt_budget, shaper, store, layout),
-orchestrator.builds.
+orchestrator.builds, node.adapters (the implementations whose images are loaded).
 """
 from __future__ import annotations
 
@@ -33,8 +33,10 @@ from orchestrator.cluster.layout import Layout
 DEFAULT_NODES = 3
 CAPABILITY_HINT = (
     "root here lacks a capability (CapBnd in /proc/self/status), so runc refuses Docker's --privileged "
-    "containers, which kind's nodes are. Run dockerd with peerlab's bounded runc as its default runtime: "
-    "`.ci/docker` does (--add-runtime bounded=/usr/local/libexec/peerlab/runc-bounded --default-runtime bounded)")
+    "containers, which kind's nodes are. Make peerlab's bounded runc dockerd's default runtime: copy "
+    "orchestrator/cluster/node/runc-bounded to /usr/local/libexec/peerlab/runc-bounded, put "
+    '{"runtimes": {"bounded": {"path": "/usr/local/libexec/peerlab/runc-bounded"}}, "default-runtime": "bounded"} '
+    "in /etc/docker/daemon.json and restart dockerd (it stops its containers); CI's .ci/docker does it with flags")
 
 
 class ClusterError(RuntimeError):
@@ -127,9 +129,13 @@ def up(s: Layout, nodes: int = DEFAULT_NODES, say: Callable[[str], None] = print
         hint = f"\n{CAPABILITY_HINT}" if "unable to apply caps" in str(err) else ""
         raise ClusterError(f"{err}{hint}") from None
     _lift_control_plane_taint(s)
-    if rt_budget.grant(s, kind.node_containers()):
-        say(f"real-time budget: {rt_budget.PER_NODE_US} us per second for each node's delay line (cgroup v1 "
-            "with RT group scheduling here)")
+    try:
+        granted = rt_budget.grant(s, kind.node_containers())
+    except rt_budget.BudgetError as err:
+        raise ClusterError(str(err)) from None
+    if granted:
+        say(f"real-time budget: {granted} us per second for each node's delay line (cgroup v1 with RT group "
+            "scheduling here)")
     deadline = time.monotonic() + 180
     ready = nodes_ready(s)
     while not (len(ready) == nodes and all(v == "True" for v in ready.values())):
@@ -176,8 +182,11 @@ def down(s: Layout, purge: bool = False, say: Callable[[str], None] = print) -> 
             kind.delete(s)
     except kind.KindError as err:
         raise ClusterError(str(err)) from None
-    if rt_budget.revoke(s):
-        say("real-time budget of Docker's containers put back")
+    try:
+        if rt_budget.revoke(s):
+            say("real-time budget of Docker's containers put back")
+    except rt_budget.BudgetError as err:
+        raise ClusterError(str(err)) from None
     if _network_exists():
         done = subprocess.run(["docker", "network", "rm", L.NETWORK], capture_output=True, text=True)
         if done.returncode != 0:

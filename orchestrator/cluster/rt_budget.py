@@ -17,6 +17,11 @@ from orchestrator.cluster.layout import Layout
 
 CPU = Path("/sys/fs/cgroup/cpu")
 PER_NODE_US = 100_000  # of each 1 s period, per CPU: the delay line needs a few per cent
+SHARE_US = 600_000     # at most this much of the root's (usually 950,000) for all the nodes together
+
+
+class BudgetError(RuntimeError):
+    """A budget could not be read or written; the message names the file."""
 
 
 def applies() -> bool:
@@ -28,28 +33,43 @@ def _saved(s: Layout) -> Path:
 
 
 def _cgroup(container: str) -> Path:
+    """The container's own cpu cgroup (Docker's cgroupfs driver: <parent>/<id>; systemd's:
+    system.slice/docker-<id>.scope), not one its processes made inside it."""
     done = subprocess.run(["docker", "inspect", "-f", "{{.Id}} {{.HostConfig.CgroupParent}}", container],
-                          capture_output=True, text=True, check=True)
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise BudgetError(f"docker inspect {container}: {done.stderr.strip()}")
     cid, parent = (done.stdout.split() + [""])[:2]
-    return CPU / (parent.strip("/") or "docker") / cid
+    for candidate in (CPU / (parent.strip("/") or "docker") / cid, CPU / "system.slice" / f"docker-{cid}.scope"):
+        if candidate.is_dir():
+            return candidate
+    raise BudgetError(f"container {container} has no cpu cgroup under {CPU}")
 
 
 def grant(s: Layout, containers: list[str]) -> int:
     """Give each container (and Docker's parent cgroup, enough for all) an RT budget; the per-node one."""
     if not applies() or not containers:
         return 0
+    try:
+        return _grant(s, containers)
+    except OSError as err:
+        raise BudgetError(f"the nodes' real-time budget: {err}") from None
+
+
+def _grant(s: Layout, containers: list[str]) -> int:
+    per_node = min(PER_NODE_US, SHARE_US // len(containers))
     cgroups = [_cgroup(c) for c in containers]
     parent = cgroups[0].parent / "cpu.rt_runtime_us"
     before = int(parent.read_text())
     if not _saved(s).exists():
         s.root.mkdir(parents=True, exist_ok=True)
         _saved(s).write_text(f"{parent} {before}\n")
-    need = PER_NODE_US * len(containers)
+    need = per_node * len(containers)
     if before < need:
         parent.write_text(f"{need}\n")
     for cgroup in cgroups:
-        (cgroup / "cpu.rt_runtime_us").write_text(f"{PER_NODE_US}\n")
-    return PER_NODE_US
+        (cgroup / "cpu.rt_runtime_us").write_text(f"{per_node}\n")
+    return per_node
 
 
 def revoke(s: Layout) -> bool:
@@ -58,6 +78,10 @@ def revoke(s: Layout) -> bool:
     if not applies() or not saved.exists():
         return False
     path, before = saved.read_text().split()
-    Path(path).write_text(f"{before}\n")
+    if Path(path).exists():  # (a cgroup gone since has nothing to put back)
+        try:
+            Path(path).write_text(f"{before}\n")
+        except OSError as err:
+            raise BudgetError(f"putting back {path} ({before}): {err}") from None
     saved.unlink()
     return True

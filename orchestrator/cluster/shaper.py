@@ -7,8 +7,8 @@ node) installed by `peerlab cluster up`, from an image built here.
     release    peerlab-shaper, namespace peerlab-system   `helm upgrade --install`
     reached    by exec into its pod on a cluster node (kube_cluster.KubeCluster.shaper_lines): no port
 
-May import: orchestrator.builds, orchestrator.cluster (kind, layout, node_image, programs, rt_budget),
-orchestrator.paths.
+May import: orchestrator.builds, orchestrator.backends (docker's client, kube_cluster's helm),
+orchestrator.cluster (kind, layout, node_image, programs, rt_budget), orchestrator.paths.
 """
 from __future__ import annotations
 
@@ -42,11 +42,16 @@ def image_tag(node_tag: str, crictl: Path) -> str:
     return f"peerlab-shaper:{digest[:12]}"
 
 
-def build_image(say: Callable[[str], None] = print) -> str:
-    """The daemon's image in the Docker engine (built once per node image and crictl); its tag."""
-    node_tag = node_image.image_tag()
+def build_image(say: Callable[[str], None] = print, base: str | None = None) -> str:
+    """The daemon's image in the Docker engine (built once per node image and crictl, the node image
+    first if it is missing); its tag."""
+    node_tag = node_image.image_tag(base)
     if not docker_has(node_tag):
-        raise ShaperError(f"the node image {node_tag} is not built: `peerlab image build` builds it")
+        from orchestrator.backends.docker import docker_client
+        try:
+            node_image.build(docker_client(), base, say=say)
+        except RuntimeError as err:
+            raise ShaperError(f"the node image {node_tag} could not be built: {err}") from None
     try:
         crictl = programs.locate_one("crictl")
     except programs.MissingProgram as err:

@@ -1,4 +1,5 @@
-"""The shaper entry point, run inside a node's container or pod (root with NET_ADMIN, nothing more).
+"""The shaper entry point: in a node's sandbox container (docker), or in a cluster node's shaping
+daemon (charts/peerlab-shaper), which enters each pod's network namespace.
 
     python -m orchestrator.shaping < ops.json    run shaping operations (a JSON list, see
                                                 orchestrator/shaping/ops.py `to_wire`) in this network
@@ -6,8 +7,8 @@
     python -m orchestrator.shaping --ops JSON    the same, the list given as an argument
     python -m orchestrator.shaping --serve       the shaper agent: one JSON request per line, one answer
                                                 per line, until stdin closes (agent.py)
-    python -m orchestrator.shaping --hold        keep the namespace alive until SIGTERM (the node's
-                                                sandbox container or shaper sidecar)
+    python -m orchestrator.shaping --hold        keep the container alive until SIGTERM (the node's
+                                                sandbox container, the shaping daemon's pod)
 
 The orchestrator reaches it with `docker exec` or the Kubernetes exec API: the tc code that runs is
 the same module the local backend calls directly.

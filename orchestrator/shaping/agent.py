@@ -6,13 +6,20 @@ cluster node in its shaping daemon's pod (charts/peerlab-shaper: `python -m orch
 
     {"ops": [...], "netns": PATH}    the operations of ops.to_wire, applied in order in that namespace
                                      (without "netns": the agent's own)              -> {"done": [...]}
+    {"batch": [{"ops": ..., "netns": ...}, ...]}   several namespaces' operations, in order: one round
+                                     trip for a cluster node's pods (a partition)    -> {"done": [[...], ...]}
+    {"version": true}                the hash of its shaping code (`code_version`)   -> {"version": "..."}
     {"delayline_start": {"seed": 7}} start this node's one delay line (delayline.py), attached later
                                      to each pod's namespace by its own requests     -> {"ok": "started"}
     {"delayline": {"op": ...}}       a request for that delay line -> its answer, as it gave it
     anything that fails              -> {"error": "..."}; the agent goes on
 
-It exits when stdin closes, closing the delay line's stdin first (which ends it) and every handle.
-Every pod's tree, partitions, counters and the node's delay line travel over the one stream.
+A request's "id", if any, comes back in its answer, so that the orchestrator's side never takes a late
+answer for another request's. It exits when stdin closes, or after IDLE_S without a request (a run's
+orchestrator asks for counters every few seconds: one whose connection died without closing must not
+leave a real-time delay line behind for hours), closing the delay line's stdin first (which ends it)
+and every handle. Every pod's tree, partitions, counters and the node's delay line travel over the one
+stream.
 
 `ShaperAgent` is the orchestrator's side, over any channel that sends and receives lines: an exec
 stream of the API server (kube_exec.ExecLines) or a local process's pipes (lines.PipeLines, e.g.
@@ -20,9 +27,12 @@ stream of the API server (kube_exec.ExecLines) or a local process's pipes (lines
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import select
 import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 from orchestrator.shaping import ops, realtime
@@ -31,11 +41,44 @@ from orchestrator.shaping.lines import Lines
 
 ARGV = ["python3", "-m", "orchestrator.shaping", "--serve"]
 TIMEOUT = 60  # seconds one request may take (the first waits for the agent's own start)
+IDLE_S = 900  # the agent ends after this long without a request
 
 
-# in the node's namespace -----------------------------------------------------------------------
-def serve(stdin: Any = None, stdout: Any = None) -> int:
-    """Answer requests until stdin closes."""
+def python_in(netns: str) -> list[str]:
+    """What the daemon runs to start a Python in a pod's network namespace for the orchestrator's probes
+    (calibration, clocks): entered as root, then as nobody, without any capability: a probe server
+    listening on the pod's address is no door into a privileged daemon."""
+    return ["nsenter", f"--net={netns}", "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+            "--inh-caps=-all", "--bounding-set=-all", "python3"]
+
+
+def code_version() -> str:
+    """A hash of this package's Python sources: the daemon's agent and the orchestrator compare theirs."""
+    h = hashlib.sha256()
+    for path in sorted(Path(__file__).resolve().parent.glob("*.py")):
+        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def _lines(stdin: Any, idle_s: float):
+    """stdin's lines, until it closes or stays silent for idle_s (a stream without a file: no wait)."""
+    try:
+        fd = stdin.fileno()
+    except (AttributeError, OSError, ValueError):
+        fd = None
+    while True:
+        if fd is not None and not select.select([fd], [], [], idle_s)[0]:
+            print(f"shaper agent: no request for {idle_s:.0f} s: ending", file=sys.stderr, flush=True)
+            return
+        line = stdin.readline()
+        if not line:
+            return
+        yield line
+
+
+# on the cluster node ---------------------------------------------------------------------------
+def serve(stdin: Any = None, stdout: Any = None, idle_s: float = IDLE_S) -> int:
+    """Answer requests until stdin closes or stays silent for idle_s."""
     from pyroute2 import IPRoute, NetNS
 
     stdin, stdout = stdin or sys.stdin, stdout or sys.stdout
@@ -51,14 +94,25 @@ def serve(stdin: Any = None, stdout: Any = None) -> int:
 
     with IPRoute() as ipr:
         try:
-            for line in stdin:
+            for line in _lines(stdin, idle_s):
                 if not line.strip():
                     continue
+                request: dict[str, Any] = {}
                 try:
                     request = json.loads(line)
                     if "ops" in request:
                         answer: dict[str, Any] = {
                             "done": ops.apply(handle(request.get("netns")), ops.from_wire(request["ops"]))}
+                    elif "batch" in request:
+                        answer = {"done": []}
+                        for i, item in enumerate(request["batch"]):
+                            try:
+                                answer["done"].append(ops.apply(handle(item.get("netns")), ops.from_wire(item["ops"])))
+                            except Exception as err:  # noqa: BLE001 - named by its place in the batch; the rest not done
+                                answer = {"error": f"{err.__class__.__name__}: {err}", "item": i}
+                                break
+                    elif "version" in request:
+                        answer = {"version": code_version()}
                     elif "delayline_start" in request:
                         delayline = _start_delayline(delayline, int(request["delayline_start"]["seed"]))
                         answer = {"ok": "started"}
@@ -68,6 +122,8 @@ def serve(stdin: Any = None, stdout: Any = None) -> int:
                         raise ValueError(f"unknown request {sorted(request)}")
                 except Exception as err:  # noqa: BLE001 - the caller shows this line, and the agent goes on
                     answer = {"error": f"{err.__class__.__name__}: {err}"}
+                if isinstance(request, dict) and "id" in request:
+                    answer["id"] = request["id"]
                 stdout.write(json.dumps(answer) + "\n")
                 stdout.flush()
         finally:
@@ -98,16 +154,40 @@ class ShaperAgent:
         self.lines = lines
         self.where = where
         self.lock = threading.Lock()
+        self.sent = 0
 
     def request(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Its answer; one that came too late for an earlier request is passed over."""
         with self.lock:
-            self.lines.send(json.dumps(msg))
-            return json.loads(self.lines.receive(TIMEOUT))
+            self.sent += 1
+            self.lines.send(json.dumps({**msg, "id": self.sent}))
+            while True:
+                answer = json.loads(self.lines.receive(TIMEOUT))
+                if answer.pop("id", self.sent) == self.sent:
+                    return answer
+
+    def check_version(self) -> None:
+        """The agent runs the same shaping code as this orchestrator, or a RuntimeError says so."""
+        theirs = self.request({"version": True}).get("version")
+        if theirs != code_version():
+            raise RuntimeError(f"the shaper agent in {self.where} runs other shaping code ({theirs}) than this "
+                               f"peerlab ({code_version()}): update the shaping daemon (peerlab cluster up does; "
+                               "docs/backends.md#the-shaping-daemon)")
 
     def apply(self, todo: list[ops.Op], netns: str | None = None, what: str = "") -> list[dict[str, Any]]:
         """The operations in the namespace at `netns` (as the agent sees it; `what` names it)."""
         answer = self.request({"ops": ops.to_wire(todo), **({"netns": netns} if netns else {})})
         if "error" in answer:
+            raise RuntimeError(f"shaper in {self.where}{' for ' + what if what else ''} failed: {answer['error']}")
+        return answer["done"]
+
+    def apply_batch(self, work: list[tuple[str | None, list[ops.Op], str]]) -> list[list[dict[str, Any]]]:
+        """Several namespaces' operations (netns, operations, what names it) in one round trip, in
+        order; the first that fails stops the rest and is named."""
+        answer = self.request({"batch": [{"ops": ops.to_wire(todo), **({"netns": n} if n else {})}
+                                         for n, todo, _ in work]})
+        if "error" in answer:
+            what = work[answer["item"]][2] if isinstance(answer.get("item"), int) else ""
             raise RuntimeError(f"shaper in {self.where}{' for ' + what if what else ''} failed: {answer['error']}")
         return answer["done"]
 

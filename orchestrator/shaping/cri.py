@@ -4,7 +4,8 @@ runtime spec names. Run by the shaping daemon (charts/peerlab-shaper) for a run'
 
     python -m orchestrator.shaping.cri --namespace NS POD...   ->  {"POD": "/var/run/netns/cni-...", ...}
 
-A pod without a ready sandbox here is an error naming it. May import nothing of peerlab.
+A pod without a ready sandbox here, or whose sandbox is not a peerlab run's (no `peerlab.run` label),
+is an error naming it: the daemon enters no other pod. May import nothing of peerlab.
 """
 from __future__ import annotations
 
@@ -22,10 +23,13 @@ def _crictl(*args: str) -> str:
 
 
 def netns_of(namespace: str, pod: str) -> str:
-    ids = _crictl("pods", "--namespace", namespace, "--name", f"^{pod}$", "--state", "ready", "-q").split()
+    ids = _crictl("pods", "--namespace", f"^{namespace}$", "--name", f"^{pod}$", "--state", "ready", "-q").split()
     if len(ids) != 1:
         raise RuntimeError(f"pod {namespace}/{pod}: {len(ids)} ready sandboxes on this node (expected 1)")
-    spec = json.loads(_crictl("inspectp", ids[0]))["info"]["runtimeSpec"]
+    found = json.loads(_crictl("inspectp", ids[0]))
+    if "peerlab.run" not in (found["status"].get("labels") or {}):
+        raise RuntimeError(f"pod {namespace}/{pod} is not a peerlab run's (no peerlab.run label): not entered")
+    spec = found["info"]["runtimeSpec"]
     for ns in spec["linux"]["namespaces"]:
         if ns.get("type") == "network" and ns.get("path"):
             return ns["path"]

@@ -162,7 +162,7 @@ class DelayLines:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`--probe`, or become the native delay line (where only a Python can be started: a pod's shaper)."""
+    """`--probe`, or become the native delay line (where only a Python can be started)."""
     parser = argparse.ArgumentParser(prog="python -m orchestrator.shaping.delayline",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--probe", action="store_true", help="say whether NFQUEUE works here, and exit")

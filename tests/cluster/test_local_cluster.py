@@ -2,9 +2,9 @@
 makes (orchestrator/cluster: one control plane and two workers, each a container with its own
 systemd, containerd and kubelet; flannel's vxlan overlay between them; kubeadm's control plane).
 Every call goes through the real API server: the chart installed by helm, pods spread by the
-scheduler over the three nodes and started by their kubelets, exec and the pod proxy, the shaper
-sidecar's tc inside the pods, traffic between pods on different nodes through the overlay, the
-lease, RBAC. The module's fixture brings the cluster up and, at the end, down, and checks that
+scheduler over the three nodes and started by their kubelets, exec and the pod proxy, the shaping
+daemon on each node entering the pods' namespaces, traffic between pods on different nodes through
+the overlay, the lease, RBAC. The module's fixture brings the cluster up and, at the end, down, and checks that
 nothing of it is left on the host."""
 from __future__ import annotations
 

@@ -100,7 +100,7 @@ def test_cut_drops_traffic_and_heal_and_rate_change_act_in_place(veth_pair):
 
 
 def _shaper(ns_name: str, todo: list) -> list:
-    """The shaper entry point run inside a namespace, as a pod's sidecar runs it."""
+    """The shaper entry point run inside a namespace, as the docker backend's sandbox runs it."""
     import json
     import subprocess
     import sys

@@ -132,7 +132,7 @@ class DockerPods:
         return found
 
     def python_in_netns(self, node: str, netns: str) -> list[str]:
-        return ["docker", "exec", "-i", self.shaper.id, "nsenter", f"--net={netns}", "python3"]
+        return ["docker", "exec", "-i", self.shaper.id, *agent.python_in(netns)]
 
     def logs(self, pod: str, container: str, tail: int | None = None) -> str:
         return self.pods[pod][container].logs(tail=tail or "all").decode(errors="replace")
