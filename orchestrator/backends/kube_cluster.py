@@ -55,6 +55,16 @@ def helm_binary() -> str:
     return found
 
 
+def helm(*args: str, namespace: str, context: str | None = None, kubeconfig: Path | None = None,
+         timeout: float = 300) -> subprocess.CompletedProcess:
+    """helm with these arguments in `namespace`, against the cluster of `kubeconfig` (else $KUBECONFIG)
+    and `context` (else its current one): the one way peerlab runs helm."""
+    cmd = [helm_binary(), *args, "--namespace", namespace]
+    cmd += ["--kube-context", context] if context else []
+    cmd += ["--kubeconfig", str(kubeconfig)] if kubeconfig else []
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
 class KubeCluster:
     """One namespace of the cluster of the current kubeconfig context (or `context`)."""
 
@@ -81,10 +91,7 @@ class KubeCluster:
 
     # releases ----------------------------------------------------------------------------------
     def _helm(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-        cmd = [helm_binary(), *args, "--namespace", self.namespace]
-        if self.context:
-            cmd += ["--kube-context", self.context]
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        return helm(*args, namespace=self.namespace, context=self.context, timeout=timeout)
 
     def ensure_namespace(self, sysctls: bool = False) -> None:
         """The run's namespace, created labelled for Pod Security (`restricted`: the pods hold no

@@ -70,9 +70,8 @@ def build_image(say: Callable[[str], None] = print, base: str | None = None) -> 
 
 
 def _helm(s: Layout, *args: str) -> subprocess.CompletedProcess:
-    from orchestrator.backends.kube_cluster import helm_binary
-    return subprocess.run([helm_binary(), "--kubeconfig", str(s.kubeconfig), "--namespace", NAMESPACE, *args],
-                          capture_output=True, text=True, timeout=300)
+    from orchestrator.backends.kube_cluster import helm
+    return helm(*args, namespace=NAMESPACE, kubeconfig=s.kubeconfig)
 
 
 def ready(api) -> dict[str, bool]:

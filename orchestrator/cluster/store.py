@@ -135,9 +135,8 @@ def _secret(s: Layout, api) -> None:
 
 
 def _helm(s: Layout, *args: str) -> subprocess.CompletedProcess:
-    from orchestrator.backends.kube_cluster import helm_binary
-    return subprocess.run([helm_binary(), "--kubeconfig", str(s.kubeconfig), "--namespace", NAMESPACE, *args],
-                          capture_output=True, text=True, timeout=300)
+    from orchestrator.backends.kube_cluster import helm
+    return helm(*args, namespace=NAMESPACE, kubeconfig=s.kubeconfig)
 
 
 def answers(s: Layout, timeout: float = 3.0) -> bool:
