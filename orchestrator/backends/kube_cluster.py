@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from orchestrator.backends import kube_exec, kube_lease
+from orchestrator.backends.base import side_by_side
 from orchestrator.backends.kube_exec import ExecResult
 from orchestrator.control.node_client import ControlClient
 from orchestrator.paths import ROOT
@@ -133,7 +134,8 @@ class KubeCluster:
         self.lease = kube_lease.RunLease(self.api_client, self.namespace, release)
         self.lease.hold()
         # the release carries peerlab's label: clean finds releases by it, never by their name alone
-        result = self._helm("install", release, str(CHART), "--create-namespace", "-f", str(values_file),
+        # the namespace is ensure_namespace's (helm's --create-namespace would need the right to patch it)
+        result = self._helm("install", release, str(CHART), "-f", str(values_file),
                             "--labels", f"{kube_lease.LABEL}={release[2:]}")
         if result.returncode != 0:
             try:  # a failed install can leave a release in status failed
@@ -245,14 +247,10 @@ class KubeCluster:
         return set(ready) == wanted
 
     def exec(self, pod: str, container: str, argv: list[str], stdin: str | None = None,
-             timeout: float = 60) -> ExecResult:
-        """Run argv in a container of the pod, at most `timeout` seconds."""
-        resp = kube_exec.open_stream(self.config, self.namespace, pod, container, argv, stdin is not None)
+             timeout: float = 60, namespace: str | None = None) -> ExecResult:
+        """Run argv in a container of the pod (of the run's namespace, or `namespace`), at most `timeout` seconds."""
+        resp = kube_exec.open_stream(self.config, namespace or self.namespace, pod, container, argv, stdin is not None)
         return kube_exec.run(resp, stdin, timeout)
-
-    def open_lines(self, pod: str, container: str, argv: list[str]) -> kube_exec.ExecLines:
-        """argv in a container of the pod, kept open and spoken to a line at a time (no local process)."""
-        return kube_exec.ExecLines(kube_exec.open_stream(self.config, self.namespace, pod, container, argv, True), pod)
 
     # the shaping daemon, one per cluster node ---------------------------------------------------
     def shapers(self) -> dict[str, str]:
@@ -278,20 +276,20 @@ class KubeCluster:
                                                          agent.ARGV, True), pod)
 
     def shaper_exec(self, node: str, argv: list[str], timeout: float = 60) -> ExecResult:
-        resp = kube_exec.open_stream(self.config, self.shaper_namespace, self._shaper(node), SHAPER_CONTAINER,
-                                     argv, False)
-        return kube_exec.run(resp, None, timeout)
+        return self.exec(self._shaper(node), SHAPER_CONTAINER, argv, timeout=timeout, namespace=self.shaper_namespace)
 
     def pod_netns(self, pods_by_node: dict[str, list[str]]) -> dict[str, str]:
         """Each pod's network namespace file, as its node's daemon sees it (through the CRI)."""
-        found: dict[str, str] = {}
-        for node, pods in pods_by_node.items():
+        def find(node: str) -> dict[str, str]:
             done = self.shaper_exec(node, ["python3", "-m", "orchestrator.shaping.cri", "--namespace", self.namespace,
-                                           *pods])
+                                           *pods_by_node[node]])
             if done.code != 0:
                 raise RuntimeError(f"the shaping daemon on {node} could not find the pods' namespaces: "
                                    f"{(done.stderr or done.stdout).strip()[-500:]}")
-            found.update(json.loads(done.stdout))
+            return json.loads(done.stdout)
+        found: dict[str, str] = {}
+        for some in side_by_side(find, list(pods_by_node)):  # the nodes' daemons each at once
+            found.update(some)
         return found
 
     def python_in_netns(self, node: str, netns: str) -> list[str]:
@@ -308,16 +306,37 @@ class KubeCluster:
         except Exception as err:  # noqa: BLE001 - a pod already gone has no logs to show
             return f"(no output: {err.__class__.__name__})"
 
-    def pod_nodes(self, selector: str) -> dict[str, str]:
-        """Each pod's cluster node (spec.nodeName): pods on one node read one clock."""
+    def pod_placement(self, selector: str) -> dict[str, tuple[str, str]]:
+        """Each pod's cluster node (spec.nodeName: pods on one node read one clock) and uid (a pod
+        replaced later has another), in one list call."""
         pods = self.core.list_namespaced_pod(self.namespace, label_selector=selector, _request_timeout=REST_TIMEOUT)
-        return {p.metadata.name: p.spec.node_name or "" for p in pods.items}
+        return {p.metadata.name: (p.spec.node_name or "", p.metadata.uid) for p in pods.items}
 
     def pod_uid(self, pod: str) -> str | None:
         try:
             return self.core.read_namespaced_pod(pod, self.namespace, _request_timeout=REST_TIMEOUT).metadata.uid
         except Exception:  # noqa: BLE001
             return None
+
+    # HTTP to a pod's port, through the API server ----------------------------------------------
+    def pod_http(self, pod: str, port: int, method: str, path: str, token: str, body: dict | None = None,
+                 timeout: float = REST_TIMEOUT) -> tuple[int, bytes]:
+        """One request to `path` on the pod's `port` through the API server's pod proxy, `body` sent as
+        JSON, with the run's token in X-Peerlab-Token (the proxy keeps Authorization for itself):
+        (status, the answer's bytes). Raises
+        RuntimeError when no answer comes (the API server or the pod unreachable, or `timeout`)."""
+        from urllib3.exceptions import HTTPError
+
+        url = f"{self.config.host}/api/v1/namespaces/{self.namespace}/pods/{pod}:{port}/proxy{path}"
+        headers = {"X-Peerlab-Token": token, "Content-Type": "application/json"}
+        self.api_client.update_params_for_auth(headers, [], ["BearerToken"], url, method, body)
+        try:
+            resp = self.api_client.call_api(method, url, header_params=headers, body=body,
+                                            _request_timeout=(REST_TIMEOUT, timeout))
+            return resp.status, resp.read() or b""
+        except HTTPError as err:
+            raise RuntimeError(f"{method} {path} on pod {pod}:{port} through the API server: "
+                               f"{err.__class__.__name__} {err}") from None
 
     # the control API, through the API server --------------------------------------------------
     def control_client(self, pod: str, port: int, node_id: str, token: str) -> ControlClient:

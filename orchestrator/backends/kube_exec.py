@@ -15,7 +15,6 @@ as a websocket.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import threading
 from dataclasses import dataclass
@@ -36,17 +35,6 @@ class ExecResult:
     code: int
     stdout: str
     stderr: str
-
-    def answer(self) -> dict[str, Any] | list[Any]:
-        """The command's answer, one JSON object on the last line of its stdout; else {"error": ...}
-        with what it printed (a warning on stderr does not spoil an answer)."""
-        try:
-            answer = json.loads(self.stdout.strip().splitlines()[-1])
-            if isinstance(answer, (dict, list)):
-                return answer
-        except (ValueError, IndexError):
-            pass
-        return {"error": (self.stderr.strip() or self.stdout.strip())[-2000:] or f"exit code {self.code}"}
 
 
 def open_stream(config: Any, namespace: str, pod: str, container: str, argv: list[str], stdin: bool) -> Any:

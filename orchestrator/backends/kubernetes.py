@@ -10,28 +10,32 @@
                                every pod's link is shaped from outside the pod
 
 A pod lives for the whole run: nodes start, crash (SIGKILL) and restart inside it through the
-supervisor, so the pod's address and tc tree stay, as a namespace does on the local backend. (Deleting
+supervisor, so the pod's address and tc tree stay, as a namespace does on the local backend. The
+supervisor's HTTP API (port 7001) and the node's control API (7000) are reached through the API
+server's pod proxy: a start, kill or status is one request, no exec. (Deleting
 the pod instead would give it a new address and an empty tc tree in the middle of the run.) The far
 end of a pod's link belongs to the cluster, so the download cap and partitions sit on an ifb that
-receives the pod's ingress (`ops.RedirectIngress`). The control API is reached through the API
-server's pod proxy; the pods' clocks are the cluster nodes' own, so the runner measures their offsets.
+receives the pod's ingress (`ops.RedirectIngress`). The pods' clocks are the cluster nodes' own, so
+the runner measures their offsets.
 The shaping daemon of each cluster node the run's pods are on runs a shaper agent for the whole run
 (orchestrator/shaping/agent.py), kept open over one exec stream per cluster node: it finds each pod's
 network namespace through the CRI, and every tc operation on a pod (its tree, a partition, a
 degrade), its kernel counters (its eth0 is the node's link) and, on cluster kernels without netem,
 the node's one delay line (at real-time priority, for every pod there) are lines on that stream. The
 pods themselves hold no capability. An adapter's node has no control API: the runner follows its
-event log inside the pod, stops it with SIGTERM through the supervisor, and probes its links from
+event log through the supervisor (GET /events), stops it with SIGTERM through it, and probes its links from
 its cluster node's daemon, entering the pod's namespace (`KubeCluster.python_in_netns`). Everything
 else is the shared runner.
 """
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from node import supervisor
 from node.adapters import PEERLAB, get_adapter
 from node.contract import ContractConfig
 from orchestrator.backends import kube_cluster
@@ -43,10 +47,9 @@ from orchestrator.shaping import agent, ops, tcp
 DATA_PORT = 4001
 CONTROL_PORT = 7000
 EVENTS_DIR = "/var/lib/peerlab/events"
-SUPERVISOR = ["python3", "-m", "node.supervisor"]
-SUPERVISOR_DIR = "/run/peerlab"
+SUPERVISOR_PORT = supervisor.PORT  # the node supervisor's API
 IFB = "ifb0"
-STATUS_TTL = 1.0  # seconds a node's supervisor status is trusted (each query is an exec round trip)
+STATUS_TTL = 1.0  # seconds a node's supervisor status is trusted (each query is a round trip to the API server)
 # the pod's link, as the pod sees it: what eth0 transmits is what the pod's node sent
 COUNTERS = {"sent_bytes": "tx_bytes", "received_bytes": "rx_bytes",
             "sent_packets": "tx_packets", "received_packets": "rx_packets"}
@@ -57,6 +60,20 @@ def image_values(tag: str) -> dict[str, str]:
     return {"repository": repository, "tag": version, "pullPolicy": "IfNotPresent"}
 
 
+def _answer(code: int, raw: bytes) -> dict[str, Any]:
+    """The supervisor's JSON answer; else {"error": ...} with what came instead (a refused dial is the
+    API server's Status, whose message says so)."""
+    try:
+        answer = json.loads(raw)
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict):
+        return {"error": f"HTTP {code}: {raw[:300].decode(errors='replace')}"}
+    if code != 200 and "error" not in answer:
+        return {"error": f"HTTP {code}: {answer.get('message') or raw[:300].decode(errors='replace')}"}
+    return answer
+
+
 def connect(namespace: str, context: str | None):
     """The cluster of the kubeconfig (tests put a fake one here)."""
     return kube_cluster.KubeCluster(namespace, context)
@@ -65,11 +82,11 @@ def connect(namespace: str, context: str | None):
 class KubernetesBackend(Backend):
     name = "kubernetes"
     round_trips = True
-    exit_watch_s = None  # a look is an exec per pod: 30 every 10 s put the quickstart's calibration off by 16 ms
+    exit_watch_s = 5.0  # a look is a request per pod through the API server's proxy
     shared_clock = False
     download_side = "an ifb in the pod, fed by its ingress"
     counters_where = "each pod's eth0, read in the pod (by its cluster node's shaping daemon)"
-    poll_s = 1.0  # each poll is an exec through the API server: a restarting pod's polls slowed its own start
+    poll_s = 0.5  # each poll is a request per node through the API server's proxy
     runs_adapters = True
     adapters_in_images = True
     has_delayline = True
@@ -135,6 +152,7 @@ class KubernetesBackend(Backend):
                 "attackers": {"count": len(self.groups.get("attackers", []))},
                 "adapters": adapters,
                 "control": {"token": self.ctx.token},
+                "ports": {"data": DATA_PORT, "control": CONTROL_PORT, "supervisor": SUPERVISOR_PORT},
                 # the cluster node's congestion control stays (a pod may only choose what the node's
                 # tcp_allowed_congestion_control lists, which peerlab cannot change there): docs/shaping.md#tcp
                 "sysctls": [{"name": k, "value": v} for k, v in tcp.netns_sysctls(tcp.HOST, plan.dilation).items()],
@@ -157,12 +175,11 @@ class KubernetesBackend(Backend):
         ips_by_pod = self.cluster.wait_pods(f"peerlab.run={self.ctx.short}", list(self.pods.values()),
                                             timeout=120 + 0.5 * n,
                                             say=lambda m: print(m, file=sys.stderr, flush=True))
-        node_of_pod = self.cluster.pod_nodes(f"peerlab.run={self.ctx.short}")
+        placement = self.cluster.pod_placement(f"peerlab.run={self.ctx.short}")
         for node_id, pod in self.pods.items():
             self.ips[node_id] = ips_by_pod[pod]
-            self.uids[node_id] = self.cluster.pod_uid(pod)
-            self.cluster_nodes[node_id] = node_of_pod.get(pod, "")
-        self.each(lambda node_id: self._supervisor(node_id, "status", retries=20), self.pods)  # sockets are up
+            self.cluster_nodes[node_id], self.uids[node_id] = placement.get(pod, ("", None))
+        self.each(lambda node_id: self._supervisor(node_id, "GET", "/status", retries=20), self.pods)  # APIs up
         machines = sorted({self.cluster_nodes[n] for n in self.pods})
         by_machine = {m: [self.pods[n] for n in self.pods if self.cluster_nodes[n] == m] for m in machines}
         self.netns = self.cluster.pod_netns(by_machine)
@@ -228,12 +245,16 @@ class KubernetesBackend(Backend):
         return {node_id: c for node_id, c in self.each(read, list(self.ips)) if c is not None}
 
     # nodes, through each pod's supervisor ------------------------------------------------------
-    def _supervisor(self, node_id: str, cmd: str, *args: str, stdin: str | None = None,
-                    retries: int = 0) -> dict[str, Any]:
+    def _supervisor(self, node_id: str, method: str, path: str, body: dict[str, Any] | None = None,
+                    timeout: float = 30, retries: int = 0) -> dict[str, Any]:
+        """One request to the pod's supervisor (node/supervisor.py) through the API server's pod proxy."""
         pod = self.pods[node_id]
-        argv = [*SUPERVISOR, cmd, "--dir", SUPERVISOR_DIR, *args]
         for attempt in range(retries + 1):
-            answer = self.cluster.exec(pod, "node", argv, stdin=stdin).answer()
+            try:
+                code, raw = self.cluster.pod_http(pod, SUPERVISOR_PORT, method, path, self.ctx.token, body, timeout)
+                answer = _answer(code, raw)
+            except RuntimeError as err:
+                answer = {"error": str(err)}
             if "error" not in answer:
                 self._status[node_id] = (time.monotonic(), answer)
                 return answer
@@ -244,10 +265,10 @@ class KubernetesBackend(Backend):
     def start_node(self, node_id: str, config: ContractConfig) -> None:
         """Through the pod's supervisor, which runs peerlab's node or the adapter's command of its group."""
         self._check_pod(node_id)
-        self._supervisor(node_id, "start", stdin=config.model_dump_json() + "\n")
+        self._supervisor(node_id, "POST", "/start", json.loads(config.model_dump_json()))
 
     def stop_node(self, node_id: str) -> None:
-        self._supervisor(node_id, "stop")
+        self._supervisor(node_id, "POST", "/stop")
 
     def _check_pod(self, node_id: str) -> None:
         """A pod replaced behind our back (evicted, deleted) has another address and no tc tree."""
@@ -257,10 +278,10 @@ class KubernetesBackend(Backend):
                                "(eviction? node pressure?); its address and shaping are gone")
 
     def kill_node(self, node_id: str) -> None:
-        self._supervisor(node_id, "kill")
+        self._supervisor(node_id, "POST", "/kill")
 
     def wait_node(self, node_id: str, timeout: float) -> int | None:
-        status = self._supervisor(node_id, "wait", "--timeout", str(timeout))
+        status = self._supervisor(node_id, "GET", f"/wait?timeout={timeout}", timeout=timeout + 15)
         return None if status["running"] else (status["exit_code"] or 0)
 
     def alive(self, node_id: str) -> bool:
@@ -268,7 +289,7 @@ class KubernetesBackend(Backend):
             return False
         at, status = self._status.get(node_id, (0.0, {}))
         if time.monotonic() - at > STATUS_TTL:
-            status = self._supervisor(node_id, "status")
+            status = self._supervisor(node_id, "GET", "/status")
         return bool(status.get("running"))
 
     def control(self, node_id: str) -> ControlClient:
@@ -278,11 +299,19 @@ class KubernetesBackend(Backend):
         """After teardown: the copy taken out of the pod."""
         return self.ctx.scratch / "events" / f"{node_id}.jsonl"
 
+    def _events(self, node_id: str, offset: int, timeout: float) -> bytes:
+        code, raw = self.cluster.pod_http(self.pods[node_id], SUPERVISOR_PORT, "GET", f"/events?offset={offset}",
+                                          self.ctx.token, timeout=timeout)
+        if code != 200:
+            raise RuntimeError(_answer(code, raw)["error"])
+        return raw
+
     def read_event_log(self, node_id: str, offset: int) -> bytes:
-        """During the run, from inside the pod (an adapter's node reports readiness only there)."""
-        done = self.cluster.exec(self.pods[node_id], "node",
-                                 ["tail", "-c", f"+{offset + 1}", self.event_log_path(node_id)])
-        return done.stdout.encode() if done.code == 0 else b""
+        """During the run, from the pod's supervisor (an adapter's node reports readiness only there)."""
+        try:
+            return self._events(node_id, offset, 30)
+        except RuntimeError:
+            return b""
 
     def output_tail(self, node_id: str, lines: int = 10) -> str:
         return self.cluster.logs(self.pods[node_id], "node", tail=lines).rstrip() or "(no output)"
@@ -290,12 +319,10 @@ class KubernetesBackend(Backend):
     def _collect(self, node_id: str) -> None:
         """The node's event log and output, out of its pod (before the pod is deleted)."""
         pod = self.pods[node_id]
-        done = self.cluster.exec(pod, "node", ["cat", self.event_log_path(node_id)], timeout=300)
-        if done.code == 0:
-            self.event_log(node_id).write_text(done.stdout)
-        else:
-            print(f"  {node_id}: its event log could not be read in pod {pod}: {done.stderr.strip()[-300:]}",
-                  file=sys.stderr)
+        try:
+            self.event_log(node_id).write_bytes(self._events(node_id, 0, 300))
+        except RuntimeError as err:
+            print(f"  {node_id}: its event log could not be read in pod {pod}: {str(err)[-300:]}", file=sys.stderr)
         (self.ctx.scratch / "out" / f"{node_id}.out").write_text(self.cluster.logs(pod, "node"))
 
     def teardown(self) -> None:

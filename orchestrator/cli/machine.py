@@ -19,7 +19,8 @@ def add(sub: argparse._SubParsersAction) -> None:
                     examples=["peerlab image build                          # peerlab's node image",
                               "peerlab image build --implementation all     # and every adapter's",
                               "peerlab image build --tag-only               # the tag it would have",
-                              "peerlab image build --shaper                 # the shaping daemon's, for charts/peerlab-shaper"])
+                              "peerlab image build --shaper                 # the shaping daemon's, for charts/peerlab-shaper",
+                              "peerlab image build --orchestrator           # a Job's, for `helm install --set-file scenario=`"])
     p.add_argument("action", choices=["build"])
     p.add_argument("--implementation", default="peerlab", metavar="NAME",
                    help="whose image: peerlab (default), an adapter (go-libp2p, rust-libp2p, js-libp2p, py-libp2p: `peerlab contract "
@@ -30,6 +31,10 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--shaper", action="store_true",
                    help="the shaping daemon's image instead (peerlab's node image with crictl: "
                         "charts/peerlab-shaper; docs/backends.md#the-shaping-daemon)")
+    p.add_argument("--orchestrator", action="store_true",
+                   help="the orchestrator's image instead (peerlab's node image with the run's packages, the "
+                        "chart and helm), whose Job runs an experiment inside the cluster: "
+                        "docs/backends.md#an-experiment-in-the-cluster")
     p.set_defaults(func=cmd_image)
 
     from orchestrator.tools.prepare import PLAYBOOKS
@@ -84,6 +89,17 @@ def cmd_image(args: argparse.Namespace) -> int:
         try:
             print(shaper.build_image(lambda m: err.print(m, markup=False, highlight=False), base))
         except shaper.ShaperError as e:
+            err.print(f"error: {e}", style="bold red", markup=False, highlight=False)
+            return 1
+        return 0
+    if args.orchestrator:
+        from orchestrator.builds import orchestrator_image
+        if args.tag_only:
+            print(orchestrator_image.image_tag(base))
+            return 0
+        try:
+            print(orchestrator_image.build(docker_client(), base, lambda m: err.print(m, markup=False, highlight=False)))
+        except RuntimeError as e:
             err.print(f"error: {e}", style="bold red", markup=False, highlight=False)
             return 1
         return 0

@@ -74,10 +74,12 @@ def _lift_control_plane_taint(s: Layout) -> None:
 
 
 def node_images() -> list[str]:
-    """The node images of this checkout that the Docker engine has (`peerlab image build` makes them)."""
+    """The node images of this checkout that the Docker engine has (`peerlab image build` makes them),
+    and its orchestrator's (`peerlab image build --orchestrator`, for a run inside the cluster)."""
     from node.adapters import IMPLEMENTATIONS
+    from orchestrator.builds import orchestrator_image
     from orchestrator.builds.node_image import image_tag
-    tags = [image_tag(implementation=i) for i in IMPLEMENTATIONS]
+    tags = [image_tag(implementation=i) for i in IMPLEMENTATIONS] + [orchestrator_image.image_tag()]
     return [t for t in tags if node_image.has(t)]
 
 

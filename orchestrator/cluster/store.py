@@ -6,6 +6,8 @@ cluster store their logs in the cluster and `peerlab report s3://...` reads them
                                             Docker engine here and loaded into the nodes (no registry)
     secret     peerlab-store/peerlab-store-credentials   the store's one identity, drawn at the first
                                             up and kept in <state>/store/credentials.env (mode 0600)
+               peerlab/peerlab-store        a client's settings from a pod (endpoint, keys, region): an
+                                            experiment's Job reads them (charts/peerlab experiment.storeSecret)
     release    peerlab-store, namespace peerlab-store    `helm upgrade --install`: an up again changes nothing
     data       <state>/store/data on the host, mounted into the control-plane node (kind.config), where
                the pod runs (a hostPath): kept across down and up, gone with --purge
@@ -35,6 +37,8 @@ from orchestrator.store.durable import write_private
 CHART = ROOT / "charts" / "peerlab-store"
 RELEASE = NAMESPACE = "peerlab-store"
 SECRET = "peerlab-store-credentials"
+CLIENT_SECRET = "peerlab-store"  # in the runs' namespace: the store client's settings from a pod
+RUNS_NAMESPACE = "peerlab"       # kube_cluster.settings()' default
 NODE_PORT = 30833
 S3_PORT = 8333
 BUCKET = "peerlab"
@@ -113,25 +117,37 @@ def write_env(s: Layout) -> Path:
     return path
 
 
-def _secret(s: Layout, api) -> None:
-    from kubernetes import client
+def _put_secret(core, namespace: str, name: str, data: dict[str, str], labels: dict[str, str] | None = None) -> None:
+    """The Secret `name` in `namespace` (both made if missing; the namespace with `labels`) holding `data`."""
     from kubernetes.client.exceptions import ApiException
+
+    try:
+        core.create_namespace({"metadata": {"name": namespace, "labels": labels or {}}}, _request_timeout=10)
+    except ApiException as err:
+        if err.status != 409:
+            raise
+    body = {"metadata": {"name": name}, "type": "Opaque", "stringData": data}
+    try:
+        core.create_namespaced_secret(namespace, body, _request_timeout=10)
+    except ApiException as err:
+        if err.status != 409:
+            raise
+        core.replace_namespaced_secret(name, namespace, body, _request_timeout=10)
+
+
+def _secrets(s: Layout, api) -> None:
+    """The store's own identity (its pod reads it), and the client's settings for runs inside the
+    cluster (CLIENT_SECRET in the runs' namespace: the chart's experiment.storeSecret)."""
+    from kubernetes import client
+
+    from orchestrator.backends.kube_cluster import PSA_ENFORCE
 
     core = client.CoreV1Api(api)
     env = credentials(s)
-    try:
-        core.create_namespace({"metadata": {"name": NAMESPACE}}, _request_timeout=10)
-    except ApiException as err:
-        if err.status != 409:
-            raise
-    body = {"metadata": {"name": SECRET}, "type": "Opaque",
-            "stringData": {k: env[k] for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}}
-    try:
-        core.create_namespaced_secret(NAMESPACE, body, _request_timeout=10)
-    except ApiException as err:
-        if err.status != 409:
-            raise
-        core.replace_namespaced_secret(SECRET, NAMESPACE, body, _request_timeout=10)
+    _put_secret(core, NAMESPACE, SECRET, {k: env[k] for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")})
+    # the runs' namespace as a run makes it (kube_cluster.ensure_namespace), if it is not there yet
+    _put_secret(core, RUNS_NAMESPACE, CLIENT_SECRET, {**env, "AWS_ENDPOINT_URL": in_cluster_endpoint()},
+                {PSA_ENFORCE: "restricted", "pod-security.kubernetes.io/warn": "restricted"})
 
 
 def _helm(s: Layout, *args: str) -> subprocess.CompletedProcess:
@@ -169,7 +185,7 @@ def up(s: Layout, api, say: Callable[[str], None] = print) -> None:
     except kind.KindError as err:
         raise StoreError(str(err)) from None
     s.store_data.mkdir(parents=True, exist_ok=True)
-    _secret(s, api)
+    _secrets(s, api)
     done = _helm(s, "upgrade", "--install", RELEASE, str(CHART), "--set", f"image.tag={tag.split(':', 1)[1]}",
                  "--set", f"credentialsSecret={SECRET}", "--set", f"storage.hostPath={L.STORE_MOUNT}",
                  "--set-string", f"nodeSelector.kubernetes\\.io/hostname={L.CONTROL_PLANE}",

@@ -194,7 +194,8 @@ class Runner(Readiness, RunRecord):
     async def _restart(self, node_id: str) -> None:
         if isinstance(self.clients[node_id], ContractClient):
             self.clients[node_id].launched()
-        self.backend.start_node(node_id, node_configs.restart_config(self.configs[node_id], self.backend.alive))
+        config = await self._blocking(node_configs.restart_config, self.configs[node_id], self.backend.alive)
+        await self._blocking(self.backend.start_node, node_id, config)
         await self._wait_healthy([node_id], 30)
         if node_id not in self.manifest["clock"].get("rtt_ns", {}):  # a join: not measured yet
             await self._measure_clocks([node_id])
@@ -202,8 +203,8 @@ class Runner(Readiness, RunRecord):
 
     async def _timeline(self) -> None:
         """Faults in time order. A kill, restart or join runs in the background (a restart is a process
-        start, ~0.5 s; on a cluster each is an exec round trip through the API server, seconds on a
-        loaded one), so that later faults keep their time; the next fault on the same node waits for it.
+        start, ~0.5 s; on a cluster a request through the API server's pod proxy besides), so that
+        later faults keep their time; the next fault on the same node waits for it.
         A network-wide fault (partition, heal) waits for none: it changes the far ends of the links,
         which a node's restart leaves as they are (what a restarted node is told again is its own and
         its peers' degradations, per node)."""

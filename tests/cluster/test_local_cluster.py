@@ -66,6 +66,8 @@ def cluster():
     afterwards, with nothing of it left on the host."""
     state = Layout.default()
     before = host_state()
+    built = peerlab("image", "build", "--orchestrator", timeout=900)  # `up` loads it with the node images
+    assert built.returncode == 0, built.stderr[-3000:]
     up = peerlab("cluster", "up", "--nodes", str(NODES), timeout=1800)
     assert up.returncode == 0, up.stderr[-3000:]
     print(up.stderr[-600:])
@@ -273,43 +275,61 @@ def delay_lines(env: dict[str, str]) -> dict[str, list[str]]:
 def test_clean_after_a_sigkilled_orchestrator_leaves_nothing_of_the_run(cluster, tmp_path):
     """An orchestrator killed with SIGKILL while its pods run leaves its release; `peerlab clean
     --kubernetes` sees its lease's holder is gone (same host, no such process) and removes the
-    release, its pods, service, config map, secret and lease."""
+    release, its pods, service, config map, secret and lease. A second run in the same namespace,
+    started meanwhile, is left alone and completes."""
     state, env = cluster
     scenario = tmp_path / "ci-smoke.yaml"
     scenario.write_text((ROOT / "scenarios" / "ci-smoke.yaml").read_text().replace(
         "file://./runs", f"file://{tmp_path}/runs"))
-    orchestrator = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(scenario),
-                                     "--backend", "kubernetes", "--no-report"], cwd=ROOT,
-                                    env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def orchestrator() -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(scenario), "--backend",
+                                 "kubernetes", "--no-report"], cwd=ROOT, env={**os.environ, **env},
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def pods(*selector: str) -> list[dict]:
+        return json.loads(kubectl(env, "get", "pods", "-n", NAMESPACE, "-l", ",".join(["peerlab.run", *selector]),
+                                  "-o", "json").stdout)["items"]
+
+    killed = orchestrator()
     deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        running = kubectl(env, "get", "pods", "-n", NAMESPACE, "-l", "peerlab.run",
-                          "--field-selector=status.phase=Running", "-o", "name").stdout.split()
-        if len(running) == 8:
-            break
-        assert orchestrator.poll() is None, orchestrator.communicate()[1].decode()[-2000:]
+    while len(running := [p for p in pods() if p["status"]["phase"] == "Running"]) < 8:
+        assert killed.poll() is None, killed.communicate()[1].decode()[-2000:]
+        assert time.monotonic() < deadline
         time.sleep(1)
-    assert len(running) == 8
-    pods = json.loads(kubectl(env, "get", "pods", "-n", NAMESPACE, "-l", "peerlab.run", "-o", "json").stdout)["items"]
-    assert all([c["name"] for c in p["spec"]["containers"]] == ["node"] for p in pods)  # no shaper in a pod
+    assert all([c["name"] for c in p["spec"]["containers"]] == ["node"] for p in running)  # no shaper in a pod
+    short = running[0]["metadata"]["labels"]["peerlab.run"]
     deadline = time.monotonic() + 120
     while not any(delay_lines(env).values()):  # the daemons' lines, once the run shapes
-        assert orchestrator.poll() is None and time.monotonic() < deadline
+        assert killed.poll() is None and time.monotonic() < deadline
         time.sleep(1)
-    orchestrator.send_signal(signal.SIGKILL)
-    orchestrator.wait()
-    assert kubectl(env, "get", "leases", "-n", NAMESPACE, "-o", "name").stdout.strip()
+    other = orchestrator()
+    deadline = time.monotonic() + 300
+    while len([p for p in pods(f"peerlab.run!={short}") if p["status"]["phase"] == "Running"]) < 8:
+        assert other.poll() is None, other.communicate()[1].decode()[-2000:]
+        assert time.monotonic() < deadline
+        time.sleep(1)
+    killed.send_signal(signal.SIGKILL)
+    killed.wait()
+    assert kubectl(env, "get", "leases", "-n", NAMESPACE, "-o", "name").stdout.count(f"pl{short}") == 1
 
     done = peerlab("clean", "--kubernetes", "--namespace", NAMESPACE, env={**os.environ, **env}, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "no such process on this host" in " ".join(done.stderr.split())
     left = kubectl(env, "get", "statefulsets,pods,services,configmaps,secrets,leases", "-n", NAMESPACE,
-                   "-l", "peerlab.run", "-o", "name").stdout.split()
-    helm_secrets = kubectl(env, "get", "secrets", "-n", NAMESPACE, "-l", "owner=helm", "-o", "name").stdout.split()
-    leases = kubectl(env, "get", "leases", "-n", NAMESPACE, "-o", "name").stdout.split()
-    assert left == [] and helm_secrets == [] and leases == []
-    # and nothing of it in the shaping daemons: its exec streams ended with it, and with them each
-    # node's agent and delay line
+                   "-l", f"peerlab.run={short}", "-o", "name").stdout.split()
+    helm_secrets = kubectl(env, "get", "secrets", "-n", NAMESPACE, "-l", f"owner=helm,name=pl{short}",
+                           "-o", "name").stdout.split()
+    leases = kubectl(env, "get", "leases", "-n", NAMESPACE, "-o", "name").stdout
+    assert left == [] and helm_secrets == [] and f"pl{short}" not in leases
+    # the other run, untouched: it goes on to its end
+    out, err = other.communicate(timeout=600)
+    assert other.returncode == 0, err.decode()[-3000:]
+    manifest = json.loads((Path(out.decode().strip().splitlines()[-1]) / "manifest.json").read_text())
+    assert manifest["status"] == "completed" and not manifest["run_id"].endswith(short)
+    assert kubectl(env, "get", "pods,leases", "-n", NAMESPACE, "-l", "peerlab.run", "-o", "name").stdout == ""
+    # and nothing of either in the shaping daemons: the exec streams ended with their orchestrators, and
+    # with them each node's agent and delay line
     deadline = time.monotonic() + 60
     while any(delay_lines(env).values()) and time.monotonic() < deadline:
         time.sleep(1)
@@ -363,10 +383,10 @@ def test_the_charts_role_lets_the_orchestrator_do_its_work_and_nothing_else(clus
             except urllib.error.HTTPError as err:
                 return err.code
 
-        allowed = [("list", "pods"), ("watch", "pods"), ("create", "pods/exec"), ("get", "pods/log"),
-                   ("get", "pods/proxy")]
+        allowed = [("list", "pods"), ("watch", "pods"), ("get", "pods/log"), ("get", "pods/proxy"),
+                   ("create", "pods/proxy")]
         refused = [("get", "secrets"), ("delete", "pods"), ("create", "pods"), ("list", "configmaps"),
-                   ("create", "pods/portforward"), ("create", "pods/eviction")]
+                   ("create", "pods/exec"), ("create", "pods/portforward"), ("create", "pods/eviction")]
         assert [vr for vr in allowed if not can(*vr)] == []
         assert [vr for vr in refused if can(*vr)] == []
         assert not can("list", "pods", "default")
@@ -435,3 +455,50 @@ def test_admission_reads_the_real_clusters_quota_and_allocatable(cluster):
         assert releases.returncode == 0 and releases.stdout.strip() == "", releases
     finally:
         kubectl(env, "delete", "namespace", ns, "--wait=true", "--timeout=120s", check=False)
+
+
+def test_helm_install_of_a_scenario_runs_the_experiment_in_the_cluster(cluster):
+    """What a user does with nothing of peerlab on their machine but helm: `helm install` of the chart
+    with a scenario. The release is a Job whose orchestrator (the orchestrator's image) installs the
+    run's nodes as a release of its own, runs the scenario with them over the pod network and the
+    shaping daemons, stores every log in the cluster's store and removes its nodes; the Job completes.
+    Uninstalling the release leaves nothing of it."""
+    state, env = cluster
+    s3 = store.credentials(state)
+    tag = peerlab("image", "build", "--orchestrator", "--tag-only").stdout.strip()
+    helm = [str(ROOT / ".tools" / "bin" / "helm"), "--kubeconfig", env["KUBECONFIG"], "-n", store.RUNS_NAMESPACE]
+    release = "exp-test"
+    before = {o["Key"] for o in store_client(s3).list_objects_v2(Bucket="peerlab", Prefix="in-cluster/").get("Contents", [])}
+    done = subprocess.run([*helm, "install", release, str(ROOT / "charts" / "peerlab"),
+                           "--set-file", f"scenario={ROOT / 'scenarios' / 'ci-smoke.yaml'}",
+                           "--set", "experiment.store=s3://peerlab/in-cluster",
+                           "--set", f"experiment.storeSecret={store.CLIENT_SECRET}",
+                           "--set", f"experiment.image.tag={tag.split(':', 1)[1]}"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    try:
+        job = f"job/{release}-experiment"
+        waited = kubectl(env, "wait", "-n", store.RUNS_NAMESPACE, "--for=condition=complete", job, "--timeout=100s",
+                         check=False)
+        logs = kubectl(env, "logs", "-n", store.RUNS_NAMESPACE, job, check=False).stdout
+        print(logs[-2500:])
+        assert waited.returncode == 0, (waited.stderr, logs[-3000:])
+        assert "fidelity: faithful" in logs
+        objects = store_client(s3).list_objects_v2(Bucket="peerlab", Prefix="in-cluster/")["Contents"]
+        keys = {o["Key"] for o in objects} - before
+        (run_id,) = {k.split("/")[1] for k in keys}
+        assert {f"in-cluster/{run_id}/events/n{i}.jsonl.gz" for i in range(8)} <= keys
+        manifest = json.loads(store_client(s3).get_object(Bucket="peerlab", Key=f"in-cluster/{run_id}/manifest.json")
+                              ["Body"].read())
+        assert manifest["status"] == "completed" and manifest["backend"] == "kubernetes"
+        assert manifest["fidelity"]["verdict"] == "faithful", manifest["fidelity"]
+        assert [f["action"] for f in manifest["faults_executed"]] == ["kill", "restart", "partition", "heal"]
+        # the run's nodes were its own release, gone with the run
+        assert kubectl(env, "get", "pods", "-n", store.RUNS_NAMESPACE, "-l", "peerlab.run", "-o", "name").stdout == ""
+    finally:
+        gone = subprocess.run([*helm, "uninstall", release, "--wait"], capture_output=True, text=True, timeout=120)
+    assert gone.returncode == 0, gone.stderr
+    left = kubectl(env, "get", "jobs,pods,configmaps,serviceaccounts,roles,rolebindings", "-n", store.RUNS_NAMESPACE,
+                   "-l", f"app.kubernetes.io/instance={release}", "-o", "name")
+    assert left.stdout.strip() == ""
+    assert kubectl(env, "get", "rolebindings", "-n", shaper.NAMESPACE, "-o", "name").stdout.count(release) == 0

@@ -81,7 +81,8 @@ def test_an_adapter_group_runs_its_image_and_command_beside_peerlab_nodes(tmp_pa
     assert node["image"] == "peerlab-js-libp2p:0123abcd"
     command = next(e["value"] for e in node["env"] if e["name"] == "PEERLAB_NODE_COMMAND")
     assert json.loads(command)[-2:] == ["--config", "{config}"]
-    assert node["command"] == ["python3", "-m", "node.supervisor", "serve", "--dir", "/run/peerlab"]
+    assert node["command"] == ["python3", "-m", "node.supervisor", "serve", "--dir", "/run/peerlab", "--port", "7001"]
+    assert {"name": "supervisor", "containerPort": 7001} in node["ports"]
     peerlab_node = sets["pl000000-nodes"]["spec"]["template"]["spec"]["containers"][0]
     assert all(e["name"] != "PEERLAB_NODE_COMMAND" for e in peerlab_node["env"])
     selectors = [sts["spec"]["selector"]["matchLabels"] for sts in sets.values()]

@@ -17,6 +17,10 @@ def test_image_requirements_are_pinned_as_in_pyproject():
               if line.strip() and not line.startswith("#")]
     assert wanted and set(wanted) <= set(deps), set(wanted) - set(deps)
     assert {_name(r) for r in wanted} >= {"pydantic", "pyroute2", "aiohttp", "protobuf"}
+    in_cluster = [line.strip() for line in (ROOT / "orchestrator" / "requirements-in-cluster.txt").read_text()
+                  .splitlines() if line.strip() and not line.startswith("#")]
+    assert in_cluster and set(in_cluster) <= set(deps), set(in_cluster) - set(deps)
+    assert {_name(r) for r in in_cluster} >= {"kubernetes", "pyyaml", "boto3", "numpy"}
 
 
 def test_tag_follows_content_and_base(monkeypatch, tmp_path):

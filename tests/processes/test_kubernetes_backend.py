@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -25,9 +26,38 @@ from tests.support.kubeconfig import KUBECONFIG
 pytestmark = [pytest.mark.slow]
 
 
-def supervisor(directory: Path, cmd: str, *args: str, stdin: str | None = None) -> dict:
-    out = subprocess.run([sys.executable, "-m", "node.supervisor", cmd, "--dir", str(directory), *args],
-                         input=stdin, capture_output=True, text=True, timeout=patient(60), cwd=ROOT)
+TOKEN = "t" * 16
+ENV = {**os.environ, "PEERLAB_CONTROL_TOKEN": TOKEN}
+
+
+def serve(directory: Path, env: dict[str, str] = ENV) -> tuple[subprocess.Popen, int]:
+    """The supervisor as the pod's main process, on a free port of this host's loopback."""
+    proc = subprocess.Popen([sys.executable, "-m", "node.supervisor", "serve", "--dir", str(directory),
+                             "--host", "127.0.0.1", "--port", "0"], cwd=ROOT, stdout=subprocess.PIPE, text=True, env=env)
+    line = proc.stdout.readline()
+    assert "waiting for requests on 127.0.0.1:" in line, line
+    return proc, int(line.rsplit(":", 1)[1])
+
+
+def standbys(parent: int) -> list[int]:
+    """The supervisor's ready-made nodes (`python -m node --standby`) among its children."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            stat = (proc / "stat").read_text()
+            if proc.name.isdigit() and int(stat.rsplit(")", 1)[1].split()[1]) == parent and \
+                    b"--standby" in (proc / "cmdline").read_bytes() and stat.rsplit(")", 1)[1].split()[0] != "Z":
+                found.append(int(proc.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+def supervisor(port: int, cmd: str, *args: str, stdin: str | None = None, token: str = TOKEN) -> dict:
+    """The supervisor's command-line client (as a person in the pod would use it)."""
+    out = subprocess.run([sys.executable, "-m", "node.supervisor", cmd, "--port", str(port), *args],
+                         input=stdin, capture_output=True, text=True, timeout=patient(60), cwd=ROOT,
+                         env={**ENV, "PEERLAB_CONTROL_TOKEN": token})
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -37,27 +67,43 @@ def test_supervisor_starts_kills_and_restarts_a_node(tmp_path: Path):
     config = json.dumps({"run_id": "test", "node_id": "n0", "protocol": "floodsub",
                          "listen": {"host": "127.0.0.1", "port": 0}, "event_log": str(tmp_path / "n0.jsonl"),
                          "control": {"token": "t" * 16, "unix": str(tmp_path / "n0.sock")}})
-    serve = subprocess.Popen([sys.executable, "-m", "node.supervisor", "serve", "--dir", str(tmp_path / "sup")],
-                             cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    server, port = serve(tmp_path / "sup")
     try:
-        assert "waiting for requests" in serve.stdout.readline()
-        assert supervisor(tmp_path / "sup", "status") == {"running": False, "pid": None, "starts": 0,
-                                                           "exit_code": None}
-        first = supervisor(tmp_path / "sup", "start", stdin=config + "\n")
-        assert first["running"] and first["starts"] == 1
-        assert "error" in supervisor(tmp_path / "sup", "start", stdin=config + "\n")
-        assert supervisor(tmp_path / "sup", "wait", "--timeout", "0.5")["running"]  # still up
-        killed = supervisor(tmp_path / "sup", "kill")
+        assert supervisor(port, "status") == {"running": False, "pid": None, "starts": 0, "exit_code": None}
+        (ready,) = standbys(server.pid)  # imported ahead: the start is a hand-over, not an interpreter start
+        assert "wrong bearer token" in supervisor(port, "status", token="x" * 16)["error"]
+        first = supervisor(port, "start", stdin=config + "\n")
+        assert first["running"] and first["starts"] == 1 and first["pid"] == ready
+        assert standbys(server.pid) == [ready]  # that one is the node now; the next is made once it has exited
+        assert "is running" in supervisor(port, "start", stdin=config + "\n")["error"]
+        assert supervisor(port, "wait", "--timeout", "0.5")["running"]  # still up
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "n0.jsonl").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/events?offset=0", headers={"X-Peerlab-Token": TOKEN})
+        with urllib.request.urlopen(req, timeout=10) as resp:  # the event log, as the orchestrator collects it
+            logged = resp.read()
+        assert logged and logged == (tmp_path / "n0.jsonl").read_bytes()[:len(logged)]
+        killed = supervisor(port, "kill")
         assert killed["running"] is False and killed["exit_code"] == -9
-        again = supervisor(tmp_path / "sup", "start", stdin=config + "\n")
-        assert again["running"] and again["starts"] == 2 and again["pid"] != first["pid"]
+        deadline = time.monotonic() + 10
+        while not (after_kill := standbys(server.pid)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        again = supervisor(port, "start", stdin=config + "\n")
+        assert again["running"] and again["starts"] == 2 and [again["pid"]] == after_kill != [first["pid"]]
         pid = again["pid"]
+        supervisor(port, "kill")  # a standby again, which the pod's end takes with it
+        deadline = time.monotonic() + 10
+        while not (spare := standbys(server.pid)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert spare and pid not in spare
     finally:
-        serve.terminate()
-        serve.wait(15)
-    assert serve.returncode == 0
-    with pytest.raises(ProcessLookupError):
-        os.kill(pid, 0)
+        server.terminate()
+        server.wait(15)
+    assert server.returncode == 0
+    for gone in [pid, *spare]:
+        with pytest.raises(ProcessLookupError):
+            os.kill(gone, 0)
 
 
 def test_supervisor_runs_the_groups_command_and_stops_it_with_sigterm(tmp_path: Path):
@@ -66,32 +112,28 @@ def test_supervisor_runs_the_groups_command_and_stops_it_with_sigterm(tmp_path: 
     # written aside and renamed: the test reads the file as soon as it exists
     script = ("import os, sys, time; open(sys.argv[1] + '.tmp', 'w').write(open(sys.argv[1]).read()); "
               "os.replace(sys.argv[1] + '.tmp', sys.argv[1] + '.seen'); time.sleep(60)")
-    env = {**os.environ, "PEERLAB_NODE_COMMAND": json.dumps([sys.executable, "-c", script, "{config}"])}
-    serve = subprocess.Popen([sys.executable, "-m", "node.supervisor", "serve", "--dir", str(tmp_path)],
-                             cwd=ROOT, stdout=subprocess.PIPE, text=True, env=env)
+    env = {**ENV, "PEERLAB_NODE_COMMAND": json.dumps([sys.executable, "-c", script, "{config}"])}
+    server, port = serve(tmp_path, env)
     try:
-        assert "waiting for requests" in serve.stdout.readline()
-        assert supervisor(tmp_path, "start", stdin='{"node_id": "n4"}\n')["running"]
+        assert supervisor(port, "start", stdin='{"node_id": "n4"}\n')["running"]
         deadline = time.monotonic() + 10
         while not (tmp_path / "config.json.seen").exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert json.loads((tmp_path / "config.json.seen").read_text()) == {"node_id": "n4"}
-        assert supervisor(tmp_path, "stop")["running"] in (True, False)  # answered at once
-        stopped = supervisor(tmp_path, "wait", "--timeout", "10")
+        assert supervisor(port, "stop")["running"] in (True, False)  # answered at once
+        stopped = supervisor(port, "wait", "--timeout", "10")
         assert stopped["running"] is False and stopped["exit_code"] == -15
     finally:
-        serve.terminate()
-        serve.wait(15)
+        server.terminate()
+        server.wait(15)
     env["PEERLAB_NODE_COMMAND"] = "node adapter.mjs"
-    serve = subprocess.Popen([sys.executable, "-m", "node.supervisor", "serve", "--dir", str(tmp_path)],
-                             cwd=ROOT, stdout=subprocess.PIPE, text=True, env=env)
+    server, port = serve(tmp_path, env)
     try:
-        assert "waiting for requests" in serve.stdout.readline()
-        refused = supervisor(tmp_path, "start", stdin='{"node_id": "n4"}\n')
+        refused = supervisor(port, "start", stdin='{"node_id": "n4"}\n')
         assert "PEERLAB_NODE_COMMAND must be a JSON list" in refused["error"]
     finally:
-        serve.terminate()
-        serve.wait(15)
+        server.terminate()
+        server.wait(15)
 
 
 def test_values_name_the_image_and_counts_by_role(monkeypatch, tmp_path: Path):

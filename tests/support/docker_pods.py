@@ -3,9 +3,10 @@ kubernetes backend's tests on a machine where no Kubernetes server can run: the 
 by the real helm (the chart's schema and templates), and every pod of its StatefulSets runs as Docker
 containers built from the rendered pod spec (tests/support/pod_spec.py: the image, command, env,
 non-root user, capabilities, read-only root, volumes and memory limits the chart asks for), on a
-Docker network of its own. `exec` is `docker exec` into the named container, as the exec API runs a
-command in one (`open_lines`: `docker exec -i`, kept open); the control API is reached on the pod's
-address from the host (a cluster proxies it through the API server). The shaping daemon of the one
+Docker network of its own. The control API and the node supervisor's are reached on the pod's address
+from the host (a cluster proxies them through the API server); the shaping daemon's commands are
+`docker exec` into its container, as the exec API runs a command in one (`docker exec -i`, kept open,
+for its agent). The shaping daemon of the one
 "cluster node" (this machine) is a privileged container of peerlab's image in the host's PID
 namespace, where a pod's network namespace is its node container's /proc/<pid>/ns/net (a cluster's
 daemon asks the CRI instead). Not a cluster: no API server, scheduler, probes or Pod Security
@@ -13,8 +14,11 @@ admission; docs/backends.md says what only a real cluster checks.
 """
 from __future__ import annotations
 
+import json
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any, Callable
 
@@ -88,27 +92,12 @@ class DockerPods:
             ips[name] = network["IPAddress"]
         return ips
 
-    def pod_nodes(self, selector: str) -> dict[str, str]:
+    def pod_placement(self, selector: str) -> dict[str, tuple[str, str]]:
         """Every pod runs on this machine: one cluster node, one clock."""
-        return {pod: MACHINE for pod in self.pods}
+        return {pod: (MACHINE, containers["node"].id) for pod, containers in self.pods.items()}
 
     def pod_uid(self, pod: str) -> str | None:
         return self.pods[pod]["node"].id if pod in self.pods else None
-
-    def _docker_exec(self, pod: str, container: str) -> list[str]:
-        return ["docker", "exec", "-i", self.pods[pod][container].id]
-
-    def exec(self, pod: str, container: str, argv: list[str], stdin: str | None = None,
-             timeout: float = 60) -> ExecResult:
-        try:
-            done = subprocess.run([*self._docker_exec(pod, container), *argv], input=stdin or "",
-                                  capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired as err:
-            return ExecResult(124, str(err.stdout or ""), str(err.stderr or ""))
-        return ExecResult(done.returncode, done.stdout, done.stderr)
-
-    def open_lines(self, pod: str, container: str, argv: list[str]) -> PipeLines:
-        return PipeLines([*self._docker_exec(pod, container), *argv])
 
     # the shaping daemon -----------------------------------------------------------------------
     def shapers(self) -> dict[str, str]:
@@ -137,10 +126,26 @@ class DockerPods:
     def logs(self, pod: str, container: str, tail: int | None = None) -> str:
         return self.pods[pod][container].logs(tail=tail or "all").decode(errors="replace")
 
+    def _address(self, pod: str) -> str:
+        (network,) = self.pods[pod]["node"].attrs["NetworkSettings"]["Networks"].values()
+        return network["IPAddress"]
+
     def control_client(self, pod: str, port: int, node_id: str, token: str) -> ControlClient:
-        container = self.pods[pod]["node"]
-        (network,) = container.attrs["NetworkSettings"]["Networks"].values()
-        return ControlClient(node_id, token, url=f"http://{network['IPAddress']}:{port}")
+        return ControlClient(node_id, token, url=f"http://{self._address(pod)}:{port}")
+
+    def pod_http(self, pod: str, port: int, method: str, path: str, token: str, body: dict | None = None,
+                 timeout: float = 30) -> tuple[int, bytes]:
+        """Straight to the pod's address (a cluster goes through the API server's proxy)."""
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(f"http://{self._address(pod)}:{port}{path}", data=data, method=method,
+                                     headers={"X-Peerlab-Token": token, "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                return resp.status, resp.read()
+        except urllib.error.HTTPError as err:
+            return err.code, err.read()
+        except OSError as err:
+            raise RuntimeError(f"{method} {path} on pod {pod}:{port}: {err.__class__.__name__} {err}") from None
 
     def uninstall(self, release: str, timeout: float = 120) -> None:
         if self.short:
