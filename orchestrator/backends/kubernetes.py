@@ -82,7 +82,7 @@ def connect(namespace: str, context: str | None):
 class KubernetesBackend(Backend):
     name = "kubernetes"
     round_trips = True
-    exit_watch_s = 5.0  # a look is a request per pod through the API server's proxy
+    exit_watch_s = 10.0  # a look is a request per pod through the API server's proxy (30 at once)
     shared_clock = False
     download_side = "an ifb in the pod, fed by its ingress"
     counters_where = "each pod's eth0, read in the pod (by its cluster node's shaping daemon)"
@@ -183,10 +183,12 @@ class KubernetesBackend(Backend):
         machines = sorted({self.cluster_nodes[n] for n in self.pods})
         by_machine = {m: [self.pods[n] for n in self.pods if self.cluster_nodes[n] == m] for m in machines}
         self.netns = self.cluster.pod_netns(by_machine)
-        for machine in machines:
-            self.agents[machine] = agent.ShaperAgent(self.cluster.shaper_lines(machine),
-                                                     f"the shaping daemon on {machine}")
-            self.agents[machine].check_version()
+        def open_agent(machine: str) -> agent.ShaperAgent:
+            opened = agent.ShaperAgent(self.cluster.shaper_lines(machine), f"the shaping daemon on {machine}")
+            self.agents[machine] = opened  # teardown closes it, even if the check fails
+            opened.check_version()
+            return opened
+        self.each(open_agent, machines)  # one exec stream per cluster node, opened side by side
         self.shape_all({pod: [ops.RedirectIngress("eth0", IFB)] for pod in self.pods.values()})
 
     def _machine(self, pod: str) -> str:
