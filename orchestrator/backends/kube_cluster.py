@@ -66,6 +66,14 @@ def helm(*args: str, namespace: str, context: str | None = None, kubeconfig: Pat
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
 
+def _failed_hint(reason: str | None) -> str:
+    if reason == "SysctlForbidden":
+        return (" (a dilated run scales TCP's minimum RTO in each pod: the kubelets must allow it, "
+                "--allowed-unsafe-sysctls net.ipv4.tcp_rto_min_us, as the local cluster's do since this "
+                "version: `peerlab cluster down` and `up` makes it again)")
+    return ""
+
+
 class KubeCluster:
     """One namespace of the cluster of the current kubeconfig context (or `context`)."""
 
@@ -208,7 +216,12 @@ class KubeCluster:
                     if event["type"] == "ERROR":  # e.g. 410 Gone: the watch expired; list and watch again
                         w.stop()
                         break
-                    if self._pod_event(event["object"], wanted, ready, why):
+                    pod = event["object"]
+                    if pod.metadata.name in wanted and pod.status.phase == "Failed":  # never runs: say why now
+                        w.stop()
+                        raise RuntimeError(f"pod {pod.metadata.name} failed: {pod.status.reason or 'Failed'}: "
+                                           f"{pod.status.message or ''}".rstrip(": ") + _failed_hint(pod.status.reason))
+                    if self._pod_event(pod, wanted, ready, why):
                         w.stop()
                         break
             except ApiException as err:  # the same, raised instead of sent as an event

@@ -55,9 +55,19 @@ def image_tag(base: str | None = None, implementation: str = PEERLAB) -> str:
     return f"{repository}:{digest.hexdigest()[:12]}"
 
 
+def present(client, tag: str) -> bool:
+    """Whether the Docker engine of `client` has the image `tag`."""
+    import docker.errors
+
+    try:
+        client.images.get(tag)
+        return True
+    except docker.errors.ImageNotFound:
+        return False
+
+
 def build(client, base: str | None = None, say: Callable[[str], None] = print, implementation: str = PEERLAB) -> str:
     """Build the implementation's image (unless its tag exists); its tag. `client`: a docker.DockerClient."""
-    import docker.errors
 
     from orchestrator.builds import adapter_programs
 
@@ -68,11 +78,8 @@ def build(client, base: str | None = None, say: Callable[[str], None] = print, i
             raise RuntimeError(f"the {implementation} image needs its program: {err}") from None
     base = base or base_image()
     tag = image_tag(base, implementation)
-    try:
-        client.images.get(tag)
+    if present(client, tag):
         return tag
-    except docker.errors.ImageNotFound:
-        pass
     say(f"building the {implementation} node image {tag} from {base} (once per change of {dockerfile(implementation).rsplit('/', 1)[0]}/)")
     log: list[str] = []
     for chunk in client.api.build(path=str(ROOT), dockerfile=dockerfile(implementation), tag=tag,

@@ -66,17 +66,12 @@ def image_tag(base: str | None = None, helm: Path | None = None) -> str:
 
 def build(client, base: str | None = None, say: Callable[[str], None] = print) -> str:
     """The image in the Docker engine (the node image first if missing); its tag."""
-    import docker.errors
-
     from orchestrator.backends.kube_cluster import helm_binary
 
     helm = Path(helm_binary())
     tag = image_tag(base, helm)
-    try:
-        client.images.get(tag)
+    if node_image.present(client, tag):
         return tag
-    except docker.errors.ImageNotFound:
-        pass
     node = node_image.build(client, base, say=say)
     say(f"  building {tag} (the orchestrator, for a run inside the cluster: {node} with the run's packages, "
         "orchestrator/, charts/ and helm)")

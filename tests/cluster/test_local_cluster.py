@@ -457,6 +457,22 @@ def test_admission_reads_the_real_clusters_quota_and_allocatable(cluster):
         kubectl(env, "delete", "namespace", ns, "--wait=true", "--timeout=120s", check=False)
 
 
+def test_a_dilated_run_on_the_cluster(cluster, tmp_path):
+    """--dilate on kubernetes: every pod's TCP minimum RTO scaled by k (a namespaced sysctl the local
+    cluster's kubelets allow; the run makes its namespace `privileged` for it), the nodes' clocks
+    dilated, the fault timeline on the dilated clock; the run completes, faithful."""
+    state, env = cluster
+    dilated = {**env, "PEERLAB_K8S_NAMESPACE": "peerlab-test-dilated"}
+    run_dir = run_on_cluster(dilated, ROOT / "scenarios" / "ci-smoke.yaml", tmp_path, "--dilate", "2")
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "completed" and manifest["dilation"]["factor"] == 2, manifest.get("dilation")
+    assert manifest["fidelity"]["verdict"] == "faithful", manifest["fidelity"]
+    assert [f["action"] for f in manifest["faults_executed"]] == ["kill", "restart", "partition", "heal"]
+    labels = json.loads(kubectl(env, "get", "namespace", "peerlab-test-dilated", "-o", "json").stdout)["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] == "privileged"
+    kubectl(env, "delete", "namespace", "peerlab-test-dilated", "--wait=false")
+
+
 def test_helm_install_of_a_scenario_runs_the_experiment_in_the_cluster(cluster):
     """What a user does with nothing of peerlab on their machine but helm: `helm install` of the chart
     with a scenario. The release is a Job whose orchestrator (the orchestrator's image) installs the

@@ -176,6 +176,28 @@ def test_pods_whose_image_the_cluster_cannot_get_are_named_with_how_to_give_it_t
         cluster.wait_pods("peerlab.run=000001", ["pl1-nodes-0"], timeout=0.5)
 
 
+def test_a_pod_that_failed_is_named_at_once_with_why(cluster, monkeypatch):
+    """A pod the kubelet refused (a dilated run's sysctl where the kubelet does not allow it) never
+    runs: the wait ends at its first sight, not after its timeout, naming the reason and the fix."""
+    failed = SimpleNamespace(metadata=SimpleNamespace(name="pl1-nodes-0"),
+                             status=SimpleNamespace(phase="Failed", pod_ip=None, container_statuses=[], conditions=[],
+                                                    reason="SysctlForbidden",
+                                                    message="Pod forbidden sysctl: \"net.ipv4.tcp_rto_min_us\" not allowlisted"))
+
+    class ScriptedWatch:
+        def stream(self, fn, *args, **kwargs):
+            yield {"type": "ADDED", "object": failed}
+
+        def stop(self):
+            pass
+    monkeypatch.setattr(kubernetes.watch, "Watch", ScriptedWatch)
+    started = __import__("time").monotonic()
+    with pytest.raises(RuntimeError, match=r"pod pl1-nodes-0 failed: SysctlForbidden: .*tcp_rto_min_us.*"
+                                           r"--allowed-unsafe-sysctls net.ipv4.tcp_rto_min_us"):
+        cluster.wait_pods("peerlab.run=000001", ["pl1-nodes-0"], timeout=30)
+    assert __import__("time").monotonic() - started < 5
+
+
 class NamespaceApi:
     def __init__(self, existing_labels=None, status=404):
         self.existing, self.status, self.created, self.kwargs = existing_labels, status, [], []
