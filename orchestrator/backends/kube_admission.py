@@ -34,10 +34,30 @@ def quantity(text: Any) -> Decimal:
     return Decimal(parse_quantity(str(text)))
 
 
+CPU_REQUEST_ENV = "PEERLAB_K8S_CPU_REQUEST"
+
+
+def node_resources() -> dict[str, Any]:
+    """The chart's `resources` for a run's pods: values.yaml's, with $PEERLAB_K8S_CPU_REQUEST (e.g.
+    10m) as the node container's CPU request where set. The chart's 50m is sized for nodes at full
+    speed; a dilated run's nodes each need a fraction of that, and 100 of them at 50m would ask the
+    scheduler for 5 cores (the backend's values and admission read this one figure)."""
+    resources = yaml.safe_load(VALUES.read_text())["resources"]
+    cpu = os.environ.get(CPU_REQUEST_ENV)
+    if cpu:
+        try:
+            if quantity(cpu) <= 0:
+                raise ValueError
+        except (ValueError, ArithmeticError):
+            raise RuntimeError(f"{CPU_REQUEST_ENV}={cpu!r} is not a CPU quantity above 0 (e.g. 10m, 0.01)") from None
+        resources["node"].setdefault("requests", {})["cpu"] = cpu
+    return resources
+
+
 def pod_needs(values: dict[str, Any] | None = None) -> dict[str, float]:
     """One node's pod: requests (CPU in cores, memory in MiB) and memory limit, summed over its
-    containers, from the chart's values."""
-    resources = (values or yaml.safe_load(VALUES.read_text()))["resources"]
+    containers, from the chart's values (else the run's: `node_resources`)."""
+    resources = values["resources"] if values else node_resources()
     need = {"pods": 1.0, "cpu": 0.0, "memory": 0.0, "limits.memory": 0.0}
     for name in CONTAINERS:
         spec = resources.get(name, {})

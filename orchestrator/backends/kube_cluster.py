@@ -1,6 +1,6 @@
 """The Kubernetes cluster as the kubernetes backend sees it: Helm releases of charts/peerlab, pods,
-exec into their containers, their output, HTTP to a pod's port through the API server's proxy, and
-the shaping daemon on each cluster node (charts/peerlab-shaper, namespace $PEERLAB_SHAPER_NAMESPACE or
+their output, HTTP to a pod's port through the API server's proxy (the node supervisor's API and the
+node's control API: nothing execs into a node's pod), and the shaping daemon on each cluster node (charts/peerlab-shaper, namespace $PEERLAB_SHAPER_NAMESPACE or
 peerlab-system): its agent kept open on one exec stream per node, a pod's network namespace as that
 daemon sees it (found through the CRI), a Python there.
 

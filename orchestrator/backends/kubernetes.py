@@ -38,7 +38,7 @@ from typing import Any
 from node import supervisor
 from node.adapters import PEERLAB, get_adapter
 from node.contract import ContractConfig
-from orchestrator.backends import kube_cluster
+from orchestrator.backends import kube_admission, kube_cluster
 from orchestrator.backends.base import Backend, LinkEnds, RunContext
 from orchestrator.builds import node_image as image
 from orchestrator.control.node_client import ControlClient
@@ -153,6 +153,7 @@ class KubernetesBackend(Backend):
                 "adapters": adapters,
                 "control": {"token": self.ctx.token},
                 "ports": {"data": DATA_PORT, "control": CONTROL_PORT, "supervisor": SUPERVISOR_PORT},
+                "resources": kube_admission.node_resources(),
                 # the cluster node's congestion control stays (a pod may only choose what the node's
                 # tcp_allowed_congestion_control lists, which peerlab cannot change there): docs/shaping.md#tcp
                 "sysctls": [{"name": k, "value": v} for k, v in tcp.netns_sysctls(tcp.HOST, plan.dilation).items()],

@@ -45,6 +45,17 @@ def test_pod_needs_come_from_the_charts_values():
     assert need == pytest.approx({"pods": 1, "cpu": 0.05, "memory": 64.0, "limits.memory": 256.0})
 
 
+def test_a_lighter_cpu_request_is_what_admission_counts(monkeypatch):
+    """PEERLAB_K8S_CPU_REQUEST: the pods' CPU request, read by admission as the chart's values get it
+    (a dilated run's 100 light nodes, which 50m each would not let the scheduler place)."""
+    monkeypatch.setenv("PEERLAB_K8S_CPU_REQUEST", "10m")
+    assert kube_admission.pod_needs()["cpu"] == pytest.approx(0.01)
+    assert kube_admission.node_resources()["node"]["requests"] == {"cpu": "10m", "memory": "64Mi"}
+    monkeypatch.setenv("PEERLAB_K8S_CPU_REQUEST", "lots")
+    with pytest.raises(RuntimeError, match="PEERLAB_K8S_CPU_REQUEST='lots' is not a CPU quantity"):
+        kube_admission.pod_needs()
+
+
 def test_a_run_beyond_the_namespace_quota_is_refused_with_the_figures(api):
     with pytest.raises(admission.AdmissionError) as err:
         admission.admit(scenario(100), "kubernetes")
