@@ -2,8 +2,10 @@
 before the drain is over. On every backend it is watched through `Backend.alive` from the moment the
 nodes are up to the drain's end; each such exit is printed at once and recorded in the manifest
 (`node_exits`: node, exit code, when, its last output, kept whole in the run directory under
-`exits/<node>.txt`). Where a look at every node is an exec through an API server (Kubernetes), the nodes are looked at
-once, at the drain's end, rather than watched. The fidelity rule counts it as a run that does not measure the protocol
+`exits/<node>.txt`). Where a look at every node is a request through an API server (Kubernetes), the looks
+are 10 s apart. A node that ends cleanly (exit code 0) once the drain's planned end has passed ended
+with the run (a gossipsub-interop binary's script ends there), even when the orchestrator, on a
+loaded machine, stops the nodes a little after it. The fidelity rule counts it as a run that does not measure the protocol
 (orchestrator/fidelity/rule.py `exit_reasons`), the report lists it under Faults, and `peerlab run`
 exits non-zero unless the scenario allows it (`nodes.exits: allow`).
 
@@ -51,6 +53,7 @@ class NodeExits:
         self.task: asyncio.Task | None = None
         self.nodes: list[str] = []
         self.t0_ns: Callable[[], int | None] = lambda: None
+        self.end_s: float | None = None  # the drain's planned end, from T0
         self.interval_s = backend.exit_watch_s
 
     def down(self, node: str) -> None:
@@ -59,9 +62,10 @@ class NodeExits:
     def up(self, node: str) -> None:
         self.taken_down.discard(node)
 
-    def start(self, nodes: Iterable[str], t0_ns: Callable[[], int | None]) -> None:
-        """Watch `nodes` (those started at deploy); `t0_ns`: the run's T0 once it is fixed."""
-        self.nodes, self.t0_ns = list(nodes), t0_ns
+    def start(self, nodes: Iterable[str], t0_ns: Callable[[], int | None], end_s: float | None = None) -> None:
+        """Watch `nodes` (those started at deploy); `t0_ns`: the run's T0 once it is fixed; `end_s`:
+        the drain's planned end after T0."""
+        self.nodes, self.t0_ns, self.end_s = list(nodes), t0_ns, end_s
         if self.interval_s is not None:
             self.task = asyncio.create_task(self._watch())
 
@@ -98,6 +102,8 @@ class NodeExits:
             code = self.backend.wait_node(node, 2)  # it has exited: at once (0 is no time for an engine's API)
         except Exception:  # the engine or the API server could not say
             code = None
+        if code == 0 and at is not None and self.end_s is not None and at >= self.end_s:
+            return  # it ended with the run, cleanly: not on its own
         try:
             tail = self.backend.output_tail(node, TAIL_LINES)
         except Exception as err:  # its output is gone with it (a pod deleted)

@@ -312,11 +312,11 @@ class Runner(Readiness, RunRecord):
         if self.adapters:  # their T0 is fixed: wait for them until then, no longer
             await self._wait_healthy(self.present, (self.t0_ns - self.dilation.time_ns()) / 1e9
                                      - node_configs.listening_before_t0(self.plan, self.adapters))
-            self.exits.start(self.present, lambda: self.t0_ns)
+            self.exits.start(self.present, lambda: self.t0_ns, self.plan.end)
             await self._wait_connected((self.t0_ns - self.dilation.time_ns()) / 1e9, fail=False)
         else:
             await self._wait_healthy(self.present, 30 + 0.3 * n)
-            self.exits.start(self.present, lambda: self.t0_ns)
+            self.exits.start(self.present, lambda: self.t0_ns, self.plan.end)
             await self._wait_connected(self.dilation.real(30 + 0.2 * n))  # dials back off on the nodes' clocks
             await self._measure_clocks(self.present)
         self.manifest["startup_s"] = round(time.monotonic() - started, 2)
