@@ -158,19 +158,23 @@ def test_an_expired_watch_is_listed_and_watched_again(cluster, monkeypatch):
     assert len(calls) == 3 and all(c["_request_timeout"] for c in calls)
 
 
+def watch_of(pod: SimpleNamespace) -> type:
+    """A watch that sees `pod` once, as it is, every time it is opened."""
+    class ScriptedWatch:
+        def stream(self, fn, *args, **kwargs):
+            yield {"type": "ADDED", "object": pod}
+
+        def stop(self):
+            pass
+    return ScriptedWatch
+
+
 def test_pods_whose_image_the_cluster_cannot_get_are_named_with_how_to_give_it_the_image(cluster, monkeypatch):
     waiting = SimpleNamespace(state=SimpleNamespace(running=None, waiting=SimpleNamespace(reason="ImagePullBackOff")))
     stuck = SimpleNamespace(metadata=SimpleNamespace(name="pl1-nodes-0"),
                             status=SimpleNamespace(phase="Pending", pod_ip=None, container_statuses=[waiting, waiting],
                                                    conditions=[]))
-
-    class ScriptedWatch:
-        def stream(self, fn, *args, **kwargs):
-            yield {"type": "ADDED", "object": stuck}
-
-        def stop(self):
-            pass
-    monkeypatch.setattr(kubernetes.watch, "Watch", ScriptedWatch)
+    monkeypatch.setattr(kubernetes.watch, "Watch", watch_of(stuck))
     with pytest.raises(RuntimeError, match=r"pl1-nodes-0 \(Pending: ImagePullBackOff.*peerlab image build "
                                            r"--implementation all.*peerlab cluster load"):
         cluster.wait_pods("peerlab.run=000001", ["pl1-nodes-0"], timeout=0.5)
@@ -183,14 +187,7 @@ def test_a_pod_that_failed_is_named_at_once_with_why(cluster, monkeypatch):
                              status=SimpleNamespace(phase="Failed", pod_ip=None, container_statuses=[], conditions=[],
                                                     reason="SysctlForbidden",
                                                     message="Pod forbidden sysctl: \"net.ipv4.tcp_rto_min_us\" not allowlisted"))
-
-    class ScriptedWatch:
-        def stream(self, fn, *args, **kwargs):
-            yield {"type": "ADDED", "object": failed}
-
-        def stop(self):
-            pass
-    monkeypatch.setattr(kubernetes.watch, "Watch", ScriptedWatch)
+    monkeypatch.setattr(kubernetes.watch, "Watch", watch_of(failed))
     started = __import__("time").monotonic()
     with pytest.raises(RuntimeError, match=r"pod pl1-nodes-0 failed: SysctlForbidden: .*tcp_rto_min_us.*"
                                            r"--allowed-unsafe-sysctls net.ipv4.tcp_rto_min_us"):
