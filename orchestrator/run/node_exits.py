@@ -2,8 +2,8 @@
 before the drain is over. On every backend it is watched through `Backend.alive` from the moment the
 nodes are up to the drain's end; each such exit is printed at once and recorded in the manifest
 (`node_exits`: node, exit code, when, its last output, kept whole in the run directory under
-`exits/<node>.txt`). Where a look at every node is a request through an API server (Kubernetes), the looks
-are 10 s apart. A node that ends cleanly (exit code 0) once the drain's planned end has passed ended
+`exits/<node>.txt`). Where a look at every node is a request through an API server (Kubernetes), the nodes
+are looked at once, at the drain's end, rather than watched. A node that ends cleanly (exit code 0) once the drain's planned end has passed ended
 with the run (a gossipsub-interop binary's script ends there), even when the orchestrator, on a
 loaded machine, stops the nodes a little after it. The fidelity rule counts it as a run that does not measure the protocol
 (orchestrator/fidelity/rule.py `exit_reasons`), the report lists it under Faults, and `peerlab run`
