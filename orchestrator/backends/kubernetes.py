@@ -270,7 +270,7 @@ class KubernetesBackend(Backend):
     def start_node(self, node_id: str, config: ContractConfig) -> None:
         """Through the pod's supervisor, which runs peerlab's node or the adapter's command of its group."""
         self._check_pod(node_id)
-        self._supervisor(node_id, "POST", "/start", json.loads(config.model_dump_json()))
+        self._supervisor(node_id, "POST", "/start", config.model_dump(mode="json"))
 
     def stop_node(self, node_id: str) -> None:
         self._supervisor(node_id, "POST", "/stop")
