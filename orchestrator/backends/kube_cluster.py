@@ -37,6 +37,7 @@ SHAPER_HELP = ("install the shaping daemon (charts/peerlab-shaper: `peerlab clus
 REST_TIMEOUT = 30     # seconds for one API call (connect and read)
 STILL_TERMINATING = "still exists"  # helm 4: an uninstall whose deleted objects have not gone yet
 PSA_ENFORCE = "pod-security.kubernetes.io/enforce"
+WATCH_S = 3  # the longest a pod watch waits for an event (and a stop waits for the watch)
 
 
 def write_values(values: dict[str, Any], path: Path) -> None:
@@ -64,14 +65,6 @@ def helm(*args: str, namespace: str, context: str | None = None, kubeconfig: Pat
     cmd += ["--kube-context", context] if context else []
     cmd += ["--kubeconfig", str(kubeconfig)] if kubeconfig else []
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-
-
-def _failed_hint(reason: str | None) -> str:
-    if reason == "SysctlForbidden":
-        return (" (a dilated run scales TCP's minimum RTO in each pod: the kubelets must allow it, "
-                "--allowed-unsafe-sysctls net.ipv4.tcp_rto_min_us, as the local cluster's do since this "
-                "version: `peerlab cluster down` and `up` makes it again)")
-    return ""
 
 
 class KubeCluster:
@@ -102,43 +95,33 @@ class KubeCluster:
     def _helm(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
         return helm(*args, namespace=self.namespace, context=self.context, timeout=timeout)
 
-    def ensure_namespace(self, sysctls: bool = False) -> None:
-        """The run's namespace, created labelled for Pod Security (`restricted`: the pods hold no
-        capability, the shaping daemon shapes them from outside; `privileged` where the pods set a
-        sysctl outside Kubernetes' safe set, as dilated runs do), or refused before anything is
-        installed if it enforces a level that would reject the pods. Without the right to read
-        namespaces, left to helm."""
+    def ensure_namespace(self) -> None:
+        """The run's namespace, created labelled for Pod Security `restricted` (the pods hold no
+        capability and set no sysctl: the shaping daemon shapes them and sets their TCP from outside).
+        Without the right to read namespaces, left to helm."""
         from kubernetes import client
         from kubernetes.client.exceptions import ApiException
         from urllib3.exceptions import HTTPError
 
         try:
-            found = self.core.read_namespace(self.namespace, _request_timeout=REST_TIMEOUT)
+            self.core.read_namespace(self.namespace, _request_timeout=REST_TIMEOUT)
         except HTTPError as err:
             raise RuntimeError(f"the Kubernetes API server at {self.config.host} does not answer "
                                f"({err.__class__.__name__}); is the cluster up? (kubectl cluster-info)") from None
         except ApiException as err:
             if err.status == 404:
-                labels = {PSA_ENFORCE: "privileged" if sysctls else "restricted",
-                          "pod-security.kubernetes.io/warn": "restricted"}
+                labels = {PSA_ENFORCE: "restricted", "pod-security.kubernetes.io/warn": "restricted"}
                 self.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(
                     name=self.namespace, labels=labels)), _request_timeout=REST_TIMEOUT)
                 return
             if err.status == 403:
                 return
             raise
-        level = (found.metadata.labels or {}).get(PSA_ENFORCE, "")
-        if sysctls and level in ("baseline", "restricted"):
-            raise RuntimeError(
-                f"namespace {self.namespace} enforces Pod Security level {level!r}, which rejects the pods' "
-                "sysctl (a dilated run scales TCP's minimum RTO: net.ipv4.tcp_rto_min_us, outside the safe set; "
-                "only `privileged` admits it): run in another namespace (--namespace), or `kubectl label "
-                f"namespace {self.namespace} {PSA_ENFORCE}=privileged --overwrite`")
 
     def install(self, release: str, values: dict[str, Any], values_file: Path) -> None:
         """The run's release, with the lease that says its orchestrator lives made first (kube_lease)."""
         write_values(values, values_file)
-        self.ensure_namespace(sysctls=bool(values.get("sysctls")))
+        self.ensure_namespace()
         self.lease = kube_lease.RunLease(self.api_client, self.namespace, release)
         self.lease.hold()
         # the release carries peerlab's label: clean finds releases by it, never by their name alone
@@ -197,9 +180,12 @@ class KubeCluster:
 
     # pods --------------------------------------------------------------------------------------
     def wait_pods(self, selector: str, names: list[str], timeout: float,
-                  say: Callable[[str], None] = lambda _: None) -> dict[str, str]:
+                  say: Callable[[str], None] = lambda _: None,
+                  check_stop: Callable[[], None] = lambda: None) -> dict[str, str]:
         """Watch until every named pod runs all its containers; their IPs. On timeout, a RuntimeError
-        naming the pods still waiting and why (Pending: unschedulable, ErrImagePull, ...)."""
+        naming the pods still waiting and why (Pending: unschedulable, ErrImagePull, ...).
+        `check_stop` is called at each event and at least every WATCH_S (it raises to stop the wait:
+        a run being stopped by a signal)."""
         from kubernetes import watch
         from kubernetes.client.exceptions import ApiException
 
@@ -207,12 +193,18 @@ class KubeCluster:
         deadline = time.monotonic() + timeout
         next_report = time.monotonic() + 10
         while set(ready) != wanted and time.monotonic() < deadline:
+            check_stop()
             w = watch.Watch()
-            seconds = max(1, int(min(10, deadline - time.monotonic())))
+            seconds = max(1, int(min(WATCH_S, deadline - time.monotonic())))
             events = w.stream(self.core.list_namespaced_pod, self.namespace, label_selector=selector,
                               timeout_seconds=seconds, _request_timeout=seconds + REST_TIMEOUT)
             try:
                 for event in events:
+                    try:
+                        check_stop()
+                    except BaseException:
+                        w.stop()
+                        raise
                     if event["type"] == "ERROR":  # e.g. 410 Gone: the watch expired; list and watch again
                         w.stop()
                         break
@@ -220,7 +212,7 @@ class KubeCluster:
                     if pod.metadata.name in wanted and pod.status.phase == "Failed":  # never runs: say why now
                         w.stop()
                         raise RuntimeError(f"pod {pod.metadata.name} failed: {pod.status.reason or 'Failed'}: "
-                                           f"{pod.status.message or ''}".rstrip(": ") + _failed_hint(pod.status.reason))
+                                           f"{pod.status.message or ''}".rstrip(": "))
                     if self._pod_event(pod, wanted, ready, why):
                         w.stop()
                         break

@@ -15,7 +15,8 @@ supervisor's HTTP API (port 7001) and the node's control API (7000) are reached 
 server's pod proxy: a start, kill or status is one request, no exec. (Deleting
 the pod instead would give it a new address and an empty tc tree in the middle of the run.) The far
 end of a pod's link belongs to the cluster, so the download cap and partitions sit on an ifb that
-receives the pod's ingress (`ops.RedirectIngress`). The pods' clocks are the cluster nodes' own, so
+receives the pod's ingress (`ops.RedirectIngress`), and the pod's TCP settings (`ops.Sysctls`) are
+written by the daemon too. The pods' clocks are the cluster nodes' own, so
 the runner measures their offsets.
 The shaping daemon of each cluster node the run's pods are on runs a shaper agent for the whole run
 (orchestrator/shaping/agent.py), kept open over one exec stream per cluster node: it finds each pod's
@@ -156,9 +157,6 @@ class KubernetesBackend(Backend):
                 "control": {"token": self.ctx.token},
                 "ports": {"data": DATA_PORT, "control": CONTROL_PORT, "supervisor": SUPERVISOR_PORT},
                 "resources": kube_admission.node_resources(),
-                # the cluster node's congestion control stays (a pod may only choose what the node's
-                # tcp_allowed_congestion_control lists, which peerlab cannot change there): docs/shaping.md#tcp
-                "sysctls": [{"name": k, "value": v} for k, v in tcp.netns_sysctls(tcp.HOST, plan.dilation).items()],
                 "clockShiftNs": self._clock_shifts(adapters),
                 "plan": plan.model_dump_json()}
 
@@ -177,7 +175,8 @@ class KubernetesBackend(Backend):
         self.installed = True
         ips_by_pod = self.cluster.wait_pods(f"peerlab.run={self.ctx.short}", list(self.pods.values()),
                                             timeout=120 + 0.5 * n,
-                                            say=lambda m: print(m, file=sys.stderr, flush=True))
+                                            say=lambda m: print(m, file=sys.stderr, flush=True),
+                                            check_stop=self.check_stop)
         placement = self.cluster.pod_placement(f"peerlab.run={self.ctx.short}")
         for node_id, pod in self.pods.items():
             self.ips[node_id] = ips_by_pod[pod]
@@ -192,7 +191,10 @@ class KubernetesBackend(Backend):
             opened.check_version()
             return opened
         self.each(open_agent, machines)  # one exec stream per cluster node, opened side by side
-        self.shape_all({pod: [ops.RedirectIngress("eth0", IFB)] for pod in self.pods.values()})
+        # the pod's TCP (the scenario's congestion control, a dilated run's minimum RTO) set by its daemon
+        # before its node opens a socket: no pod sysctl for a kubelet or Pod Security to refuse
+        sysctls = ops.Sysctls(values=tcp.netns_sysctls(self.ctx.plan.tcp_congestion, self.ctx.plan.dilation))
+        self.shape_all({pod: [sysctls, ops.RedirectIngress("eth0", IFB)] for pod in self.pods.values()})
 
     def _machine(self, pod: str) -> str:
         return self.cluster_nodes[self.node_of_pod[pod]]

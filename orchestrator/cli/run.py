@@ -29,6 +29,7 @@ def add(sub: argparse._SubParsersAction) -> None:
                               "peerlab run scenarios/quickstart.yaml --backend docker",
                               "peerlab run scenarios/sim-gossipsub-1000.yaml --backend sim",
                               "peerlab run scenarios/gossipsub-publishers.yaml --dilate 4",
+                              "peerlab run scenarios/quickstart.yaml --backend kubernetes --in-cluster",
                               "peerlab run scenarios/gossipsub-large.yaml --matrix gossipsub.variant=v1.1,v1.2"])
     scenario_args(p)
     p.add_argument("--backend", default="local",
@@ -45,6 +46,15 @@ def add(sub: argparse._SubParsersAction) -> None:
     k8s.add_argument("--image", help="peerlab's node image the pods run (default: $PEERLAB_IMAGE, else the content tag "
                                      "`peerlab image build --tag-only` prints); an adapter's: "
                                      "$PEERLAB_IMAGE_JS_LIBP2P, $PEERLAB_IMAGE_PY_LIBP2P, else its content tag")
+    k8s.add_argument("--in-cluster", action="store_true",
+                     help="run the orchestrator itself in the cluster, as a Job of the chart (what `helm install "
+                          "charts/peerlab --set-file scenario=...` makes): peerlab installs it, prints its log, "
+                          "fetches the stored run and reports it here, and uninstalls it. Needs the orchestrator's "
+                          "image in the cluster (peerlab image build --orchestrator; cluster up loads it) and an "
+                          "s3:// output.store the cluster reaches (default on the local cluster: its bundled store)")
+    k8s.add_argument("--store-secret", default="peerlab-store", metavar="NAME",
+                     help="with --in-cluster: the Secret in the run's namespace holding the store client's AWS_* "
+                          "settings for the Job (default peerlab-store, which cluster up makes)")
     p.add_argument("--seed", type=int, help="override the scenario's seed (same seed => same plan)")
     p.add_argument("--shaping", choices=["auto", "netem", "delayline", "transport"], default="auto",
                    help="where latency is applied: netem (the kernel's qdisc), delayline (NFQUEUE: every packet a "
@@ -77,6 +87,10 @@ def cmd_run(args: argparse.Namespace) -> int:
                         ("image", "PEERLAB_IMAGE")):
         if getattr(args, option, None):
             os.environ[env] = getattr(args, option)
+    if args.in_cluster:
+        from orchestrator.cli.run_in_cluster import run_in_cluster
+
+        return run_in_cluster(args, combos)
     from orchestrator.run.admission import AdmissionError, admit
 
     try:  # every combination, before the first one creates anything

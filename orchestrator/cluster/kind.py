@@ -40,10 +40,8 @@ def config(s: Layout, nodes: int) -> dict:
                             "dns": {"imageTag": versions["coredns"]}}),
             # cgroup v1 (accepted until Kubernetes 1.35); no swap accounting; images never collected:
             # every one is built and loaded here, none could be pulled back
-            # a dilated run's pods scale TCP's minimum RTO (namespaced, outside Kubernetes' safe set)
             yaml.safe_dump({"kind": "KubeletConfiguration", "failSwapOn": False, "failCgroupV1": False,
-                            "imageGCHighThresholdPercent": 100,
-                            "allowedUnsafeSysctls": ["net.ipv4.tcp_rto_min_us"]}),
+                            "imageGCHighThresholdPercent": 100}),
         ],
     }
 

@@ -6,8 +6,9 @@ built here, checked, and taken down leaving nothing behind but its state directo
              create (one control plane, N-1 workers, flannel's vxlan overlay between them) -> every
              node schedules pods (the control plane's taint lifted: the scenario's pods spread over
              all N) -> an RT budget for each node's delay line where the kernel needs one
-             (rt_budget.py) -> peerlab's node images loaded -> the shaping daemon on every node
-             (shaper.py) -> the S3 store in a pod (store.py); writes
+             (rt_budget.py) -> every congestion control of the kernel the nodes share allowed in
+             namespaces (a run's daemon sets the scenario's in each pod) -> peerlab's node images
+             loaded -> the shaping daemon on every node (shaper.py) -> the S3 store in a pod (store.py); writes
              <state>/kubeconfig (context kind-peerlab) and <state>/store/credentials.env
     down     kind delete (the node containers and their volumes, with every pod, mount, cgroup,
              veth and iptables rule inside them), Docker's RT budget as it was, then the nodes'
@@ -15,7 +16,8 @@ built here, checked, and taken down leaving nothing behind but its state directo
     status   the nodes' containers, the API server, each node's condition, the store, leftovers
 
 May import: orchestrator.cluster (kind, node_image, programs, rt_budget, shaper, store, layout),
-orchestrator.builds, node.adapters (the implementations whose images are loaded).
+orchestrator.builds, orchestrator.shaping.tcp (the kernel's congestion controls), node.adapters (the
+implementations whose images are loaded).
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from typing import Any, Callable
 from orchestrator.cluster import kind, node_image, programs, rt_budget, shaper, store
 from orchestrator.cluster import layout as L
 from orchestrator.cluster.layout import Layout
+from orchestrator.shaping import tcp
 
 DEFAULT_NODES = 3
 CAPABILITY_HINT = (
@@ -138,6 +141,10 @@ def up(s: Layout, nodes: int = DEFAULT_NODES, say: Callable[[str], None] = print
     if granted:
         say(f"real-time budget: {granted} us per second for each node's delay line (cgroup v1 with RT group "
             "scheduling here)")
+    # the nodes are this kernel's containers: a pod's namespace may choose what its host lists (the daemon
+    # sets the scenario's congestion control there, cubic by default); listing one changes no default
+    for congestion in tcp.available_congestion():
+        tcp.ensure_allowed(congestion)
     deadline = time.monotonic() + 180
     ready = nodes_ready(s)
     while not (len(ready) == nodes and all(v == "True" for v in ready.values())):

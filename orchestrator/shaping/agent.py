@@ -92,6 +92,9 @@ def serve(stdin: Any = None, stdout: Any = None, idle_s: float = IDLE_S) -> int:
             handles[netns] = NetNS(netns, flags=0)
         return handles[netns]
 
+    def applied(item: dict[str, Any]) -> list[dict[str, Any]]:
+        return ops.apply(handle(item.get("netns")), ops.from_wire(item["ops"]), item.get("netns"))
+
     with IPRoute() as ipr:
         try:
             for line in _lines(stdin, idle_s):
@@ -101,13 +104,12 @@ def serve(stdin: Any = None, stdout: Any = None, idle_s: float = IDLE_S) -> int:
                 try:
                     request = json.loads(line)
                     if "ops" in request:
-                        answer: dict[str, Any] = {
-                            "done": ops.apply(handle(request.get("netns")), ops.from_wire(request["ops"]))}
+                        answer: dict[str, Any] = {"done": applied(request)}
                     elif "batch" in request:
                         answer = {"done": []}
                         for i, item in enumerate(request["batch"]):
                             try:
-                                answer["done"].append(ops.apply(handle(item.get("netns")), ops.from_wire(item["ops"])))
+                                answer["done"].append(applied(item))
                             except Exception as err:  # noqa: BLE001 - named by its place in the batch; the rest not done
                                 answer = {"error": f"{err.__class__.__name__}: {err}", "item": i}
                                 break

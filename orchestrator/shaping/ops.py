@@ -1,16 +1,17 @@
 """Shaping operations: one typed request for each thing done to a link's tc tree (orchestrator/shaping/
-tc.py), run by `apply` on a pyroute2 handle opened in the namespace it belongs to. A backend with the
-handle at hand (local namespaces) applies them itself; a container backend sends them to the shaper
-entry point in the node's namespace (`python -m orchestrator.shaping`), and that crossing is the only
-place they are plain data (`to_wire`, `from_wire`).
+tc.py) or to its namespace's TCP (tcp.py's sysctls), run by `apply` on a pyroute2 handle opened in
+the namespace it belongs to. A backend with the handle at hand (local namespaces) applies them
+itself; a container backend sends them to the shaper entry point in the node's namespace (`python -m
+orchestrator.shaping`), and that crossing is the only place they are plain data (`to_wire`,
+`from_wire`).
 """
 from __future__ import annotations
 
 import abc
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar
 
-from orchestrator.shaping import tc
+from orchestrator.shaping import tc, tcp
 from orchestrator.shaping.links import Bucket, NodeShape
 
 
@@ -22,6 +23,10 @@ class Op(abc.ABC):
     @abc.abstractmethod
     def run(self, ipr: Any) -> dict[str, Any] | None:
         """Do it on `ipr`; what it found, for operations that read."""
+
+    def run_in(self, ipr: Any, netns: str | None) -> dict[str, Any] | None:
+        """Do it on `ipr`, opened in the namespace of the file `netns` (None: this process's)."""
+        return self.run(ipr)
 
 
 @dataclass(frozen=True)
@@ -169,14 +174,30 @@ class Probe(Op):
         return {"ok": ok, "why": why}
 
 
+@dataclass(frozen=True)
+class Sysctls(Op):
+    """The namespace's own sysctls (its TCP: the scenario's congestion control, a dilated run's minimum
+    RTO), written through /proc/sys from inside it before its node opens a socket; each read back."""
+    op = "sysctls"
+    ifname: str = "lo"
+    values: dict[str, str] = field(default_factory=dict)
+
+    def run(self, ipr: Any) -> dict[str, Any]:
+        return self.run_in(ipr, None)
+
+    def run_in(self, ipr: Any, netns: str | None) -> dict[str, Any]:
+        return {"values": tcp.write_in_netns(netns, dict(self.values))}
+
+
 KINDS: dict[str, type[Op]] = {cls.op: cls for cls in (Egress, Download, PrepareCut, Cut, Heal, Rate,
                                                        DegradeEgress, DegradeIngress, RedirectIngress, Sent,
-                                                       Counters, Describe, PeerIndex, Probe)}
+                                                       Counters, Describe, PeerIndex, Probe, Sysctls)}
 
 
-def apply(ipr: Any, ops: list[Op]) -> list[dict[str, Any]]:
-    """Run the operations in order on `ipr` (a NetNS or IPRoute); a result for each."""
-    return [{"op": op.op, "ifname": op.ifname, **(op.run(ipr) or {})} for op in ops]
+def apply(ipr: Any, ops: list[Op], netns: str | None = None) -> list[dict[str, Any]]:
+    """Run the operations in order on `ipr` (a NetNS or IPRoute opened in the namespace of the file
+    `netns`; None: this process's); a result for each."""
+    return [{"op": op.op, "ifname": op.ifname, **(op.run_in(ipr, netns) or {})} for op in ops]
 
 
 def to_wire(ops: list[Op]) -> list[dict[str, Any]]:

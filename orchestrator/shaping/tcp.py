@@ -20,10 +20,12 @@ Node namespaces the local backend makes also get TCP socket tables of their own 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import subprocess
 import tempfile
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
@@ -113,6 +115,53 @@ def host_namespaces_sysctls(plan: RunPlan) -> dict[str, str]:
     settable there: the plan's congestion control added to the host's allowed list first."""
     ensure_allowed(plan.tcp_congestion)
     return netns_sysctls(plan.tcp_congestion, plan.dilation)
+
+
+def write_in_netns(netns: str | None, sysctls: dict[str, str]) -> dict[str, str]:
+    """Write `sysctls` in the network namespace of the file `netns` (/proc/PID/ns/net, /run/netns/NAME;
+    None: this process's) through /proc/sys, from a thread that enters it (a namespace is a thread's,
+    and /proc/sys/net shows the reader's); each as read back. What a cluster node's shaping daemon
+    does in a pod's namespace before its node starts: no pod sysctl, so nothing for the kubelet or
+    Pod Security to refuse. Raises RuntimeError naming the sysctl and the fix."""
+    done: dict[str, str] = {}
+    failed: list[BaseException] = []
+
+    def enter_and_write() -> None:
+        try:
+            if netns is not None:
+                from pyroute2 import netns as pyroute2_netns
+                fd = os.open(netns, os.O_RDONLY)
+                try:
+                    pyroute2_netns.setns(fd)
+                finally:
+                    os.close(fd)
+            for name, value in sysctls.items():
+                path = Path("/proc/sys") / name.replace(".", "/")
+                try:
+                    path.write_text(value)
+                except OSError as err:
+                    raise RuntimeError(_refused(name, value, err)) from None
+                done[name] = path.read_text().strip()
+        except BaseException as err:  # noqa: BLE001 - raised in the caller's thread
+            failed.append(err)
+    thread = threading.Thread(target=enter_and_write, name="sysctls-in-netns")
+    thread.start()
+    thread.join()
+    if failed:
+        raise failed[0]
+    return done
+
+
+def _refused(name: str, value: str, err: OSError) -> str:
+    if err.errno == errno.ENOENT:
+        since = " (a namespace's minimum RTO is Linux 6.11's)" if name == RTO_MIN_SYSCTL else ""
+        return f"{name}: this machine's kernel has no such sysctl{since}"
+    if name == CONGESTION_SYSCTL:
+        return (f"{name}={value} refused ({err.strerror}): a namespace may only choose what its machine's "
+                f"net.ipv4.tcp_allowed_congestion_control lists; on that machine (each cluster node) run "
+                f"`sysctl -w net.ipv4.tcp_allowed_congestion_control=\"$(cat {ALLOWED_PATH}) {value}\"`, "
+                "or set network.tcp_congestion: host")
+    return f"{name}={value} refused: {err.strerror}"
 
 
 def apply_in_netns(netns: str, sysctls: dict[str, str]) -> None:

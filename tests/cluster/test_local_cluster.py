@@ -458,9 +458,10 @@ def test_admission_reads_the_real_clusters_quota_and_allocatable(cluster):
 
 
 def test_a_dilated_run_on_the_cluster(cluster, tmp_path):
-    """--dilate on kubernetes: every pod's TCP minimum RTO scaled by k (a namespaced sysctl the local
-    cluster's kubelets allow; the run makes its namespace `privileged` for it), the nodes' clocks
-    dilated, the fault timeline on the dilated clock; the run completes, faithful."""
+    """--dilate on kubernetes: every pod's TCP minimum RTO scaled by k, written into its namespace by
+    its cluster node's shaping daemon (no pod sysctl: the kubelets allow none and the namespace stays
+    `restricted`), the nodes' clocks dilated, the fault timeline on the dilated clock; the run
+    completes, faithful."""
     state, env = cluster
     dilated = {**env, "PEERLAB_K8S_NAMESPACE": "peerlab-test-dilated"}
     run_dir = run_on_cluster(dilated, ROOT / "scenarios" / "ci-smoke.yaml", tmp_path, "--dilate", "2")
@@ -469,7 +470,7 @@ def test_a_dilated_run_on_the_cluster(cluster, tmp_path):
     assert manifest["fidelity"]["verdict"] == "faithful", manifest["fidelity"]
     assert [f["action"] for f in manifest["faults_executed"]] == ["kill", "restart", "partition", "heal"]
     labels = json.loads(kubectl(env, "get", "namespace", "peerlab-test-dilated", "-o", "json").stdout)["metadata"]["labels"]
-    assert labels["pod-security.kubernetes.io/enforce"] == "privileged"
+    assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
     kubectl(env, "delete", "namespace", "peerlab-test-dilated", "--wait=false")
 
 
@@ -518,3 +519,38 @@ def test_helm_install_of_a_scenario_runs_the_experiment_in_the_cluster(cluster):
                    "-l", f"app.kubernetes.io/instance={release}", "-o", "name")
     assert left.stdout.strip() == ""
     assert kubectl(env, "get", "rolebindings", "-n", shaper.NAMESPACE, "-o", "name").stdout.count(release) == 0
+
+
+def test_peerlab_run_in_cluster_installs_follows_reports_and_removes_its_experiment(cluster, tmp_path):
+    """`peerlab run --backend kubernetes --in-cluster`: the orchestrator runs in the cluster as the
+    chart's experiment Job (the same release a `helm install` with a scenario makes); peerlab prints
+    the Job's log as the run's progress, fetches the stored run from the cluster's store, reports it
+    here, and uninstalls the release: nothing of it left in the namespace."""
+    state, env = cluster
+    s3 = store.credentials(state)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "jars").symlink_to(s3a.jar_dir())
+    done = peerlab("run", str(ROOT / "scenarios" / "ci-smoke.yaml"), "--backend", "kubernetes", "--in-cluster",
+                   "--namespace", store.RUNS_NAMESPACE, "--set", "output.store=s3://peerlab/in-cluster-cli",
+                   timeout=900, env={**os.environ, **env, **s3, "PEERLAB_CACHE": str(cache)})
+    print(done.stderr[-2500:])
+    assert done.returncode == 0, done.stderr[-3000:]
+    job_lines = [line for line in done.stderr.splitlines() if line.startswith("  job | ")]
+    assert any("T0: running" in line for line in job_lines) and any("collected 8 event logs" in line
+                                                                     for line in job_lines), job_lines[-20:]
+    report = Path(done.stdout.strip().splitlines()[-1])
+    assert report.name == "report.html" and report.exists()
+    run_dir = report.parent.parent
+    assert run_dir.parent == cache / "s3" / "peerlab" / "in-cluster-cli"  # fetched from the store
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "completed" and manifest["backend"] == "kubernetes"
+    assert manifest["fidelity"]["verdict"] == "faithful", manifest["fidelity"]
+    assert [f["action"] for f in manifest["faults_executed"]] == ["kill", "restart", "partition", "heal"]
+    assert json.loads((run_dir / "analysis" / "metrics.json").read_text())
+    left = kubectl(env, "get", "jobs,pods,configmaps,serviceaccounts,roles,rolebindings", "-n", store.RUNS_NAMESPACE,
+                   "-l", "app.kubernetes.io/name=peerlab-experiment", "-o", "name")
+    assert left.stdout.strip() == ""
+    releases = subprocess.run([str(ROOT / ".tools" / "bin" / "helm"), "--kubeconfig", env["KUBECONFIG"], "list", "-n",
+                               store.RUNS_NAMESPACE, "-q"], capture_output=True, text=True, timeout=60).stdout.split()
+    assert not [r for r in releases if r.startswith("exp")], releases

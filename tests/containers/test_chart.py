@@ -134,27 +134,28 @@ def test_pods_hold_no_capability_and_meet_the_restricted_level():
     assert (("pods/proxy",), "get") in rules and (("pods",), "delete") not in rules
 
 
-def test_a_dilated_runs_tcp_floor_is_a_pod_sysctl(tmp_path):
-    """The kubernetes backend's values carry, for a dilated run, TCP's minimum RTO times k into every
-    pod's securityContext (a namespaced sysctl, per pod), valid against the API's schema; the
-    congestion control is the cluster node's (docs/shaping.md#tcp); no dilation: none."""
-    from orchestrator.shaping import tcp
+def test_no_pod_sets_a_sysctl_their_tcp_is_the_daemons_to_set(tmp_path):
+    """A pod sets no sysctl, dilated or not (the kubelet and Pod Security `restricted` refuse TCP's
+    minimum RTO, and a pod may not choose its congestion control): the kubernetes backend sends them
+    to the shaping daemon as one operation per pod (ops.Sysctls), the scenario's congestion control
+    and, dilated, the minimum RTO times k."""
+    from orchestrator.shaping import ops, tcp
     assert tcp.netns_sysctls("cubic", 4) == {"net.ipv4.tcp_congestion_control": "cubic",
                                              "net.ipv4.tcp_rto_min_us": "800000"}  # this kernel has both
-    sysctls = [{"name": k, "value": v} for k, v in tcp.netns_sysctls(tcp.HOST, 4).items()]
-    assert sysctls == [{"name": "net.ipv4.tcp_rto_min_us", "value": "800000"}]
-    values = tmp_path / "values.yaml"
-    values.write_text(yaml.safe_dump({"sysctls": sysctls}))
-    for docs, wanted in ((rendered("-f", str(values)), sysctls), (rendered(), None)):
-        sets = [d for d in docs if d["kind"] == "StatefulSet"]
-        assert sets
-        for sts in sets:
-            pod = sts["spec"]["template"]["spec"]
-            assert pod.get("securityContext", {}).get("sysctls") == wanted
-            kubernetes_validate.validate(sts, "1.35.0", strict=True)
     assert tcp.netns_sysctls("host", 1) == {}
     with pytest.raises(ValueError, match="network.tcp_congestion: 'vegas' is not available"):
         tcp.netns_sysctls("vegas", 1)
+    wired = ops.from_wire(ops.to_wire([ops.Sysctls(values=tcp.netns_sysctls("cubic", 4))]))
+    assert wired == [ops.Sysctls(values={"net.ipv4.tcp_congestion_control": "cubic", "net.ipv4.tcp_rto_min_us": "800000"})]
+    sets = [d for d in rendered() if d["kind"] == "StatefulSet"]
+    assert sets
+    for sts in sets:
+        assert "securityContext" not in sts["spec"]["template"]["spec"]
+        kubernetes_validate.validate(sts, "1.35.0", strict=True)
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"sysctls": [{"name": "net.ipv4.tcp_rto_min_us", "value": "800000"}]}))
+    refused = helm("template", "run", str(CHART), "-f", str(values))  # the schema has no such value any more
+    assert refused.returncode != 0 and "sysctls" in refused.stderr, refused.stderr
 
 
 def test_log_shipping_sidecar_only_when_enabled_and_complete():

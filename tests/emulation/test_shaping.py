@@ -1,8 +1,13 @@
 """The tc tree shaping builds, read back from the kernel; pure helpers."""
+import io
+import json
+import subprocess
+from pathlib import Path
+
 import pytest
 from pyroute2 import NetNS, netns
 
-from orchestrator.shaping import Bucket, NodeShape, ops
+from orchestrator.shaping import Bucket, NodeShape, agent, ops, tcp
 from orchestrator.shaping import tc as shaping
 from tests.support import links
 
@@ -136,3 +141,30 @@ def test_pod_layout_caps_download_on_an_ifb_and_cuts_there(veth_pair):
     _shaper(b, [ops.Heal("ifb0"), ops.Rate("ifb0", 30_000_000)])
     mbit = links.received_mbit(a, b, "10.9.0.2")
     assert 25.0 < mbit < 31.0, mbit
+
+
+@pytest.mark.emulation
+def test_a_namespaces_tcp_is_set_from_outside_by_the_agent_and_read_back(veth_pair):
+    """What a cluster node's shaping daemon does for a pod before its node starts: the agent, in its
+    own namespace, writes the scenario's congestion control and a dilated minimum RTO into another
+    namespace given by its file, reads them back, and leaves its own namespace as it was; a sysctl
+    the kernel lacks is refused by name, the rest of the batch not done."""
+    a, _ = veth_pair
+    own = {name: (Path("/proc/sys") / name.replace(".", "/")).read_text().strip()
+           for name in (tcp.CONGESTION_SYSCTL, tcp.RTO_MIN_SYSCTL)}
+    wanted = {tcp.CONGESTION_SYSCTL: "reno" if own[tcp.CONGESTION_SYSCTL] != "reno" else "cubic",
+              tcp.RTO_MIN_SYSCTL: "1600000"}
+    tcp.ensure_allowed(wanted[tcp.CONGESTION_SYSCTL])
+    path = f"/run/netns/{a}"
+    requests = [{"batch": [{"netns": path, "ops": ops.to_wire([ops.Sysctls(values=wanted), ops.Describe("eth0")])}]},
+                {"batch": [{"netns": path, "ops": ops.to_wire([ops.Sysctls(values={"net.ipv4.no_such_thing": "1"})])}]}]
+    out = io.StringIO()
+    agent.serve(io.StringIO("".join(json.dumps(r) + "\n" for r in requests)), out)
+    done, refused = (json.loads(line) for line in out.getvalue().splitlines())
+    assert done["done"][0][0] == {"op": "sysctls", "ifname": "lo", "values": wanted}
+    read = subprocess.run(["ip", "netns", "exec", a, "sysctl", "-n", tcp.CONGESTION_SYSCTL, tcp.RTO_MIN_SYSCTL],
+                          capture_output=True, text=True, check=True).stdout.split()
+    assert read == [wanted[tcp.CONGESTION_SYSCTL], "1600000"]
+    assert {name: (Path("/proc/sys") / name.replace(".", "/")).read_text().strip() for name in own} == own
+    assert refused == {"error": "RuntimeError: net.ipv4.no_such_thing: this machine's kernel has no such sysctl",
+                       "item": 0}

@@ -180,17 +180,47 @@ def test_pods_whose_image_the_cluster_cannot_get_are_named_with_how_to_give_it_t
         cluster.wait_pods("peerlab.run=000001", ["pl1-nodes-0"], timeout=0.5)
 
 
+def test_a_run_stopped_while_its_pods_start_stops_waiting_within_a_watch(cluster, monkeypatch):
+    """A SIGTERM while 100 pods are being made: the wait ends within one watch's few seconds (a watch
+    with nothing new blocks for its whole timeout, as the API server's does), not at its timeout."""
+    import threading
+    import time
+
+    from orchestrator.backends import kube_cluster
+    pending = SimpleNamespace(metadata=SimpleNamespace(name="pl1-nodes-0"),
+                              status=SimpleNamespace(phase="Pending", pod_ip=None, container_statuses=[],
+                                                     conditions=[]))
+
+    class QuietWatch:
+        def stream(self, fn, *args, timeout_seconds, **kwargs):
+            yield {"type": "ADDED", "object": pending}
+            time.sleep(timeout_seconds)
+
+        def stop(self):
+            pass
+    monkeypatch.setattr(kubernetes.watch, "Watch", QuietWatch)
+    stopping = threading.Event()
+    threading.Timer(0.5, stopping.set).start()
+
+    def check_stop():
+        if stopping.is_set():
+            raise InterruptedError("stopped by a signal")
+    started = time.monotonic()
+    with pytest.raises(InterruptedError):
+        cluster.wait_pods("peerlab.run=000001", ["pl1-nodes-0"], timeout=60, check_stop=check_stop)
+    assert time.monotonic() - started < kube_cluster.WATCH_S + 1.5
+
+
 def test_a_pod_that_failed_is_named_at_once_with_why(cluster, monkeypatch):
-    """A pod the kubelet refused (a dilated run's sysctl where the kubelet does not allow it) never
-    runs: the wait ends at its first sight, not after its timeout, naming the reason and the fix."""
+    """A pod the kubelet refused or ended (here: no room on its node) never runs: the wait ends at its
+    first sight, not after its timeout, naming the reason and the kubelet's message."""
     failed = SimpleNamespace(metadata=SimpleNamespace(name="pl1-nodes-0"),
                              status=SimpleNamespace(phase="Failed", pod_ip=None, container_statuses=[], conditions=[],
-                                                    reason="SysctlForbidden",
-                                                    message="Pod forbidden sysctl: \"net.ipv4.tcp_rto_min_us\" not allowlisted"))
+                                                    reason="OutOfcpu",
+                                                    message="Pod Node didn't have enough resource: cpu"))
     monkeypatch.setattr(kubernetes.watch, "Watch", watch_of(failed))
     started = __import__("time").monotonic()
-    with pytest.raises(RuntimeError, match=r"pod pl1-nodes-0 failed: SysctlForbidden: .*tcp_rto_min_us.*"
-                                           r"--allowed-unsafe-sysctls net.ipv4.tcp_rto_min_us"):
+    with pytest.raises(RuntimeError, match=r"pod pl1-nodes-0 failed: OutOfcpu: Pod Node didn't have enough resource"):
         cluster.wait_pods("peerlab.run=000001", ["pl1-nodes-0"], timeout=30)
     assert __import__("time").monotonic() - started < 5
 
@@ -209,24 +239,16 @@ class NamespaceApi:
         self.created.append(body)
 
 
-def test_the_namespace_is_created_restricted_unless_a_sysctl_needs_more_or_refused_by_name(cluster):
-    """The pods hold no capability: `restricted`; a dilated run's sysctl needs `privileged`, and a
-    namespace enforcing less is refused before anything is installed."""
+def test_the_namespace_is_created_restricted_and_one_that_exists_is_kept(cluster):
+    """The pods hold no capability and set no sysctl (their daemon sets their TCP, dilated or not):
+    a namespace peerlab makes is `restricted`; one that exists is used as it is."""
     cluster.core = NamespaceApi()
     cluster.ensure_namespace()
     (made,) = cluster.core.created
     assert made.metadata.name == "peerlab-test"
     assert made.metadata.labels["pod-security.kubernetes.io/enforce"] == "restricted"
     assert cluster.core.kwargs[0]["_request_timeout"]
-    cluster.core = NamespaceApi()
-    cluster.ensure_namespace(sysctls=True)
-    assert cluster.core.created[0].metadata.labels["pod-security.kubernetes.io/enforce"] == "privileged"
     cluster.core = NamespaceApi({"pod-security.kubernetes.io/enforce": "restricted"})
-    cluster.ensure_namespace()
-    assert cluster.core.created == []
-    with pytest.raises(RuntimeError, match=r"enforces Pod Security level 'restricted'.*sysctl.*--namespace.*enforce=privileged"):
-        cluster.ensure_namespace(sysctls=True)
-    cluster.core = NamespaceApi({"pod-security.kubernetes.io/enforce": "privileged"})
     cluster.ensure_namespace()
     assert cluster.core.created == []
     cluster.core = NamespaceApi(status=403)  # may not read namespaces: left to helm
