@@ -31,7 +31,7 @@ CONTRACT_VERSION = 1
 # the events a node must write (every one it writes must be valid against node/events.schema.json)
 REQUIRED_EVENTS = ("start", "ready", "t0", "connect", "disconnect", "join", "publish_message",
                    "deliver_message", "duplicate_message", "stop")
-OPTIONAL_EVENTS = ("behaviour", "send_rpc", "recv_rpc", "graft", "prune", "resources")
+OPTIONAL_EVENTS = ("behaviour", "send_rpc", "recv_rpc", "graft", "prune", "resources", "publish_refused")
 
 
 class Address(BaseModel):

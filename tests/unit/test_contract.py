@@ -70,6 +70,10 @@ def test_a_conforming_log_passes_and_each_kind_of_mistake_is_named():
                                         "seq": 1}))
     assert any("size" in p and "integer" in p for p in problems)
     assert any("unknown event type 'hello'" in p for p in contract.check_log(_log({"type": "hello"})))
+    # every optional event docs/node-contract.md lists is one: a refused publish (a restarted rust-libp2p
+    # node that publishes before its peers know its subscription) is not a mistake
+    assert contract.check_log(_log({"type": "publish_refused", "topic": "t0", "msg_id": "n1-1",
+                                    "reason": "NoPeersSubscribedToTopic"})) == []
     assert "no 'ready' event" in contract.check_log([line for line in _log() if '"ready"' not in line])
 
 
