@@ -73,12 +73,15 @@ class DockerPods:
             pid_mode="host", network_mode="none", labels=labels, name=f"{release}-shaper", detach=True)
 
     def wait_pods(self, selector: str, names: list[str], timeout: float,
-                  say: Callable[[str], None] = lambda _: None) -> dict[str, str]:
+                  say: Callable[[str], None] = lambda _: None,
+                  check_stop: Callable[[], None] = lambda: None) -> dict[str, str]:
+        """As the real one: the pods' IPs once each runs, `check_stop` called while waiting."""
         assert set(names) == set(self.pods), (sorted(names), sorted(self.pods))
         deadline = time.monotonic() + timeout
         ips: dict[str, str] = {}
         for name, containers in self.pods.items():
             while True:
+                check_stop()
                 for container in containers.values():
                     container.reload()
                 if all(c.status == "running" for c in containers.values()):
