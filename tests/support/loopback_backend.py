@@ -5,6 +5,7 @@ applied (trees at deploy, cuts and heals, rate changes), and latency falls to th
 (transport mode, which its tests ask for), as on a kernel without sch_netem."""
 from __future__ import annotations
 
+import random
 import socket
 import subprocess
 import sys
@@ -18,13 +19,12 @@ from orchestrator.control.node_client import ControlClient
 
 
 def _free_port_block(count: int) -> int:
-    """A first port with `count` free ports after it (checked by binding each once)."""
+    """A first port with `count` free ports after it (checked by binding each once), below the kernel's
+    ephemeral range: a node restarted after a kill binds its port again, and a port of that range may
+    meanwhile be any connection's source port on this machine (EADDRINUSE)."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base + count >= 65535:
-            continue
+        base = random.randrange(10_000, low - count)
         try:
             for port in range(base, base + count):
                 with socket.socket() as s:
