@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import subprocess
 import time
 from pathlib import Path
 from typing import Callable
@@ -22,7 +23,6 @@ from orchestrator.backends import kube_cluster
 from orchestrator.paths import ROOT
 
 CHART = ROOT / "charts" / "peerlab"
-LABEL = "app.kubernetes.io/instance"
 POLL_S = 1.0
 
 
@@ -48,11 +48,15 @@ class Experiment:
                                  "shaperNamespace": self.cluster.shaper_namespace}}
         values_file.write_text(json.dumps(values))
         self.cluster.ensure_namespace()
-        done = self.cluster._helm("install", self.release, str(CHART), "--set-file", f"scenario={self.scenario}",
+        done = self._helm("install", self.release, str(CHART), "--set-file", f"scenario={self.scenario}",
                                   "-f", str(values_file), timeout=120)
         if done.returncode != 0:
             raise ExperimentError(f"helm install {self.release}: {done.stderr.strip()}")
         self.installed = True
+
+    def _helm(self, *args: str, timeout: float) -> subprocess.CompletedProcess:
+        return kube_cluster.helm(*args, namespace=self.cluster.namespace, context=self.cluster.context,
+                                 timeout=timeout)
 
     def _pod(self) -> tuple[str, str, str]:
         """The Job's pod: (name, phase, why it waits); ("", "Gone", "") before it exists or after."""
@@ -122,7 +126,7 @@ class Experiment:
         deadline = time.monotonic() + timeout
         while self._pod()[1] != "Gone" and time.monotonic() < deadline:
             time.sleep(POLL_S)
-        done = self.cluster._helm("uninstall", self.release, "--wait", "--ignore-not-found", "--timeout", "120s",
+        done = self._helm("uninstall", self.release, "--wait", "--ignore-not-found", "--timeout", "120s",
                                   timeout=150)
         if done.returncode != 0:
             raise ExperimentError(f"helm uninstall {self.release}: {done.stderr.strip()}")

@@ -146,7 +146,7 @@ class LocalBackend(Backend):
                 name = self.node_netns(node.id)
                 with tcp.own_socket_tables():
                     netns.create(name)
-                tcp.apply_in_netns(name, sysctls)
+                tcp.write_in_netns(f"{netns.NETNS_RUN_DIR}/{name}", sysctls)
                 port = f"v{node.index}"
                 sw.link("add", ifname=port, kind="veth",
                         peer={"ifname": "eth0", "net_ns_fd": name, "address": self.mac(node.id)})

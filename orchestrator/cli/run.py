@@ -18,6 +18,7 @@ from orchestrator.cli.common import (
     summary,
     upload,
 )
+from orchestrator.cli.run_in_cluster import LOCAL_STORE_SECRET
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -52,7 +53,7 @@ def add(sub: argparse._SubParsersAction) -> None:
                           "fetches the stored run and reports it here, and uninstalls it. Needs the orchestrator's "
                           "image in the cluster (peerlab image build --orchestrator; cluster up loads it) and an "
                           "s3:// output.store the cluster reaches (default on the local cluster: its bundled store)")
-    k8s.add_argument("--store-secret", default="peerlab-store", metavar="NAME",
+    k8s.add_argument("--store-secret", default=LOCAL_STORE_SECRET, metavar="NAME",
                      help="with --in-cluster: the Secret in the run's namespace holding the store client's AWS_* "
                           "settings for the Job (default peerlab-store, which cluster up makes)")
     p.add_argument("--seed", type=int, help="override the scenario's seed (same seed => same plan)")

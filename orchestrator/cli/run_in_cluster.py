@@ -20,6 +20,7 @@ from orchestrator.cli.common import UsageError, err, said
 
 RUN_ID = re.compile(r"\d{8}-\d{6}-[\w.-]+-[0-9a-f]{6}$")
 LOCAL_STORE = "s3://peerlab/runs"  # the local cluster's bundled store (peerlab cluster up)
+LOCAL_STORE_SECRET = "peerlab-store"  # its client settings for pods (orchestrator/cluster/store.py CLIENT_SECRET)
 TIMEOUT_S = 3600  # the chart's experiment.activeDeadlineSeconds
 
 
@@ -75,7 +76,7 @@ def run_in_cluster(args: argparse.Namespace, combos: list[Any]) -> int:
         if e.status != 404:
             raise
         has_secret = False
-    store = _store(combos[0].scenario, has_secret and secret == "peerlab-store")
+    store = _store(combos[0].scenario, has_secret and secret == LOCAL_STORE_SECRET)
     if not has_secret:
         raise UsageError(f"--store-secret {secret}: no such Secret in namespace {cluster.namespace} (the store "
                          "client's AWS_* settings for the Job's orchestrator)")

@@ -23,7 +23,6 @@ import contextlib
 import errno
 import fcntl
 import os
-import subprocess
 import tempfile
 import threading
 from pathlib import Path
@@ -122,8 +121,11 @@ def write_in_netns(netns: str | None, sysctls: dict[str, str]) -> dict[str, str]
     None: this process's) through /proc/sys, from a thread that enters it (a namespace is a thread's,
     and /proc/sys/net shows the reader's); each as read back. What a cluster node's shaping daemon
     does in a pod's namespace before its node starts: no pod sysctl, so nothing for the kubelet or
-    Pod Security to refuse. Raises RuntimeError naming the sysctl and the fix."""
+    Pod Security to refuse; the local backend does the same in each namespace it makes. Raises
+    RuntimeError naming the sysctl and the fix."""
     done: dict[str, str] = {}
+    if not sysctls:
+        return done
     failed: list[BaseException] = []
 
     def enter_and_write() -> None:
@@ -162,14 +164,3 @@ def _refused(name: str, value: str, err: OSError) -> str:
                 f"`sysctl -w net.ipv4.tcp_allowed_congestion_control=\"$(cat {ALLOWED_PATH}) {value}\"`, "
                 "or set network.tcp_congestion: host")
     return f"{name}={value} refused: {err.strerror}"
-
-
-def apply_in_netns(netns: str, sysctls: dict[str, str]) -> None:
-    """Write `sysctls` in the named network namespace (`ip netns exec NAME sysctl -w`)."""
-    if not sysctls:
-        return
-    done = subprocess.run(["ip", "netns", "exec", netns, "sysctl", "-q", "-w", *(f"{k}={v}" for k, v in sysctls.items())],
-                          capture_output=True, text=True)
-    if done.returncode:
-        raise RuntimeError(f"could not set {', '.join(f'{k}={v}' for k, v in sysctls.items())} in namespace {netns}: "
-                           f"{done.stderr.strip()} (network.tcp_congestion: host keeps the machine's TCP)")
