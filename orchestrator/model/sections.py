@@ -136,8 +136,8 @@ class Network(Strict):
         "cubic", description="the TCP congestion control of every node's network namespace (docs/shaping.md#tcp): "
                              "cubic (Linux's default, and what the simulator models: slow start from 10 segments, "
                              "the window restarting after an idle RTO), reno, bbr (if the kernel has it), or host "
-                             "(whatever the machine's default is; machines differ: this one's is bbr). Local and "
-                             "docker backends; kubernetes pods keep the cluster node's")
+                             "(whatever the machine's default is; machines differ: this one's is bbr). Every backend: "
+                             "on kubernetes the shaping daemon sets it in each pod")
 
 
 NODE_ACTIONS = ("kill", "stop", "restart", "join", "degrade", "restore")
