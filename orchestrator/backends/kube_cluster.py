@@ -283,17 +283,12 @@ class KubeCluster:
     def shaper_exec(self, node: str, argv: list[str], timeout: float = 60) -> ExecResult:
         return self.exec(self._shaper(node), SHAPER_CONTAINER, argv, timeout=timeout, namespace=self.shaper_namespace)
 
-    def pod_netns(self, pods_by_node: dict[str, list[str]]) -> dict[str, str]:
-        """Each pod's network namespace file, as its node's daemon sees it (through the CRI)."""
-        def find(node: str) -> dict[str, str]:
-            done = self.shaper_exec(node, ["python3", "-m", "orchestrator.shaping.cri", "--namespace", self.namespace,
-                                           *pods_by_node[node]])
-            if done.code != 0:
-                raise RuntimeError(f"the shaping daemon on {node} could not find the pods' namespaces: "
-                                   f"{(done.stderr or done.stdout).strip()[-500:]}")
-            return json.loads(done.stdout)
+    def pod_netns(self, pods_by_node: dict[str, list[str]], agents: dict[str, Any]) -> dict[str, str]:
+        """Each pod's network namespace file, as its node's daemon sees it: asked of that daemon's open
+        shaper agent (agents: cluster node -> agent.ShaperAgent), which looks through the CRI."""
         found: dict[str, str] = {}
-        for some in side_by_side(find, list(pods_by_node)):  # the nodes' daemons each at once
+        for some in side_by_side(lambda node: agents[node].pods_netns(self.namespace, pods_by_node[node]),
+                                 list(pods_by_node)):  # the nodes' daemons each at once
             found.update(some)
         return found
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -171,30 +172,58 @@ class KubernetesBackend(Backend):
     # the network: install the release, learn the pods -----------------------------------------
     def create_network(self) -> None:
         n = len(self.pods)
-        self.cluster.install(self.release, self.values(), self.ctx.scratch / "values.yaml")
-        self.installed = True
-        ips_by_pod = self.cluster.wait_pods(f"peerlab.run={self.ctx.short}", list(self.pods.values()),
-                                            timeout=120 + 0.5 * n,
-                                            say=lambda m: print(m, file=sys.stderr, flush=True),
-                                            check_stop=self.check_stop)
-        placement = self.cluster.pod_placement(f"peerlab.run={self.ctx.short}")
-        for node_id, pod in self.pods.items():
-            self.ips[node_id] = ips_by_pod[pod]
-            self.cluster_nodes[node_id], self.uids[node_id] = placement.get(pod, ("", None))
-        self.each(lambda node_id: self._supervisor(node_id, "GET", "/status", retries=20), self.pods)  # APIs up
-        machines = sorted({self.cluster_nodes[n] for n in self.pods})
-        by_machine = {m: [self.pods[n] for n in self.pods if self.cluster_nodes[n] == m] for m in machines}
-        self.netns = self.cluster.pod_netns(by_machine)
+        began = time.monotonic()
+
         def open_agent(machine: str) -> agent.ShaperAgent:
             opened = agent.ShaperAgent(self.cluster.shaper_lines(machine), f"the shaping daemon on {machine}")
             self.agents[machine] = opened  # teardown closes it, even if the check fails
             opened.check_version()
             return opened
-        self.each(open_agent, machines)  # one exec stream per cluster node, opened side by side
+
+        # the daemons' agents opened while the cluster makes the pods: once 30 pods start their nodes'
+        # standbys the machine is busy, and an agent's start (an exec, a Python) took seconds there
+        # instead of a fraction of one (no more daemons than pods: on a large cluster, as pods land)
+        def open_ahead() -> None:
+            daemons = sorted(self.cluster.shapers())
+            self.each(open_agent, daemons if len(daemons) <= n else [])
+
+        with ThreadPoolExecutor(max_workers=1) as opening:
+            opened = opening.submit(open_ahead)
+            self.cluster.install(self.release, self.values(), self.ctx.scratch / "values.yaml")
+            self.installed = True
+            ips_by_pod = self.cluster.wait_pods(f"peerlab.run={self.ctx.short}", list(self.pods.values()),
+                                                timeout=120 + 0.5 * n,
+                                                say=self._say,
+                                                check_stop=self.check_stop)
+            opened.result()
+        placement = self.cluster.pod_placement(f"peerlab.run={self.ctx.short}")
+        for node_id, pod in self.pods.items():
+            self.ips[node_id] = ips_by_pod[pod]
+            self.cluster_nodes[node_id], self.uids[node_id] = placement.get(pod, ("", None))
+        machines = sorted({self.cluster_nodes[n] for n in self.pods})
+        self._say(f"  {n} pods running on {len(machines)} cluster nodes in {time.monotonic() - began:.1f}s")
+        for idle in set(self.agents) - set(machines):  # no pod of this run there
+            self.agents.pop(idle).close()
+        by_machine = {m: [self.pods[n] for n in self.pods if self.cluster_nodes[n] == m] for m in machines}
+
+        def find_netns() -> None:
+            self.each(open_agent, [m for m in machines if m not in self.agents])
+            self.netns = self.cluster.pod_netns(by_machine, self.agents)
+
+        # side by side: every supervisor's API up; each pod's network namespace, found by its daemon
+        # through the CRI (one request per cluster node)
+        self.each(lambda job: job(), [
+            lambda: self.each(lambda node_id: self._supervisor(node_id, "GET", "/status", retries=20), self.pods),
+            find_netns])
         # the pod's TCP (the scenario's congestion control, a dilated run's minimum RTO) set by its daemon
         # before its node opens a socket: no pod sysctl for a kubelet or Pod Security to refuse
         sysctls = ops.Sysctls(values=tcp.netns_sysctls(self.ctx.plan.tcp_congestion, self.ctx.plan.dilation))
         self.shape_all({pod: [sysctls, ops.RedirectIngress("eth0", IFB)] for pod in self.pods.values()})
+        self._say(f"  their supervisors answering, namespaces found and TCP set in {time.monotonic() - began:.1f}s")
+
+    @staticmethod
+    def _say(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
 
     def _machine(self, pod: str) -> str:
         return self.cluster_nodes[self.node_of_pod[pod]]

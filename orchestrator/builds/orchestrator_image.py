@@ -31,6 +31,7 @@ COPY requirements.txt /tmp/requirements.txt
 RUN /opt/peerlab/bin/pip install --no-cache-dir --disable-pip-version-check -q -r /tmp/requirements.txt \\
  && rm /tmp/requirements.txt
 COPY app /opt/peerlab/app
+RUN python3 -m compileall -q /opt/peerlab/app >/dev/null
 ENV HOME=/tmp PEERLAB_CACHE=/tmp/peerlab-cache {images}
 USER 10001:10001
 ENTRYPOINT ["python3", "-m", "orchestrator.cli"]

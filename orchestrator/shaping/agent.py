@@ -9,6 +9,8 @@ cluster node in its shaping daemon's pod (charts/peerlab-shaper: `python -m orch
     {"batch": [{"ops": ..., "netns": ...}, ...]}   several namespaces' operations, in order: one round
                                      trip for a cluster node's pods (a partition)    -> {"done": [[...], ...]}
     {"version": true}                the hash of its shaping code (`code_version`)   -> {"version": "..."}
+    {"pods_netns": {"namespace": NS, "pods": [...]}}   those pods' network namespace files, found
+                                     through this node's CRI (cri.py)  -> {"netns": {"POD": PATH, ...}}
     {"delayline_start": {"seed": 7}} start this node's one delay line (delayline.py), attached later
                                      to each pod's namespace by its own requests     -> {"ok": "started"}
     {"delayline": {"op": ...}}       a request for that delay line -> its answer, as it gave it
@@ -35,7 +37,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from orchestrator.shaping import ops, realtime
+from orchestrator.shaping import cri, ops, realtime
 from orchestrator.shaping.delayline import DelayLineProcess
 from orchestrator.shaping.lines import Lines
 
@@ -115,6 +117,9 @@ def serve(stdin: Any = None, stdout: Any = None, idle_s: float = IDLE_S) -> int:
                                 break
                     elif "version" in request:
                         answer = {"version": code_version()}
+                    elif "pods_netns" in request:
+                        asked = request["pods_netns"]
+                        answer = {"netns": cri.netns_of(str(asked["namespace"]), [str(p) for p in asked["pods"]])}
                     elif "delayline_start" in request:
                         delayline = _start_delayline(delayline, int(request["delayline_start"]["seed"]))
                         answer = {"ok": "started"}
@@ -175,6 +180,14 @@ class ShaperAgent:
             raise RuntimeError(f"the shaper agent in {self.where} runs other shaping code ({theirs}) than this "
                                f"peerlab ({code_version()}): update the shaping daemon (peerlab cluster up does; "
                                "docs/backends.md#the-shaping-daemon)")
+
+    def pods_netns(self, namespace: str, pods: list[str]) -> dict[str, str]:
+        """The pods' network namespace files on this agent's cluster node (through its CRI)."""
+        answer = self.request({"pods_netns": {"namespace": namespace, "pods": pods}})
+        if "error" in answer:
+            raise RuntimeError(f"the shaping daemon in {self.where} could not find the pods' namespaces: "
+                               f"{answer['error']}")
+        return answer["netns"]
 
     def apply(self, todo: list[ops.Op], netns: str | None = None, what: str = "") -> list[dict[str, Any]]:
         """The operations in the namespace at `netns` (as the agent sees it; `what` names it)."""

@@ -114,7 +114,10 @@ class DockerPods:
         done = subprocess.run(["docker", "exec", self.shaper.id, *argv], capture_output=True, text=True, timeout=timeout)
         return ExecResult(done.returncode, done.stdout, done.stderr)
 
-    def pod_netns(self, pods_by_node: dict[str, list[str]]) -> dict[str, str]:
+    def pod_netns(self, pods_by_node: dict[str, list[str]], agents: dict[str, Any]) -> dict[str, str]:
+        """No CRI here: the pod's node container's process, as the shaper container (pid namespace of the
+        host) sees it."""
+        assert set(pods_by_node) <= set(agents), "a pod's cluster node has no open agent"
         found = {}
         for pods in pods_by_node.values():
             for pod in pods:
