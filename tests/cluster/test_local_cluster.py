@@ -16,6 +16,7 @@ import signal
 import ssl
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -105,11 +106,28 @@ def run_on_cluster(env: dict[str, str], scenario: Path, tmp_path: Path, *extra: 
     text = scenario.read_text().replace("file://./runs", f"file://{tmp_path}/runs")
     copy = tmp_path / scenario.name
     copy.write_text(text)
+    keys_before = key_files()
     done = peerlab("run", str(copy), "--backend", "kubernetes", "--no-report", *extra, timeout=1200,
                    env={**os.environ, **env})
     print(done.stderr[-2500:])
     assert done.returncode == 0, done.stderr[-3000:]
+    # the run's processes (its probes' bridges through the exec API among them, which end by a kill)
+    # leave none of the kubeconfig's keys behind in the temporary directory
+    assert key_files() - keys_before == set()
     return Path(done.stdout.strip().splitlines()[-1])
+
+
+def key_files() -> set[Path]:
+    """Files of the temporary directory that hold a private key (the kube client library writes the
+    kubeconfig's certificates and key there for its TLS)."""
+    found = set()
+    for path in Path(tempfile.gettempdir()).glob("tmp*"):
+        try:
+            if path.is_file() and b"PRIVATE KEY" in path.read_bytes()[:100]:
+                found.add(path)
+        except OSError:
+            continue
+    return found
 
 
 def test_the_cluster_is_a_real_three_node_cluster(cluster):
