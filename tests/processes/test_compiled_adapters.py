@@ -104,6 +104,7 @@ def test_in_the_interop_mode_a_host_name_off_the_contract_or_a_field_go_has_not_
     assert proc.returncode == 2 and "no field Degree" in err, err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", interop_adapters())
 def test_in_the_interop_mode_the_node_names_its_peer_id_runs_the_script_and_stops_on_sigterm(name, tmp_path):
     require_adapters(name)

@@ -93,6 +93,7 @@ def test_a_cluster_that_cannot_be_asked_is_left_to_the_backend(tmp_path, monkeyp
     assert record["checked"] is False and "could not be asked" in record["why"]
 
 
+@pytest.mark.slow
 def test_peerlab_run_refuses_before_creating_anything(api):
     result = peerlab("run", "scenarios/quickstart.yaml", "--backend", "kubernetes", "--namespace", "lab",
                      "--set", "nodes.count=100", env={"KUBECONFIG": str(api), "PATH": "/usr/bin:/bin"})

@@ -52,6 +52,7 @@ def test_a_tree_counts_its_descendants_once_and_sees_what_they_hold():
         holder.wait()
 
 
+@pytest.mark.slow
 def test_the_peak_stays_after_the_processes_go():
     watch = MemoryWatch()
     watch.start()

@@ -23,6 +23,7 @@ class HostBackend:
         return "127.0.0.1"
 
 
+@pytest.mark.slow
 def test_a_probe_answers_and_one_timed_out_or_cancelled_is_killed_without_a_logged_traceback(monkeypatch):
     monkeypatch.setattr(netprobe, "PORT", 47999)
     logged: list[dict] = []

@@ -40,6 +40,7 @@ class StoredBeforeTeardown(LoopbackBackend):
         super().teardown()
 
 
+@pytest.mark.slow
 def test_a_run_with_faults_on_real_processes_needs_no_root(tmp_path, monkeypatch):
     monkeypatch.setattr(host_state, "STATE_DIR", tmp_path / "state")  # /run/peerlab is root's
     scenario = parse_scenario(SCENARIO + f"output: {{store: 'file://{tmp_path}/runs'}}\n")
@@ -124,6 +125,7 @@ def test_a_partition_keeps_its_time_while_a_restart_is_slow(tmp_path, monkeypatc
     assert cut["t_ns"] < restart["t_ns"] and heal["t_ns"] < restart["t_ns"]
 
 
+@pytest.mark.slow
 def test_admission_stops_a_run_that_does_not_fit_unless_forced(tmp_path, monkeypatch):
     """On a machine too small for it (memory for 3 of its 6 nodes), the runner refuses before planning
     and no run directory appears; with force it runs, and the manifest records the estimate and the force."""

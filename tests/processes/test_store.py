@@ -27,6 +27,7 @@ def test_store_urls():
     assert "s3://BUCKET/PREFIX" in str(err.value)
 
 
+@pytest.mark.slow
 def test_s3_store_uploads_and_fetches_a_run(s3_endpoint, tmp_path: Path, monkeypatch):
     store = open_store("s3://peerlab/team/runs")
     assert isinstance(store, S3Store) and store.url == "s3://peerlab/team/runs"
@@ -54,12 +55,14 @@ def test_s3_store_uploads_and_fetches_a_run(s3_endpoint, tmp_path: Path, monkeyp
         again.fetch("r2")
 
 
+@pytest.mark.slow
 def test_report_of_a_missing_s3_run_says_so(s3_endpoint):
     result = peerlab("report", "s3://peerlab/runs/nope", timeout=60)
     assert result.returncode == 2
     assert "no such run" in result.stderr
 
 
+@pytest.mark.slow
 def test_a_damaged_object_is_refused_on_read(s3_endpoint, tmp_path: Path, monkeypatch):
     store = open_store("s3://peerlab/damaged")
     log = tmp_path / "n0.jsonl"
@@ -78,6 +81,7 @@ def test_a_damaged_object_is_refused_on_read(s3_endpoint, tmp_path: Path, monkey
     assert "events/n0.jsonl.gz does not match its checksum in the manifest" in copy.stderr
 
 
+@pytest.mark.slow
 def test_a_large_log_goes_up_in_parts(s3_endpoint, tmp_path: Path):
     store = open_store("s3://peerlab/large")
     log = tmp_path / "n0.jsonl"
@@ -89,6 +93,7 @@ def test_a_large_log_goes_up_in_parts(s3_endpoint, tmp_path: Path):
     assert head["ContentLength"] == (store.run_dir("r1") / "events" / "n0.jsonl.gz").stat().st_size
 
 
+@pytest.mark.slow
 def test_wrong_credentials_are_refused_in_one_line_before_the_run(s3_endpoint, tmp_path: Path):
     env = {**os.environ, "AWS_SECRET_ACCESS_KEY": "not-the-secret", "PEERLAB_CACHE": str(tmp_path)}
     result = peerlab("run", "scenarios/quickstart.yaml", "--backend", "sim", "--set", "output.store=s3://peerlab/runs",

@@ -43,6 +43,7 @@ def _sim_run(tmp_path: Path, name: str, hashseed: str) -> Path:
     return Path(result.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_a_simulated_run_is_stored_like_an_emulated_one_and_repeats_bit_for_bit(tmp_path: Path):
     first = _sim_run(tmp_path, "a", "1")
     second = _sim_run(tmp_path, "b", "2")   # another process, another string-hash order
@@ -152,6 +153,7 @@ def test_timed_subscriptions_are_made_during_the_run_and_expected_only_from_then
     assert metrics["protocol"]["subscription_latency_ms"]["subscriptions"] == 14
 
 
+@pytest.mark.slow
 def test_same_seed_same_events_in_any_process(tmp_path):
     """Bit-for-bit across processes: nothing may depend on the order a set of strings iterates in
     (PYTHONHASHSEED differs between processes). GossipSub under churn prunes oversubscribed meshes."""

@@ -190,6 +190,7 @@ def _cli_run(count: int, *options: str):
     return done, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
 
+@pytest.mark.slow
 def test_the_cli_refuses_before_planning_and_creates_nothing_and_force_lets_it_through():
     """`peerlab run` of 5000 local nodes (or more, on a machine they fit): refused (exit 3) with the
     figures, without planning (which takes about 33 s of CPU for 5000 nodes) and without a run directory;

@@ -41,6 +41,7 @@ def test_graft_spam_is_penalised():
     assert seen[("penalty", "graft in backoff")] > 0
 
 
+@pytest.mark.slow
 def test_ihave_spam_breaks_promises_and_is_penalised():
     _, seen, _ = attacked("ihave-spam", ", ids: 50")
     assert seen[("penalty", "broken promise")] > 0
@@ -69,6 +70,7 @@ def test_idontwant_liar_makes_peers_skip_it():
     assert lies > 0 and dropped > 0  # it disowns what it hears of, and relays nothing
 
 
+@pytest.mark.slow
 def test_publish_flood_is_relayed_but_left_out_of_the_workload():
     sim, seen, honest = attacked("publish-flood", ", rate: 20/s, size: 512")
     flooders = {n for n in sim.net.nodes if n not in honest}

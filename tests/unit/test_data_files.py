@@ -54,6 +54,7 @@ def test_relative_paths_start_at_the_scenario_file_whatever_the_working_director
     assert json.loads(done.stdout)["latency_ms"][1][2] == 3.0  # the scenario's matrix, not the cwd's
 
 
+@pytest.mark.slow
 def test_a_file_outside_the_scenario_directory_is_refused_unless_its_root_is_allowed(layout):
     secret = layout["outside"] / "secret.csv"
     refused(run(layout, str(secret)), str(secret), "outside the scenario's directory", "--data-root")
@@ -72,6 +73,7 @@ def test_etc_shadow_directly_or_through_a_symlink_is_refused_without_a_byte_of_i
         assert "root:" not in out
 
 
+@pytest.mark.slow
 def test_a_fifo_a_device_and_a_1gb_file_are_refused_promptly(layout):
     os.mkfifo(layout["dir"] / "pipe.csv")
     refused(run(layout, "pipe.csv"), "pipe.csv is not a regular file")  # and nothing blocked on the FIFO
@@ -125,6 +127,7 @@ def test_a_file_store_in_a_system_directory_is_refused(tmp_path, store):
     assert not Path("/etc/peerlab-runs").exists()
 
 
+@pytest.mark.slow
 def test_a_matrix_or_params_json_nested_too_deep_is_refused_in_one_line(tmp_path):
     """Found by the scenario fuzz (`peerlab fuzz --decoder scenario`, 2026-11-28): JSON arrays nested
     100,000 deep made Python's decoder raise RecursionError, a traceback from `peerlab plan`."""

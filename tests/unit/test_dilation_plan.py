@@ -113,6 +113,7 @@ def test_a_factor_out_of_range_is_a_scenario_error(k):
         parse_scenario("name: x\nnodes: {count: 2}\n", overrides=[f"dilation={k}"])
 
 
+@pytest.mark.slow
 def test_peerlab_run_dilate_sets_the_field_and_refuses_before_anything_runs():
     from tests.support.cli import peerlab
     refused = peerlab("run", "scenarios/gossipsub-mixed.yaml", "--dilate", "2", timeout=60)

@@ -2,6 +2,8 @@
 under the table, in the HTML, and on the console."""
 from pathlib import Path
 
+import pytest
+
 from analysis.compare import load_rows, render_html, render_table
 from tests.support.cli import peerlab
 from tests.support.fidelity import section
@@ -16,6 +18,7 @@ def fake_run(root: Path, name: str, fidelity: dict | None) -> Path:
     return compared_run(root, name, METRICS, **({"fidelity": fidelity} if fidelity else {}))
 
 
+@pytest.mark.slow
 def test_an_unfaithful_run_is_flagged(tmp_path):
     runs = [fake_run(tmp_path, "good", section(3.0)), fake_run(tmp_path, "bad", section(40.0)),
             fake_run(tmp_path, "old", None)]

@@ -39,6 +39,7 @@ def test_topic_names_that_are_not_utf8_are_refused():
         wire.decode_rpc(raw)
 
 
+@pytest.mark.slow
 def test_cli_prints_one_line_per_decoder_and_exits_0():
     out = subprocess.run([sys.executable, "-m", "orchestrator.cli", "fuzz", "--frames", "300", "--decoder", "frame",
                           "--decoder", "core:gossipsub", "--engine", "hypothesis"],

@@ -26,6 +26,7 @@ def refused(done, *says: str) -> str:
     return out
 
 
+@pytest.mark.slow
 def test_a_fifo_or_a_device_as_the_scenario_is_refused_without_blocking(tmp_path):
     os.mkfifo(tmp_path / "s.yaml")  # before: `validate` blocked on it forever; the timeout ends a regression
     refused(peerlab("validate", str(tmp_path / "s.yaml"), timeout=60), "(file)", "not a regular file")
@@ -46,6 +47,7 @@ def test_a_fifo_or_a_device_as_the_scenario_is_refused_without_blocking(tmp_path
     ("s3", QUICKSTART.replace("file://./runs", f"s3://AKIA:{CANARY}@bucket/runs"), "AWS_SECRET_ACCESS_KEY"),
     ("churn", QUICKSTART + "churn: {fraction: 0.5, session: {mean: 1ns}}\n", "churn.session.mean"),
 ])
+@pytest.mark.slow
 def test_hostile_scenarios_are_refused_in_a_few_printable_lines(tmp_path, name, text, says):
     (tmp_path / "s.yaml").write_text(text)
     out = refused(peerlab("validate", str(tmp_path / "s.yaml"), timeout=60), says)
@@ -59,6 +61,7 @@ def test_a_matrix_of_100_x_10_x_100_on_the_command_line_is_refused_before_it_is_
     refused(done, "100 x 10 x 100 values give 100,000 combinations; at most 100")
 
 
+@pytest.mark.slow
 def test_plan_refuses_nan_in_a_latency_matrix_and_a_churn_of_nanoseconds(tmp_path):
     (tmp_path / "m.json").write_text("[[0, NaN, 1], [Infinity, 0, 1], [1, 1, 0]]")
     (tmp_path / "s.yaml").write_text("name: m\nnodes: {count: 3}\nnetwork: {latency: {model: matrix, path: m.json}}\n")
@@ -104,6 +107,7 @@ def test_rich_markup_in_a_matrix_label_is_printed_as_text(tmp_path):
     assert "matrix 1/2: topics.names=[/]" in done.stderr and "topics.names=['[bold]x']" in done.stderr, done.stderr
 
 
+@pytest.mark.slow
 def test_rich_markup_in_a_store_error_is_printed_as_text(tmp_path):
     """An S3 error naming an endpoint with `[/:]` was a Rich MarkupError (a traceback) in `peerlab run`."""
     env = {**os.environ, "AWS_ENDPOINT_URL": "http://127.0.0.1:9/[/:]", "AWS_ACCESS_KEY_ID": "x",

@@ -189,6 +189,7 @@ def test_a_scenario_never_names_a_program_by_its_path(named, tmp_path):
     assert done.returncode == 2 and "never a path" in done.stderr and "implementation" in done.stderr, done.stderr
 
 
+@pytest.mark.slow
 def test_registering_refuses_what_is_not_a_program_or_a_name(tmp_path):
     for name, binary, why in [("mine", tmp_path / "absent", "not an executable file"),
                               ("go-libp2p", "/bin/true", "not one of peerlab"), ("../x", "/bin/true", "letters")]:
@@ -206,6 +207,7 @@ def test_interop_and_an_adapters_name_runs_that_adapters_program_in_the_interop_
         get_adapter("interop:py-libp2p")
 
 
+@pytest.mark.slow
 def test_a_scenario_exports_as_one_params_json_that_follows_their_schema(tmp_path):
     out = tmp_path / "params.json"
     done = peerlab("contract", "interop-export", "scenarios/interop-subnet-blob-msg.yaml", "-o", str(out))

@@ -24,6 +24,7 @@ def export_then_import(tmp_path, scenario: str, *extra: str):
     return imported, done
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scenario", ["scenarios/interop-subnet-blob-msg.yaml", "scenarios/interop-simple-fanout.yaml"])
 def test_an_exported_scenario_imported_over_itself_plans_the_same(tmp_path, scenario):
     imported, done = export_then_import(tmp_path, scenario)

@@ -180,6 +180,7 @@ def test_pods_whose_image_the_cluster_cannot_get_are_named_with_how_to_give_it_t
         cluster.wait_pods("peerlab.run=000001", ["pl1-nodes-0"], timeout=0.5)
 
 
+@pytest.mark.slow
 def test_a_run_stopped_while_its_pods_start_stops_waiting_within_a_watch(cluster, monkeypatch):
     """A SIGTERM while 100 pods are being made: the wait ends within one watch's few seconds (a watch
     with nothing new blocks for its whole timeout, as the API server's does), not at its timeout."""

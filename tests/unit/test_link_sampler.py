@@ -6,6 +6,8 @@ import asyncio
 import json
 import time
 
+import pytest
+
 from analysis.kernel_traffic import per_node_totals
 from orchestrator.run.link_sampler import LinkSampler
 from tests.support.cli import patient
@@ -52,6 +54,7 @@ def gaps(path) -> list[float]:
 # what it must have done by the end; a CPU-starved test (beside `make test`'s exclusive phase, at
 # nice 19) only samples later, so the upper bounds are stretched as hang timeouts are (`patient`).
 
+@pytest.mark.slow
 def test_quick_reads_are_a_second_apart(tmp_path):
     path = tmp_path / "k.jsonl"
     sampler = run(Links(0.0), 2.4, path)
@@ -61,6 +64,7 @@ def test_quick_reads_are_a_second_apart(tmp_path):
     assert 1.0 <= sampler.longest_interval_s <= max(1.0, 10 * (patient(0.1) - 0.1))  # 1.0 unless starved
 
 
+@pytest.mark.slow
 def test_a_slow_read_spaces_the_samples_to_ten_times_its_length(tmp_path):
     path = tmp_path / "k.jsonl"
     links = Links(0.2)
@@ -77,6 +81,7 @@ def test_a_slow_read_spaces_the_samples_to_ten_times_its_length(tmp_path):
     assert sampler.samples >= 3  # at start, after about 2 s, and at stop
 
 
+@pytest.mark.slow
 def test_a_mark_takes_a_sample_at_its_time_between_the_periodic_ones(tmp_path):
     path = tmp_path / "k.jsonl"
     began = time.time_ns()

@@ -48,6 +48,7 @@ def test_matrix_syntax_errors_say_how_to_write_it(tmp_path):
         expand(path, [])
 
 
+@pytest.mark.slow
 def test_cli_validate_lists_every_combination_and_plan_refuses_many(tmp_path):
     path = tmp_path / "s.yaml"
     path.write_text(SC)

@@ -190,6 +190,7 @@ def matching_filter(draw, event: Predicate):
     return Predicate(tuple(sorted(attrs)))
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(filters(), st.data())
 def test_overlap_is_sound_an_event_matching_both_means_they_overlap(a, data):
@@ -217,6 +218,7 @@ def test_group_predicates_cover_every_event_with_one_group_per_attribute_set():
         assert sum(g.covers(Predicate.parse(e)) for g in groups) == 1
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.lists(filters(), min_size=1, max_size=3), min_size=1, max_size=12), st.data())
 def test_match_index_answers_exactly_what_matching_every_filter_answers(members, data):

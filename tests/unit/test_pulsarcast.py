@@ -81,6 +81,7 @@ def test_descriptors_are_content_addressed_and_immutable():
     assert core(net, "n7").store[tid] == topic
 
 
+@pytest.mark.slow
 def test_subscribers_get_every_event_over_an_acyclic_tree():
     net = network(60)
     subs = [f"n{i}" for i in range(1, 60, 2)]

@@ -14,6 +14,7 @@ from tests.support.cli import ROOT, peerlab
 QUICKSTART = (ROOT / "scenarios" / "quickstart.yaml").read_text()
 
 
+@pytest.mark.slow
 def test_a_seeded_fuzz_of_150_scenarios_accepts_some_refuses_most_and_crashes_none():
     """Beside the 150 mutated scenarios, every hand-made class of scenario_fuzz_cases.py is refused (a
     FIFO, /dev/zero, a billion laughs, ...), none in more than 2 s. `peerlab fuzz --decoder scenario

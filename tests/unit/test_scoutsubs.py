@@ -173,6 +173,7 @@ def test_redirect_jumps_over_pure_relays_and_a_new_branch_withdraws_the_shortcut
     assert got(net, msg) == {first, other}
 
 
+@pytest.mark.slow
 def test_redirect_sends_fewer_event_messages_on_long_routes():
     counts = {}
     for redirect in (False, True):

@@ -145,6 +145,7 @@ def measure(net, subs, pubs, since, honest=None):
     return statistics.fmean(cover), 1000 * statistics.fmean(delays)
 
 
+@pytest.mark.slow
 def test_topiary_learns_a_faster_topology_than_the_random_one_it_starts_from():
     net, subs, rng = build("topiary")
     pubs = publish_for(net, subs, rng, 100)
@@ -242,6 +243,7 @@ def test_eclipse_attackers_keep_their_colluders_whatever_the_core_decides():
     assert frozenset(("e1", "e2")) in net.links and frozenset(("e1", "h")) not in net.links
 
 
+@pytest.mark.slow
 def test_topiary_routes_around_topic_drop_attackers_where_a_random_overlay_does_not():
     n, victim_topic = 40, "t1"
     attackers = set(random.Random(5).sample(range(n), 12))  # 30%
