@@ -262,8 +262,9 @@ class KubeCluster:
         """cluster node -> the shaping daemon's running pod there."""
         pods = self.core.list_namespaced_pod(self.shaper_namespace, label_selector=SHAPER_LABEL,
                                              _request_timeout=REST_TIMEOUT).items
-        return {p.spec.node_name: p.metadata.name for p in pods
-                if p.spec.node_name and p.status.phase == "Running" and not p.metadata.deletion_timestamp}
+        self._shaper_pods = {p.spec.node_name: p.metadata.name for p in pods
+                             if p.spec.node_name and p.status.phase == "Running" and not p.metadata.deletion_timestamp}
+        return dict(self._shaper_pods)
 
     def _shaper(self, node: str) -> str:
         if node not in self._shaper_pods:

@@ -194,7 +194,9 @@ def _forget_credential_files() -> None:
     a private key in /tmp)."""
     from kubernetes.config import kube_config
 
-    kube_config._cleanup_temp_files()  # the library's own clean-up, run early
+    cleanup = getattr(kube_config, "_cleanup_temp_files", None)  # the library's own clean-up, run early
+    if cleanup is not None:  # (private: a library without it keeps its files until the exit)
+        cleanup()
 
 
 if __name__ == "__main__":

@@ -175,6 +175,7 @@ class KubernetesBackend(Backend):
         began = time.monotonic()
 
         def open_agent(machine: str) -> agent.ShaperAgent:
+            self.check_stop()
             opened = agent.ShaperAgent(self.cluster.shaper_lines(machine), f"the shaping daemon on {machine}")
             self.agents[machine] = opened  # teardown closes it, even if the check fails
             opened.check_version()
@@ -182,14 +183,24 @@ class KubernetesBackend(Backend):
 
         # the daemons' agents opened while the cluster makes the pods: once 30 pods start their nodes'
         # standbys the machine is busy, and an agent's start (an exec, a Python) took seconds there
-        # instead of a fraction of one (no more daemons than pods: on a large cluster, as pods land)
+        # instead of a fraction of one (no more daemons than pods: on a large cluster, as pods land).
+        # At best effort: a daemon that fails here (its node NotReady, say) matters only if a pod lands
+        # there, and is then opened again below, where its error stops the run
         def open_ahead() -> None:
+            def attempt(machine: str) -> None:
+                try:
+                    open_agent(machine)
+                except Exception:  # noqa: BLE001 - see above
+                    failed = self.agents.pop(machine, None)
+                    if failed is not None:
+                        failed.close()
             daemons = sorted(self.cluster.shapers())
-            self.each(open_agent, daemons if len(daemons) <= n else [])
+            self.each(attempt, daemons if len(daemons) <= n else [])
 
+        values = self.values()
         with ThreadPoolExecutor(max_workers=1) as opening:
             opened = opening.submit(open_ahead)
-            self.cluster.install(self.release, self.values(), self.ctx.scratch / "values.yaml")
+            self.cluster.install(self.release, values, self.ctx.scratch / "values.yaml")
             self.installed = True
             ips_by_pod = self.cluster.wait_pods(f"peerlab.run={self.ctx.short}", list(self.pods.values()),
                                                 timeout=120 + 0.5 * n,
@@ -364,6 +375,7 @@ class KubernetesBackend(Backend):
     def teardown(self) -> None:
         """Kill the nodes still running, copy every event log out of its pod, uninstall the release."""
         if not self.installed:
+            self._close_agents()  # opened beside an install that failed
             return
         def stop_and_collect(node_id: str) -> None:
             try:
@@ -375,9 +387,11 @@ class KubernetesBackend(Backend):
 
         if self.ips:
             self.each(stop_and_collect, self.pods)
-        for node_agent in self.agents.values():  # its delay line ends with it
-            node_agent.close()
-        self.agents.clear()
-        self.delay_lines.clear()
+        self._close_agents()
         self.cluster.uninstall(self.release)
         self.installed = False
+
+    def _close_agents(self) -> None:
+        while self.agents:  # popped one by one: a thread still opening one may add another meanwhile
+            self.agents.popitem()[1].close()  # its delay line ends with it
+        self.delay_lines.clear()

@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 import subprocess
 
+CALL_TIMEOUT = 25  # seconds for one crictl call (two make a request, whose answer the agent's caller waits 60 s for)
+
 
 def _crictl(*args: str) -> str:
-    done = subprocess.run(["crictl", *args], capture_output=True, text=True, timeout=30)
+    done = subprocess.run(["crictl", *args], capture_output=True, text=True, timeout=CALL_TIMEOUT)
     if done.returncode != 0:
         raise RuntimeError(f"crictl {' '.join(args)}: {done.stderr.strip()[-300:]}")
     return done.stdout
@@ -22,6 +24,8 @@ def _crictl(*args: str) -> str:
 def netns_of(namespace: str, pods: list[str]) -> dict[str, str]:
     """Each pod's network namespace file, in two calls to the runtime however many pods (a call is a
     process and a round trip: 30 pods, two calls each, were 5 s of a run's start-up on 2 cores)."""
+    if not pods:
+        return {}  # (inspectp without an ID would inspect every sandbox here)
     listed = json.loads(_crictl("pods", "--namespace", f"^{namespace}$", "--state", "ready", "-o", "json"))
     ids: dict[str, list[str]] = {}
     for sandbox in listed.get("items") or []:
@@ -31,9 +35,10 @@ def netns_of(namespace: str, pods: list[str]) -> dict[str, str]:
             raise RuntimeError(f"pod {namespace}/{pod}: {len(ids.get(pod, []))} ready sandboxes on this node "
                                "(expected 1)")
     inspected = json.loads(_crictl("inspectp", *(ids[pod][0] for pod in pods)))
-    if isinstance(inspected, dict):  # one sandbox: an object, several: a list, in the order asked
+    if isinstance(inspected, dict):  # one sandbox: an object, several: a list
         inspected = [inspected]
-    return {pod: _netns(namespace, pod, found) for pod, found in zip(pods, inspected, strict=True)}
+    by_id = {found["status"]["id"]: found for found in inspected}
+    return {pod: _netns(namespace, pod, by_id[ids[pod][0]]) for pod in pods}
 
 
 def _netns(namespace: str, pod: str, found: dict) -> str:

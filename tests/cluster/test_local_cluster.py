@@ -123,8 +123,10 @@ def key_files() -> set[Path]:
     found = set()
     for path in Path(tempfile.gettempdir()).glob("tmp*"):
         try:
-            if path.is_file() and b"PRIVATE KEY" in path.read_bytes()[:100]:
-                found.add(path)
+            if path.is_file():
+                with path.open("rb") as f:
+                    if b"PRIVATE KEY" in f.read(100):
+                        found.add(path)
         except OSError:
             continue
     return found
