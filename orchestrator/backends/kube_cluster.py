@@ -13,11 +13,13 @@ bridged to one in a pod) is orchestrator/backends/kube_exec.py.
 """
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
 import ssl
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -28,6 +30,8 @@ from orchestrator.backends.kube_exec import ExecResult
 from orchestrator.control.node_client import ControlClient
 from orchestrator.paths import ROOT
 from orchestrator.store.durable import write_private
+
+CREDENTIALS_ENV = "PEERLAB_KUBE_CREDENTIALS_DIR"  # credentials_dir(), for the processes a run starts
 
 CHART = ROOT / "charts" / "peerlab"
 SHAPER_LABEL = "app.kubernetes.io/name=peerlab-shaper"
@@ -67,6 +71,21 @@ def helm(*args: str, namespace: str, context: str | None = None, kubeconfig: Pat
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
 
+def credentials_dir() -> str:
+    """Where the client library writes the kubeconfig's certificates and key for its TLS: a private
+    directory made by the first process that asks (the orchestrator), removed at its exit, and named to
+    the processes it starts through the environment, so that theirs go there too: the probes' exec
+    bridges end by a kill, and left a private key each in /tmp when the library chose the place."""
+    inherited = os.environ.get(CREDENTIALS_ENV)
+    if inherited and os.path.isdir(inherited):
+        return inherited
+    made = tempfile.mkdtemp(prefix="peerlab-kube-")
+    os.environ[CREDENTIALS_ENV] = made
+    owner = os.getpid()
+    atexit.register(lambda: os.getpid() == owner and shutil.rmtree(made, ignore_errors=True))  # not a fork's exit
+    return made
+
+
 class KubeCluster:
     """One namespace of the cluster of the current kubeconfig context (or `context`)."""
 
@@ -75,7 +94,8 @@ class KubeCluster:
 
         try:
             # KUBECONFIG as it is now (the client reads it once, when first imported)
-            config.load_kube_config(config_file=os.environ.get("KUBECONFIG") or None, context=context)
+            config.load_kube_config(config_file=os.environ.get("KUBECONFIG") or None, context=context,
+                                    temp_file_path=credentials_dir())
         except Exception as kube_err:  # noqa: BLE001 - maybe we run inside the cluster
             try:
                 config.load_incluster_config()

@@ -71,7 +71,9 @@ class Experiment:
 
     def follow(self, say: Callable[[str], None], timeout: float) -> tuple[bool, str]:
         """The Job's log, line by line through `say`, until its orchestrator ends: (it succeeded, the
-        last line it printed: the run directory inside the pod)."""
+        run directory inside the pod: the last line that is an absolute path; else the last line).
+        Not simply the last line: the log merges the orchestrator's stdout (the path) and stderr (its
+        verdict line) in whichever order they came."""
         deadline = time.monotonic() + timeout
         name, phase, why = self._pod()
         while phase in ("Gone", "Pending"):
@@ -96,12 +98,13 @@ class Experiment:
                     text = line.decode(errors="replace").rstrip()
                     if text:
                         say(text)
-                        last = text
+                        last = _kept(last, text)
         finally:
             stream.release_conn()
         if pending.strip():
-            last = pending.decode(errors="replace").strip()
-            say(last)
+            text = pending.decode(errors="replace").strip()
+            say(text)
+            last = _kept(last, text)
         while (phase := self._pod()[1]) in ("Running", "Pending"):
             if time.monotonic() > deadline:
                 raise ExperimentError(f"the experiment's pod still runs after {timeout:.0f} s")
@@ -131,3 +134,8 @@ class Experiment:
         if done.returncode != 0:
             raise ExperimentError(f"helm uninstall {self.release}: {done.stderr.strip()}")
         self.installed = False
+
+
+def _kept(last: str, line: str) -> str:
+    """Of the log's lines so far, the one `follow` answers with: the last absolute path, else the last line."""
+    return last if last.startswith("/") and not line.startswith("/") else line

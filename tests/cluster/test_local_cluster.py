@@ -119,9 +119,11 @@ def run_on_cluster(env: dict[str, str], scenario: Path, tmp_path: Path, *extra: 
 
 def key_files() -> set[Path]:
     """Files of the temporary directory that hold a private key (the kube client library writes the
-    kubeconfig's certificates and key there for its TLS)."""
+    kubeconfig's certificates and key for its TLS: by default there, in a run into the orchestrator's
+    peerlab-kube-* directory, which the orchestrator removes as it ends)."""
     found = set()
-    for path in Path(tempfile.gettempdir()).glob("tmp*"):
+    tmp = Path(tempfile.gettempdir())
+    for path in [*tmp.glob("tmp*"), *tmp.glob("peerlab-kube-*/*")]:
         try:
             if path.is_file():
                 with path.open("rb") as f:

@@ -412,3 +412,54 @@ def test_a_long_lived_command_is_spoken_to_a_line_at_a_time_and_its_end_says_why
     silent = kube_exec.ExecLines(LineStream([], stays_open=True), "pl1-nodes-1")
     with pytest.raises(RuntimeError, match="pl1-nodes-1 gave no line in 2 s"):
         silent.receive(2)
+
+
+KEYED_KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters:
+  - name: c
+    cluster: {{server: "https://127.0.0.1:1", certificate-authority-data: {ca}}}
+users:
+  - name: u
+    user: {{client-certificate-data: {cert}, client-key-data: {key}}}
+contexts:
+  - name: ctx
+    context: {{cluster: c, user: u}}
+current-context: ctx
+"""
+ORCHESTRATOR = """
+import subprocess, sys
+from orchestrator.backends.kube_cluster import KubeCluster
+KubeCluster("peerlab")
+bridge = subprocess.Popen([sys.executable, "-c", "import sys, time\\n"
+                           "from orchestrator.backends.kube_cluster import KubeCluster\\n"
+                           "KubeCluster('peerlab'); print('loaded', flush=True); time.sleep(60)"],
+                          stdout=subprocess.PIPE, text=True)
+assert bridge.stdout.readline() == "loaded\\n"
+bridge.kill()  # as a probe's bridge ends: its exit clean-up never runs
+bridge.wait()
+print("done")
+"""
+
+
+def test_a_runs_kubeconfig_keys_leave_with_it_even_from_a_killed_child(tmp_path):
+    """The client library writes a kubeconfig's key to a file for its TLS and removes it at exit; a
+    process started by the run and killed (a probe's exec bridge) used to leave its copy in /tmp. Now
+    every process of the run writes into the orchestrator's directory, which leaves with it."""
+    import base64
+    import os
+    import subprocess
+    import sys
+
+    from tests.support.cli import ROOT
+
+    b64 = {k: base64.b64encode(f"-----BEGIN {v}-----\nAAAA\n-----END {v}-----\n".encode()).decode()
+           for k, v in (("ca", "CERTIFICATE"), ("cert", "CERTIFICATE"), ("key", "RSA PRIVATE KEY"))}
+    (tmp_path / "kubeconfig").write_text(KEYED_KUBECONFIG.format(**b64))
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "PEERLAB_KUBE_CREDENTIALS_DIR"}
+    done = subprocess.run([sys.executable, "-c", ORCHESTRATOR], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, env={**env, "KUBECONFIG": str(tmp_path / "kubeconfig"), "TMPDIR": str(tmp)})
+    assert done.returncode == 0 and done.stdout == "done\n", done.stderr[-2000:]
+    assert list(tmp.rglob("*")) == []  # neither the child's key nor the orchestrator's, nor their directory

@@ -35,3 +35,16 @@ def test_a_matrix_or_another_backend_is_refused_before_the_cluster_is_asked():
 def test_the_run_id_is_read_from_the_jobs_last_line_only_when_it_is_one():
     assert RUN_ID.match("20261129-065038-gossipsub-large-724fed")
     assert not RUN_ID.match("fidelity: faithful")
+
+
+def test_the_run_directory_is_found_in_the_jobs_log_whichever_stream_came_last():
+    """The Job's log merges the orchestrator's stdout (the run's directory) and stderr (its verdict):
+    the path is kept though the verdict came after it; without a path, the last line (for the error)."""
+    from functools import reduce
+
+    from orchestrator.backends.kube_experiment import _kept
+
+    run = "/tmp/peerlab-cache/s3/peerlab/runs/20261129-112614-ci-smoke-748761"
+    assert reduce(_kept, ["plan: 8 nodes", "collected 8 event logs into /tmp/x", run, "fidelity: faithful"], "") == run
+    assert reduce(_kept, ["plan: 8 nodes", "fidelity: faithful", run], "") == run
+    assert reduce(_kept, ["plan: 8 nodes", "error: no such scenario"], "") == "error: no such scenario"
