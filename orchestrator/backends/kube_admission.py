@@ -84,19 +84,12 @@ def _amount(key: str, value: Any) -> float:
 
 def cluster_room(namespace: str, context: str | None, timeout: float = 5.0) -> Room:
     """Read the quotas and the nodes (RuntimeError if the cluster cannot be asked)."""
-    from kubernetes import client, config
+    from kubernetes import client
+
+    from orchestrator.backends.kube_cluster import client_config
 
     try:
-        # KUBECONFIG as it is now (the client reads the variable once, when first imported)
-        try:
-            api_client = config.new_client_from_config(config_file=os.environ.get("KUBECONFIG") or None,
-                                                       context=context)
-        except config.ConfigException:
-            if not os.environ.get("KUBERNETES_SERVICE_HOST"):
-                raise
-            config.load_incluster_config()  # a run inside the cluster (the chart's experiment Job)
-            api_client = client.ApiClient()
-        api = client.CoreV1Api(api_client)
+        api = client.CoreV1Api(client.ApiClient(client_config(context)))  # in the cluster too (the experiment Job)
         quotas = api.list_namespaced_resource_quota(namespace, _request_timeout=timeout).items
         nodes = api.list_node(_request_timeout=timeout).items
     except Exception as err:  # noqa: BLE001 - no kubeconfig, no server, no permission: said by the caller

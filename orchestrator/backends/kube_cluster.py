@@ -86,27 +86,36 @@ def credentials_dir() -> str:
     return made
 
 
+def client_config(context: str | None) -> Any:
+    """The client's settings from the kubeconfig ($KUBECONFIG as it is now: the library reads it once,
+    when first imported; `context`, else its current one), its TLS files written into
+    `credentials_dir()`; else, inside a cluster, the pod's service account. RuntimeError if neither."""
+    from kubernetes import client, config
+
+    settings = client.Configuration()
+    try:
+        config.load_kube_config(config_file=os.environ.get("KUBECONFIG") or None, context=context,
+                                client_configuration=settings, temp_file_path=credentials_dir())
+    except Exception as kube_err:  # noqa: BLE001 - maybe we run inside the cluster
+        try:
+            config.load_incluster_config(client_configuration=settings)
+        except Exception:  # noqa: BLE001
+            raise RuntimeError(f"no Kubernetes cluster configured ({kube_err}); set KUBECONFIG or "
+                               "--kube-context, or create one: peerlab prepare kind") from None
+    return settings
+
+
 class KubeCluster:
     """One namespace of the cluster of the current kubeconfig context (or `context`)."""
 
     def __init__(self, namespace: str, context: str | None = None):
-        from kubernetes import client, config
+        from kubernetes import client
 
-        try:
-            # KUBECONFIG as it is now (the client reads it once, when first imported)
-            config.load_kube_config(config_file=os.environ.get("KUBECONFIG") or None, context=context,
-                                    temp_file_path=credentials_dir())
-        except Exception as kube_err:  # noqa: BLE001 - maybe we run inside the cluster
-            try:
-                config.load_incluster_config()
-            except Exception:  # noqa: BLE001
-                raise RuntimeError(f"no Kubernetes cluster configured ({kube_err}); set KUBECONFIG or "
-                                   "--kube-context, or create one: peerlab prepare kind") from None
         self.namespace = namespace
         self.context = context
         self.shaper_namespace = os.environ.get("PEERLAB_SHAPER_NAMESPACE") or "peerlab-system"
         self._shaper_pods: dict[str, str] = {}
-        self.config = client.Configuration.get_default_copy()
+        self.config = client_config(context)
         self.api_client = client.ApiClient(self.config)
         self.core = client.CoreV1Api(self.api_client)
         self.lease: kube_lease.RunLease | None = None

@@ -182,22 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     from orchestrator.backends.kube_cluster import KubeCluster
 
     cluster = KubeCluster(args.namespace, args.context)
-    resp = open_stream(cluster.config, args.namespace, args.pod, args.container, args.argv, stdin=True)
-    _forget_credential_files()
-    return bridge(resp, args.pod)
-
-
-def _forget_credential_files() -> None:
-    """The kubeconfig's certificates and key, which the client library writes to temporary files for its
-    TLS and removes at exit, are not needed once the stream is open: removed now, since a bridge is often
-    ended by a kill (a probe server's at the run's end), and its exit clean-up never runs (each one left
-    a private key in /tmp)."""
-    from kubernetes.config import kube_config
-
-    cleanup = getattr(kube_config, "_cleanup_temp_files", None)  # the library's own clean-up, run early
-    if cleanup is not None:  # (private: a library without it keeps its files until the exit)
-        cleanup()
-
+    return bridge(open_stream(cluster.config, args.namespace, args.pod, args.container, args.argv, stdin=True),
+                  args.pod)
 
 if __name__ == "__main__":
     sys.exit(main())
