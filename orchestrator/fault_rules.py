@@ -1,53 +1,42 @@
 """The fault timeline's rules, shared by the live runner (orchestrator/run/runner.py) and the
-simulator (orchestrator/sim/engine.py): which action a planned fault becomes, given what is running,
-and when it does not apply. Each executor implements the actions (`FaultExecutor`) on its own world
-(processes and tc trees, or the discrete-event network); the decisions are made here once."""
+simulator (orchestrator/sim/engine.py): which executor method a planned fault calls, given what is
+running, and when it does not apply, as the action's row in orchestrator/model/fault_actions.py says.
+Each executor implements the methods (`FaultExecutor`) on its own world (processes and tc trees, or
+the discrete-event network); the decisions are made here once.
+May import: orchestrator.model (the plan's FaultEvent, the table); nothing of run/ or sim/."""
 from __future__ import annotations
 
-from typing import Any, Callable, Container, Protocol
+from typing import Any, Callable, Container
 
+from orchestrator.model.fault_actions import ACTIONS, NAMES, FaultExecutor
 from orchestrator.model.plan import FaultEvent
-
-
-class FaultExecutor(Protocol):
-    """The actions; the live runner's are coroutines, the simulator's plain calls."""
-
-    def kill(self, node: str) -> Any: ...              # SIGKILL: the process vanishes, logs nothing more
-    def stop(self, node: str) -> Any: ...              # graceful: the node logs its stop, then exits
-    def start(self, node: str) -> Any: ...             # restart (same identity) or join (absent until now)
-    def partition(self, groups: list[list[str]]) -> Any: ...
-    def heal(self) -> Any: ...
-    def degrade(self, node: str, delay_ms: float, loss: float, bandwidth: int | None) -> Any: ...
-    def restore(self, node: str) -> Any: ...
-
 
 Step = tuple[Callable[..., Any], tuple[Any, ...]]
 
 
 def step(fault: FaultEvent, executor: FaultExecutor, is_up: Callable[[str], bool],
          degraded: Container[str]) -> Step | str:
-    """The executor's action and its arguments for `fault`, or why it does not apply (a kill or stop of
-    a node that is down, a restart or join of one that is running, a restore of a link not degraded)."""
-    node, action = fault.node, fault.action
-    if action in ("kill", "stop"):
-        if not is_up(node):
-            return f"{action} of {node} at {fault.at:g}s: it is not running; skipped"
-        return (executor.kill if action == "kill" else executor.stop), (node,)
-    if action in ("restart", "join"):
-        if is_up(node):
-            return f"{action} of {node} at {fault.at:g}s: it is still running; skipped"
-        return executor.start, (node,)
-    if action == "partition":
-        return executor.partition, (fault.groups,)
-    if action == "heal":
-        return executor.heal, ()
-    if action == "degrade":
-        return executor.degrade, (node, fault.delay_ms, fault.loss, fault.bandwidth)
-    if action == "restore":
-        if node not in degraded:
-            return f"restore of {node} at {fault.at:g}s: its links are not degraded; skipped"
-        return executor.restore, (node,)
-    raise ValueError(f"unknown fault action {action!r}")
+    """The executor's method and its arguments for `fault`, or why it does not apply (its row's
+    `only_if`: a kill or stop of a node that is down, a restart or join of one that is running, a
+    restore of a link not degraded)."""
+    row = ACTIONS.get(fault.action)
+    if row is None:
+        raise ValueError(f"unknown fault action {fault.action!r}; known: {', '.join(NAMES)}")
+    unmet = _unmet(row.only_if, fault.node, is_up, degraded)
+    if unmet:
+        return f"{fault.action} of {fault.node} at {fault.at:g}s: {unmet}; skipped"
+    return getattr(executor, row.method), tuple(getattr(fault, arg) for arg in row.args)
+
+
+def _unmet(only_if: str | None, node: str, is_up: Callable[[str], bool], degraded: Container[str]) -> str:
+    """Why a row's condition does not hold for `node` ("": it holds, or there is none)."""
+    if only_if == "running" and not is_up(node):
+        return "it is not running"
+    if only_if == "down" and is_up(node):
+        return "it is still running"
+    if only_if == "degraded" and node not in degraded:
+        return "its links are not degraded"
+    return ""
 
 
 def record(fault: FaultEvent, t_ns: int, t0_ns: int, digits: int = 6,

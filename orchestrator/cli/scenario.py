@@ -1,5 +1,6 @@
 """Checking a scenario and its plan without running it: `validate`, `plan`, `schema`. `plan` refuses
-what `run` would refuse, as early: admission (orchestrator/run/admission.py) before anything is planned."""
+what `run` would refuse, as early: admission (orchestrator/run/admission.py) before anything is planned.
+May import: orchestrator.cli.common, orchestrator.model, orchestrator.run.admission (lazily)."""
 from __future__ import annotations
 
 import argparse
@@ -39,12 +40,14 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def _fault_target(f: Any) -> str:
-    if f.action == "partition":
+    """What a planned fault acts on, as its row says: the sides, or the node and the quantities it carries."""
+    from orchestrator.model.fault_actions import ACTIONS, SIDES
+
+    row = ACTIONS[f.action]
+    if SIDES in row.requires:
         return " | ".join(f"{len(g)} nodes ({', '.join(g[:3])}{', ...' if len(g) > 3 else ''})" for g in f.groups)
-    if f.action == "degrade":
-        parts = [f"+{f.delay_ms:g} ms" if f.delay_ms else "", f"loss {f.loss:g}" if f.loss else "",
-                 f"{f.bandwidth / 1e6:g} Mbit/s" if f.bandwidth else ""]
-        return f"{f.node}: " + ", ".join(p for p in parts if p)
+    if row.quantities:
+        return f"{f.node}: " + ", ".join(q.show(getattr(f, q.event)) for q in row.quantities if getattr(f, q.event))
     return f.node
 
 

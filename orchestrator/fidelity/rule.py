@@ -21,11 +21,14 @@ thresholds, all here. A phase is unfaithful when any one of these holds; each th
 The run's verdict is that of the phases after T0 ("load" and "drain"), where every figure the
 analysis reports is measured; "before T0" (deploy, start-up, calibration) is judged and shown, but
 start-up is expected to load the host and calibration reports its own error. docs/analysis.md gives
-the measurements behind each number."""
+the measurements behind each number.
+May import: orchestrator.model.fault_actions (how each fault action is timed); nothing else of peerlab."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from orchestrator.model.fault_actions import ACTIONS
 
 FAITHFUL, UNFAITHFUL, NOT_MEASURED = "faithful", "unfaithful", "not measured"
 BEFORE_T0, LOAD, DRAIN = "before T0", "load", "drain"
@@ -90,19 +93,21 @@ def reasons(fig: dict[str, Any], th: Thresholds = THRESHOLDS) -> list[str]:
     return out
 
 
-LINK_CHANGES = ("partition", "heal", "degrade", "restore")  # their effect is the links changed
+LINK_CHANGES = tuple(a.name for a in ACTIONS.values() if a.changes == "links")  # their effect is the links changed
+TIMED_TO_EFFECT = tuple(a.name for a in ACTIONS.values() if a.lateness == "took effect")
 
 
 def fault_lateness(executed: list[dict[str, Any]]) -> list[tuple[dict[str, Any], float]]:
-    """Each executed fault and how late it was, in seconds: one that changes links (partition, heal, a
-    node's degrade and restore) from its planned time to when it took effect (changing the links is
-    part of it); a node's process action from its planned time to when it was issued (a restart then
-    takes a process start, the node's own cost)."""
+    """Each executed fault and how late it was, in seconds, as its row's `lateness` says
+    (orchestrator/model/fault_actions.py): one that changes links (a partition, a node's degrade...)
+    from its planned time to when it took effect (changing the links is part of it); a node's process
+    action from its planned time to when it was issued (a restart then takes a process start, the
+    node's own cost)."""
     out = []
     for rec in executed:
         took = rec["offset_s"]
         issued = took - (rec["t_ns"] - rec["issued_ns"]) / 1e9
-        out.append((rec, (took if rec["action"] in LINK_CHANGES else issued) - rec["at"]))
+        out.append((rec, (took if rec["action"] in TIMED_TO_EFFECT else issued) - rec["at"]))
     return out
 
 

@@ -3,7 +3,9 @@ dilated, and the plan as shaping applies it in real time.
 
 The plan stays in experiment time. Nodes and the orchestrator run on a dilated clock (node/dilation.py),
 which scales every instant, duration and timer; what no clock can scale is the network itself, so
-`shaping_plan` gives shaping the plan with every latency multiplied by k and every rate divided by k.
+`shaping_plan` gives shaping the plan with every latency multiplied by k and every rate divided by k
+(a fault's quantities as their `kind` in orchestrator/model/fault_actions.py says).
+May import: the rest of orchestrator/model, node.adapters; never orchestrator/run, sim or fidelity.
 """
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ from typing import TYPE_CHECKING
 from pydantic import Field
 
 from node.adapters import PEERLAB, get_adapter
+
+from .fault_actions import QUANTITIES, Quantity
 
 if TYPE_CHECKING:
     from .plan import RunPlan
@@ -59,9 +63,14 @@ def shaping_plan(plan: RunPlan) -> RunPlan:
         "jitter_ms": plan.jitter_ms * k,
         "nodes": [n.model_copy(update={"bandwidth_up": _rate(n.bandwidth_up, k),
                                        "bandwidth_down": _rate(n.bandwidth_down, k)}) for n in plan.nodes],
-        "faults": [f.model_copy(update={"delay_ms": f.delay_ms * k, "bandwidth": _rate(f.bandwidth, k)})
-                   for f in plan.faults],
+        "faults": [f.model_copy(update={q.event: _dilated(q, getattr(f, q.event), k) for q in QUANTITIES
+                                        if q.kind != "share"}) for f in plan.faults],
     })
+
+
+def _dilated(q: Quantity, value: float, k: float) -> float:
+    """A fault's latency times k, its rate divided by k."""
+    return value * k if q.kind == "latency" else _rate(value, k)
 
 
 def _rate(bps: int, k: float) -> int:

@@ -3,12 +3,14 @@ generated: fault-timeline events (the faults' and the churn model's), subscripti
 combinations of a matrix. A scenario past a limit is refused naming the field and the limit, so that
 `validate` refuses what `plan` could not finish (a churn session of 1 ns, a million topics per node)
 and `plan` never starts it. The workload's publishes are bounded in traffic.py (MAX_PUBLISHES).
+May import: orchestrator.model.units, orchestrator.model.fault_actions; nothing else of peerlab.
 """
 from __future__ import annotations
 
 import math
 from typing import Any, Callable
 
+from .fault_actions import ACTIONS, SIDES, either
 from .units import format_duration
 
 MAX_TIMELINE_EVENTS = 100_000      # fault-timeline events of one run (faults and churn together)
@@ -31,13 +33,19 @@ def churn_events(sc: Any) -> float:
     return 2 * cycling * (max(0.0, until - churn.start) / cycle + 1)
 
 
+# of the message below: what a node's fault schedules after it (its restart or restore), what lists every node
+_UNDONE_BY = either(dict.fromkeys(a.after.action for a in ACTIONS.values() if a.after and a.on_nodes))
+_LISTS_ALL = either(a.name for a in ACTIONS.values() if SIDES in a.requires)
+
+
 def fault_events(sc: Any) -> float:
-    """The events the scenario's `faults:` become: one per node acted on (a partition lists every
-    node), twice with a restart or a restore."""
+    """The events the scenario's `faults:` become: one per node acted on (one with the sides lists every
+    node), twice with what its `after` key schedules (orchestrator/model/fault_actions.py)."""
     n, events = sc.nodes.count, 0.0
     for f in sc.faults:
-        targets = n if f.action == "partition" else len(f.nodes or []) or f.sample or 1
-        events += targets * (2 if f.restart_after or f.duration else 1)
+        row = ACTIONS[f.action]
+        targets = n if SIDES in row.requires else len(f.nodes or []) or f.sample or 1
+        events += targets * (2 if row.after and getattr(f, row.after.key) else 1)
     return events
 
 
@@ -53,8 +61,9 @@ def check(sc: Any) -> None:
                          "downtimes, shorten churn.until, or lower churn.fraction")
     faults = fault_events(sc)
     if faults + churn > MAX_TIMELINE_EVENTS:
-        raise ValueError(f"faults: {_count(faults)} fault-timeline events (each node a fault acts on, and its restart "
-                         f"or restore; a partition lists every node){f' beside {_count(churn)} of churn' if churn else ''}"
+        raise ValueError(f"faults: {_count(faults)} fault-timeline events (each node a fault acts on, and its "
+                         f"{_UNDONE_BY}; a {_LISTS_ALL} lists every node)"
+                         f"{f' beside {_count(churn)} of churn' if churn else ''}"
                          f"; a run's timeline holds at most {MAX_TIMELINE_EVENTS:,}")
     _subscriptions(sc)
 

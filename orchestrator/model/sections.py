@@ -1,7 +1,9 @@
 """The sections of a scenario (nodes, topology, network, faults, churn, attackers, calibration,
 analysis, output) as pydantic models: fields, units, defaults and the checks within one section.
 Topics and workload are in traffic.py; the checks across sections are on `Scenario`
-(orchestrator/model/scenario.py)."""
+(orchestrator/model/scenario.py); what each fault action takes, on its row in fault_actions.py.
+May import: the rest of orchestrator/model, and node's registries (protocols, adapters, behaviours);
+never orchestrator/run, sim or fidelity."""
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
@@ -13,7 +15,7 @@ from node.adapters import IMPLEMENTATIONS, PEERLAB
 from node.behaviours import BEHAVIOURS
 from node.protocols import PROTOCOLS
 
-from . import data_files
+from . import data_files, fault_actions
 from .given import GIVEN, check_dial
 from .latency import LATENCY_MODELS
 from .overlays import ALGORITHMS as OVERLAYS
@@ -140,51 +142,37 @@ class Network(Strict):
                              "on kubernetes the shaping daemon sets it in each pod")
 
 
-NODE_ACTIONS = ("kill", "stop", "restart", "join", "degrade", "restore")
-FAULT_ACTIONS = NODE_ACTIONS + ("partition", "heal")
-
-
-class Fault(Strict):
+class _Fault(Strict):
     """One entry of the fault timeline (every backend executes it at `at` seconds after T0)."""
 
     at: Duration = Field(..., ge=0, description="seconds after T0")
-    action: Literal[FAULT_ACTIONS] = Field(  # type: ignore[valid-type]
-        ..., description="kill (SIGKILL), stop (graceful), restart (same identity), join (a node absent "
-                         "until now: a new identity), partition, heal, degrade, restore")
+    action: Literal[fault_actions.NAMES] = Field(  # type: ignore[valid-type]
+        ..., description=fault_actions.action_doc())
     nodes: list[str] | None = Field(None, description="node ids, e.g. [n3, n7]")
     sample: int | None = Field(None, gt=0, description="or: this many nodes picked by the planner")
-    restart_after: Duration | None = Field(None, gt=0, description="kill/stop: restart this long after")
-    groups: list[list[str]] | None = Field(
-        None, description="partition: the sides, as lists of node ids (nodes not listed form one more side)")
-    split: float | None = Field(None, gt=0, lt=1, description="partition: or cut off this fraction of the "
-                                                              "nodes (picked by the planner) from the rest")
-    duration: Duration | None = Field(None, gt=0, description="partition: heal, degrade: restore, this long after")
-    delay: Duration | None = Field(None, gt=0, description="degrade: latency added to each of the node's links, "
-                                                           "both directions")
-    loss: float | None = Field(None, gt=0, lt=1, description="degrade: frame loss on the node's links, both directions")
-    bandwidth: Bandwidth | None = Field(None, gt=0, description="degrade: the node's new upload and download rate")
+    restart_after: Duration | None = Field(None, gt=0, description=fault_actions.after_doc("restart_after"))
+    groups: list[list[str]] | None = Field(None, description=fault_actions.key_doc(
+        "groups", "the sides, as lists of node ids (nodes not listed form one more side)"))
+    split: float | None = Field(None, gt=0, lt=1, description=fault_actions.key_doc(
+        "split", "or cut off this fraction of the nodes (picked by the planner) from the rest"))
+    duration: Duration | None = Field(None, gt=0, description=fault_actions.after_doc("duration"))
 
     @model_validator(mode="after")
-    def _targets(self) -> "Fault":
-        a = self.action
-        if a in NODE_ACTIONS and (self.nodes is None) == (self.sample is None):
-            raise ValueError(f"{a}: give exactly one of nodes (a list of ids) or sample (a count)")
-        if a not in NODE_ACTIONS and (self.nodes is not None or self.sample is not None):
-            raise ValueError(f"{a} applies to the whole network: leave nodes and sample out")
-        if self.restart_after is not None and a not in ("kill", "stop"):
-            raise ValueError("restart_after belongs on kill or stop")
-        if a == "partition" and (self.groups is None) == (self.split is None):
-            raise ValueError("partition: give exactly one of groups (lists of node ids) or split (a fraction)")
-        if a != "partition" and (self.groups is not None or self.split is not None):
-            raise ValueError("groups and split belong on partition")
-        if self.duration is not None and a not in ("partition", "degrade"):
-            raise ValueError("duration belongs on partition (heal after) or degrade (restore after)")
-        impair = [k for k in ("delay", "loss", "bandwidth") if getattr(self, k) is not None]
-        if a == "degrade" and not impair:
-            raise ValueError("degrade: give at least one of delay, loss, bandwidth")
-        if a != "degrade" and impair:
-            raise ValueError(f"{', '.join(impair)} belong on degrade")
+    def _keys(self) -> "_Fault":
+        """Each action's keys, as its row in orchestrator/model/fault_actions.py says."""
+        given = [k for g in fault_actions.GROUPS for k in g.keys if getattr(self, k) is not None]
+        wrong = fault_actions.complaint(self.action, given)
+        if wrong:
+            raise ValueError(wrong)
         return self
+
+
+# the quantities an action carries (a degrade's delay, loss, bandwidth): from the table, after the keys above
+Fault = create_model("Fault", __base__=_Fault, __doc__=_Fault.__doc__, __module__=__name__, **{
+    q.key: (q.type | None, Field(None, gt=0, lt=q.below, description=fault_actions.key_doc(q.key, q.doc)))
+    for q in fault_actions.QUANTITIES})
+if missing := {k for g in fault_actions.GROUPS for k in g.keys} - set(Fault.model_fields):
+    raise TypeError(f"orchestrator/model/fault_actions.py names keys Fault does not have: {sorted(missing)}")
 
 
 class Lifetime(Strict):

@@ -1,30 +1,34 @@
 """The fault timeline of a plan: the scenario's `faults:` and its churn (a session model or a trace)
-turned into time-ordered FaultEvents, with the nodes that join later. Executed by the rules of
-orchestrator/fault_rules.py, live or simulated."""
+turned into time-ordered FaultEvents, with the nodes that join later; what each action carries and
+schedules after it, as its row in fault_actions.py says. Executed by the rules of
+orchestrator/fault_rules.py, live or simulated.
+May import: the rest of orchestrator/model, node.ids; never orchestrator/run, sim or fidelity."""
 from __future__ import annotations
 
 import random
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field, create_model
 
 from node import ids
 
 from . import churn as churn_model
+from .fault_actions import ACTIONS, NAMES, QUANTITIES, SIDES, either
 from .scenario import Scenario, ScenarioError
+from .sections import Fault
 
-
-class FaultEvent(BaseModel):
-    """One executed step of the fault timeline: a node action, or a network-wide partition/heal."""
-
-    at: float
-    action: Literal["kill", "stop", "restart", "join", "degrade", "restore", "partition", "heal"]
-    node: str = Field("", description="the node acted on; empty for partition and heal")
-    groups: list[list[str]] = Field(default_factory=list, description="partition: every side, all nodes")
-    delay_ms: float = Field(0.0, description="degrade: latency added to the node's links")
-    loss: float = Field(0.0, description="degrade: frame loss on the node's links")
-    bandwidth: int = Field(0, description="degrade: the node's upload and download rate (0: unchanged)")
-    source: Literal["faults", "churn"] = "faults"
+_NETWORK_WIDE = either((a.name for a in ACTIONS.values() if not a.on_nodes), "and")
+# the quantities an action carries (a degrade's delay_ms, loss, bandwidth) come from the table, before `source`
+FaultEvent = create_model(
+    "FaultEvent", __module__=__name__,
+    __doc__="One executed step of the fault timeline: a node action, or a network-wide one (a partition).",
+    at=(float, ...),
+    action=(Literal[NAMES], ...),  # type: ignore[valid-type]
+    node=(str, Field("", description=f"the node acted on; empty for {_NETWORK_WIDE}")),
+    groups=(list[list[str]], Field(default_factory=list, description="/".join(
+        a.name for a in ACTIONS.values() if SIDES in a.requires) + ": every side, all nodes")),
+    **{q.event: (q.event_type, Field(q.event_type(), description=q.doc)) for q in QUANTITIES},
+    source=(Literal["faults", "churn"], "faults"))
 
 
 def in_order(e: FaultEvent) -> tuple[float, int, int]:
@@ -37,31 +41,17 @@ def planned_faults(sc: Scenario, frng: random.Random, n: int) -> tuple[list[Faul
     everyone = [f"n{i}" for i in range(n)]
     out: list[FaultEvent] = []
     for f in sc.faults:
-        targets = f.nodes or ([f"n{i}" for i in sorted(frng.sample(range(n), f.sample))] if f.sample else [])
-        if f.action == "partition":
-            if f.groups is not None:  # (an empty list: one side, refused below)
-                listed = {x for g in f.groups for x in g}
-                sides = [ids.by_index(g) for g in f.groups if g]
-                rest = [x for x in everyone if x not in listed]
-                sides += [rest] if rest else []
-            else:
-                cut = sorted(frng.sample(range(n), max(1, round(f.split * n))))
-                sides = [[f"n{i}" for i in cut], [x for x in everyone if ids.node_index(x) not in cut]]
-            if len(sides) < 2:
-                raise ScenarioError(f"scenario {sc.name!r}", ["faults: a partition needs at least two sides"])
-            out.append(FaultEvent(at=f.at, action="partition", groups=sides))
-            if f.duration:
-                out.append(FaultEvent(at=f.at + f.duration, action="heal"))
-        elif f.action == "heal":
-            out.append(FaultEvent(at=f.at, action="heal"))
+        row = ACTIONS[f.action]
+        targets = (f.nodes or ([f"n{i}" for i in sorted(frng.sample(range(n), f.sample))] if f.sample else [])
+                   if row.on_nodes else [""])
+        carried = {q.event: getattr(f, q.key) * q.scale for q in row.quantities if getattr(f, q.key) is not None}
+        if SIDES in row.requires:
+            carried["groups"] = _sides(sc, f, frng, n)
+        later = getattr(f, row.after.key) if row.after else None
         for node in targets:
-            impair = {"delay_ms": (f.delay or 0) * 1000, "loss": f.loss or 0.0, "bandwidth": f.bandwidth or 0}
-            out.append(FaultEvent(at=f.at, action=f.action, node=node,
-                                  **(impair if f.action == "degrade" else {})))
-            if f.restart_after:
-                out.append(FaultEvent(at=f.at + f.restart_after, action="restart", node=node))
-            if f.duration and f.action == "degrade":
-                out.append(FaultEvent(at=f.at + f.duration, action="restore", node=node))
+            out.append(FaultEvent(at=f.at, action=f.action, node=node, **carried))
+            if later:
+                out.append(FaultEvent(at=f.at + later, action=row.after.action, node=node))
     if sc.churn and sc.churn.trace:
         try:
             trace = churn_model.read_trace(sc.churn.trace, set(everyone), sc.workload.warmup
@@ -76,12 +66,28 @@ def planned_faults(sc: Scenario, frng: random.Random, n: int) -> tuple[list[Faul
     out.sort(key=in_order)
     joins: dict[str, float] = {}
     for e in out:
-        if e.action == "join":
+        if ACTIONS[e.action].new_identity:
             if e.node in joins:
                 raise ScenarioError(f"scenario {sc.name!r}", [f"faults: {e.node} joins twice (a join is a new "
                                                               "identity; use restart to bring it back)"])
             joins[e.node] = e.at
     return out, joins
+
+
+def _sides(sc: Scenario, f: Fault, frng: random.Random, n: int) -> list[list[str]]:
+    """A partition's sides, every node in one: the groups listed and the rest, or a split drawn."""
+    everyone = [f"n{i}" for i in range(n)]
+    if f.groups is not None:  # (an empty list: one side, refused below)
+        listed = {x for g in f.groups for x in g}
+        sides = [ids.by_index(g) for g in f.groups if g]
+        rest = [x for x in everyone if x not in listed]
+        sides += [rest] if rest else []
+    else:
+        cut = sorted(frng.sample(range(n), max(1, round(f.split * n))))
+        sides = [[f"n{i}" for i in cut], [x for x in everyone if ids.node_index(x) not in cut]]
+    if len(sides) < 2:
+        raise ScenarioError(f"scenario {sc.name!r}", [f"faults: a {f.action} needs at least two sides"])
+    return sides
 
 
 def churn_faults(sc: Scenario, rng: random.Random, present: list[str], reserve: list[str]) -> list[FaultEvent]:
