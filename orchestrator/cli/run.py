@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import Any
 
 from orchestrator.cli.common import (
     UsageError,
@@ -29,7 +30,7 @@ def add(sub: argparse._SubParsersAction) -> None:
                               "peerlab run scenarios/quickstart.yaml --set nodes.count=10 --seed 7",
                               "peerlab run scenarios/quickstart.yaml --backend docker",
                               "peerlab run scenarios/sim-gossipsub-1000.yaml --backend sim",
-                              "peerlab run scenarios/gossipsub-publishers.yaml --dilate 4",
+                              "peerlab run scenarios/gossipsub-publishers.yaml --dilate auto",
                               "peerlab run scenarios/quickstart.yaml --backend kubernetes --in-cluster",
                               "peerlab run scenarios/gossipsub-large.yaml --matrix gossipsub.variant=v1.1,v1.2"])
     scenario_args(p)
@@ -62,11 +63,14 @@ def add(sub: argparse._SubParsersAction) -> None:
                         "node receives held outside the node, for any implementation) or transport (peerlab's "
                         "node delays its own sends); auto: the scenario's network.shaping, whose own auto is "
                         "netem if the kernel has it, else delayline for every node (transport only when asked)")
-    p.add_argument("--dilate", type=float, metavar="K",
+    p.add_argument("--dilate", metavar="K|auto",
                    help="time dilation (docs/dilation.md): run K times slower than real time with a network K times "
                         "faster (latencies and timers x K, bandwidths / K), so each node has K times the CPU per "
                         "second of the experiment; times are reported in experiment time. Sets the scenario's "
-                        "dilation; peerlab's own nodes only")
+                        "dilation; peerlab's own nodes only. auto: peerlab chooses K from this machine's CPU model "
+                        "and runs again at a larger K (up to 3 runs, each kept) while the verdict says the CPU fell "
+                        "behind; what a run that does not fit undilated gets when no dilation is given anywhere "
+                        "(--dilate 1 --force runs it undilated)")
     p.add_argument("--no-report", action="store_true", help="skip the PySpark analysis (run `peerlab report` later)")
     p.add_argument("--force", action="store_true",
                    help="run even if admission finds the run does not fit this machine (memory, CPU, file "
@@ -76,8 +80,12 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    if args.dilate is not None:
-        args.overrides.append(f"dilation={args.dilate:g}")
+    if args.dilate not in (None, "auto"):
+        try:
+            float(args.dilate)
+        except ValueError:
+            raise UsageError(f"--dilate {args.dilate!r}: give a factor (1 or more, e.g. --dilate 4) or auto") from None
+        args.overrides.append(f"dilation={args.dilate}")
     combos = load(args)  # invalid input (in any combination) stops here, before anything is created
     from orchestrator.backends import BACKENDS, get_backend
 
@@ -89,13 +97,23 @@ def cmd_run(args: argparse.Namespace) -> int:
         if getattr(args, option, None):
             os.environ[env] = getattr(args, option)
     if args.in_cluster:
+        if args.dilate == "auto":
+            raise UsageError("--dilate auto runs again at a larger K from this machine, which --in-cluster leaves; "
+                             "give --dilate K")
         from orchestrator.cli.run_in_cluster import run_in_cluster
 
         return run_in_cluster(args, combos)
+    from orchestrator.run import auto_dilation
     from orchestrator.run.admission import AdmissionError, admit
 
+    chosen: list[auto_dilation.Choice | None] = []
     try:  # every combination, before the first one creates anything
-        for combo in combos:
+        for i, combo in enumerate(combos):
+            choice = None
+            if auto_dilation.wanted(combo.scenario, args.backend, args.dilate):
+                choice = auto_dilation.first_choice(combo.scenario, args.backend)
+                combos[i] = combo = _at(args, combo, choice.k)
+            chosen.append(choice)
             admit(combo.scenario, args.backend, args.force)
     except AdmissionError as e:
         err.print("refused: " + str(e), style="bold red", markup=False, highlight=False)
@@ -112,34 +130,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     except StoreError as e:
         err.print(f"[bold red]error:[/] {said(e)}", highlight=False)
         return 1
-    from orchestrator.run.runner import RunError, RunInterrupted, Runner
-    from orchestrator.sim.sim_runner import SimInterrupted, SimRunner
-
     done: list[Path] = []
     failed = False  # a node exited on its own in some run (the others go on)
-    for i, combo in enumerate(combos, 1):
+    for i, (combo, choice) in enumerate(zip(combos, chosen), 1):
         if combo.label:
             err.print(f"[bold magenta]matrix {i}/{len(combos)}:[/] {said(combo.label)}")
-        runner: Runner | SimRunner
-        if args.backend == "sim":
-            runner = SimRunner(combo.scenario, seed=args.seed, console=err, label=combo.label)
-        else:
-            try:
-                runner = Runner(combo.scenario, backend=args.backend, seed=args.seed, console=err,
-                                shaping_mode=args.shaping, label=combo.label, force=args.force)
-            except RuntimeError as e:  # the backend cannot start (no Docker engine, image build failed)
-                err.print(f"[bold red]error:[/] {said(e)}")
-                return 1
-        try:
-            run_dir = runner.run()
-        except RunError as e:
-            err.print(f"[bold red]run failed:[/] {said(e)}")
-            print(runner.run_dir)
-            return 1
-        except (RunInterrupted, SimInterrupted) as e:
-            err.print(f"[bold yellow]interrupted:[/] {said(e)}")
-            print(runner.run_dir)
-            return 130
+        ran = _attempts(args, combo, choice)
+        if isinstance(ran, int):
+            return ran
+        runner, run_dir = ran
         if not args.no_report:
             metrics = report(run_dir, args)
             err.print(f"[bold green]summary:[/] {summary(metrics, runner.plan.dilation)}")
@@ -163,3 +162,62 @@ def cmd_run(args: argparse.Namespace) -> int:
         err.print("[bold green]comparison[/] (again with: peerlab compare " + " ".join(map(said, done)) + ")")
         err.print(render_table(load_rows(done)), markup=False, highlight=False)
     return 1 if failed else 0
+
+
+def _at(args: argparse.Namespace, combo: Any, k: float) -> Any:
+    """The combination again, dilated by `k` (validated as a --set of it would be)."""
+    from orchestrator.model.matrix import Combination, expand
+
+    (again,) = expand(args.scenario, [*args.overrides, *combo.overrides, f"dilation={k:g}"], [], args.data_roots)
+    return Combination(combo.label, combo.overrides, again.scenario)
+
+
+def _attempts(args: argparse.Namespace, combo: Any, choice: Any) -> tuple[Any, Path] | int:
+    """The combination's run (the runner and its directory), or the command's exit code if it failed.
+    With a dilation of peerlab's choosing (`choice`), runs judged unfaithful on CPU grounds are run again
+    at a larger k (orchestrator/run/auto_dilation.py); each attempt stays in the store."""
+    from orchestrator.run import auto_dilation
+    from orchestrator.run.runner import RunError, RunInterrupted, Runner
+    from orchestrator.sim.sim_runner import SimInterrupted, SimRunner
+
+    earlier: list[dict[str, Any]] = []
+    while True:
+        k = combo.scenario.dilation
+        if choice is not None:
+            why = choice.why if not earlier else f"attempt {len(earlier) + 1} of at most {auto_dilation.ATTEMPTS}"
+            err.print(f"[bold cyan]dilation:[/] --dilate {k:g}, chosen by peerlab ({said(why)})")
+        runner: Runner | SimRunner
+        if args.backend == "sim":
+            runner = SimRunner(combo.scenario, seed=args.seed, console=err, label=combo.label)
+        else:
+            try:
+                runner = Runner(combo.scenario, backend=args.backend, seed=args.seed, console=err,
+                                shaping_mode=args.shaping, label=combo.label, force=args.force)
+            except RuntimeError as e:  # the backend cannot start (no Docker engine, image build failed)
+                err.print(f"[bold red]error:[/] {said(e)}")
+                return 1
+        if choice is not None:
+            runner.manifest.setdefault("dilation", {})["auto"] = auto_dilation.record(choice, k, earlier)
+        try:
+            run_dir = runner.run()
+        except RunError as e:
+            err.print(f"[bold red]run failed:[/] {said(e)}")
+            print(runner.run_dir)
+            return 1
+        except (RunInterrupted, SimInterrupted) as e:
+            err.print(f"[bold yellow]interrupted:[/] {said(e)}")
+            print(runner.run_dir)
+            return 130
+        behind = auto_dilation.cpu_reasons(runner.manifest) if choice is not None else []
+        nxt = auto_dilation.next_k(k) if behind else None
+        if not behind:
+            return runner, run_dir
+        if nxt is None or len(earlier) + 1 >= auto_dilation.ATTEMPTS:
+            err.print(f"[bold red]dilation:[/] still unfaithful on CPU grounds at --dilate {k:g} after "
+                      f"{len(earlier) + 1} runs (the most --dilate auto makes): {said(behind[0])}; try a larger "
+                      f"--dilate, fewer nodes, or a machine with more cores")
+            return runner, run_dir
+        earlier.append(auto_dilation.attempt(runner.manifest))
+        err.print(f"[bold yellow]dilation:[/] unfaithful on CPU grounds at --dilate {k:g} ({said(behind[0])}); "
+                  f"running it again at --dilate {nxt:g}; this run stays in the store as {said(run_dir)}")
+        combo = _at(args, combo, nxt)

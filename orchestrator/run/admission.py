@@ -207,8 +207,11 @@ def problems(need: Estimate, machine: Machine) -> list[str]:
         out.append(f"memory: {_size(need.memory_mib)} needed, {_size(machine.memory_mib)} available "
                    f"(a run may take {HEADROOM:.0%})")
     if need.cpu_cores > machine.cpus:
+        faithful = _remedy(need, FAITHFUL_CPU_SHARE * machine.cpus, "; a faithful run needs about --dilate {k}, "
+                           "which `peerlab run` chooses itself when no dilation is given (--dilate auto)")
         out.append(f"CPU: {need.cpu_cores:.1f} cores' worth of node work and traffic, {machine.cpus} cores here "
-                   f"(timings would measure the queue for the CPU, not the protocol{_remedy(need, machine.cpus)})")
+                   f"(timings would measure the queue for the CPU, not the protocol{_remedy(need, machine.cpus)}"
+                   f"{faithful if need.dilatable else ''})")
     if need.fds > machine.fds * HEADROOM:
         out.append(f"file descriptors: {need.fds} needed, limit {machine.fds} (ulimit -n)")
     if need.disk_mib > machine.disk_mib * HEADROOM:
@@ -217,13 +220,13 @@ def problems(need: Estimate, machine: Machine) -> list[str]:
     return out
 
 
-def _remedy(need: Estimate, cores: float) -> str:
-    """How the run would come within `cores`: the --dilate that does it, or (implementations that cannot
-    be dilated, or a dilation past the limit) the node count."""
+def _remedy(need: Estimate, cores: float, dilated: str = "; --dilate K gives each node K times the CPU per second "
+                                                          "of the experiment: --dilate {k} or more fits") -> str:
+    """How the run would come within `cores`: the --dilate that does it (`dilated`, formatted with k), or
+    (implementations that cannot be dilated, or a dilation past the limit) the node count."""
     k = need.dilation_for(cores)
     if need.dilatable and k <= dilation_rules.MAX:
-        return (f"; --dilate K gives each node K times the CPU per second of the experiment: --dilate {k} or more "
-                "fits")
+        return dilated.format(k=k)
     nodes = need.nodes
     while nodes > 0 and need.scaled(nodes).cpu_cores > cores:
         nodes -= 1
@@ -236,7 +239,8 @@ def warnings(need: Estimate, machine: Machine) -> list[str]:
     if machine.cpus >= need.cpu_cores > FAITHFUL_CPU_SHARE * machine.cpus:
         return [f"CPU: {need.cpu_cores:.2f} cores' worth of work on {machine.cpus} cores: the bench's runs above "
                 f"{FAITHFUL_CPU_SHARE:.0%} of the cores had unfaithful timing (CPU pressure, late event loops)"
-                f"{_remedy(need, FAITHFUL_CPU_SHARE * machine.cpus)}"]
+                f"{_remedy(need, FAITHFUL_CPU_SHARE * machine.cpus)}"
+                f"{' (--dilate auto chooses it and checks the verdict)' if need.dilatable else ''}"]
     return []
 
 

@@ -48,3 +48,36 @@ def test_beside_a_cpu_hog_it_is_not(tmp_path):
     assert last.startswith("fidelity: UNFAITHFUL: load: ")
     cpu_or_lag = ("node event loops late", "CPU pressure", "run queue above")
     assert any(r.startswith("load: " + why) for r in fidelity["reasons"] for why in cpu_or_lag), fidelity["reasons"]
+
+
+def test_dilate_auto_runs_again_while_the_cpu_falls_behind_and_keeps_every_attempt(tmp_path):
+    """`--dilate auto` beside the same hog: the quickstart (10 nodes) fits, so peerlab starts at k=1;
+    each run judged unfaithful on CPU grounds is run again at 1.5 times its k, 3 runs at most, each
+    kept in the store and named in the next one's manifest; the last says it is still unfaithful."""
+    store = tmp_path / "runs"
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2 * os.cpu_count())]
+    try:
+        done = peerlab("run", "scenarios/quickstart.yaml", "--dilate", "auto", "--no-report",
+                       "--set", "nodes.count=10", "--set", "workload.warmup=1s", "--set", "workload.duration=4s",
+                       "--set", "workload.drain=2s", "--set", f"output.store=file://{store}", timeout=900)
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "dilation: --dilate 1, chosen by peerlab" in done.stderr
+    assert "running it again at --dilate 2;" in done.stderr and "running it again at --dilate 3;" in done.stderr
+    assert "still unfaithful on CPU grounds at --dilate 3 after 3 runs" in done.stderr
+    last = Path(done.stdout.strip().splitlines()[-1])
+    assert len(done.stdout.strip().splitlines()) == 1  # one run directory: the last attempt's
+    manifest = json.loads((last / "manifest.json").read_text())
+    auto = manifest["dilation"]["auto"]
+    assert manifest["dilation"]["factor"] == 3 and auto["attempt"] == 3 and auto["first"] == 1
+    assert [a["dilation"] for a in auto["earlier"]] == [1, 2]
+    for earlier in auto["earlier"]:
+        kept = json.loads((store / earlier["run_id"] / "manifest.json").read_text())
+        assert kept["status"] == "completed" and kept["fidelity"]["verdict"] == "unfaithful"
+        assert earlier["cpu_reasons"] and all(r.startswith(("load: ", "drain: ")) for r in earlier["cpu_reasons"])
+    assert manifest["fidelity"]["verdict"] == "unfaithful"
+    assert sorted(p.name for p in store.iterdir() if p.is_dir()) == sorted(
+        [last.name, *(a["run_id"] for a in auto["earlier"])])
