@@ -9,20 +9,19 @@ its schedule armed at once (an adapter's: T0 is in its config) but no peer yet i
 what it publishes then reaches no one, whatever the protocol. Only messages published while their
 publisher was up, to nodes up for the whole dissemination window of the message
 (`analysis.dissemination_window` after its publication), count in `delivery_ratio_up`.
+
+Pure functions of frames and rows: the metrics.json sections and tables made of them are registered
+in analysis/catalogue.py. May import: analysis.spark; never registry, run_data or catalogue.
 """
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from analysis.registry import metric
 from analysis.spark import local_frame
-
-if TYPE_CHECKING:
-    from analysis.run_data import RunData
 
 DEFAULT_WINDOW_S = 5.0
 HEAL_RACE_NS = 1_000_000_000
@@ -205,19 +204,3 @@ def _share(part: list[Any], whole: list[Any]) -> float | None:
 def window_ns(manifest: dict[str, Any]) -> int:
     analysis = manifest["scenario"].get("analysis") or {}
     return int(float(analysis.get("dissemination_window") or DEFAULT_WINDOW_S) * 1e9)
-
-
-# metrics.json: who was up, and what it received ----------------------------------------------------
-@metric("delivery_ratio_up")
-def _delivery_ratio_up(run: RunData) -> float | None:
-    return ratio(run.deliveries_up)
-
-
-@metric("accounting")
-def _accounting(run: RunData) -> dict[str, int]:
-    return accounting(run.plan, run.manifest.get("t0_ns"), run.intervals, run.marks)
-
-
-@metric("partitions")
-def _partitions(run: RunData) -> list[dict[str, Any]] | None:
-    return partitions(run.manifest, run.publishes, run.deliveries_up) or None

@@ -1,22 +1,21 @@
 """The run's fidelity verdict, as the runner judged it (the manifest's `fidelity` section, written by
 orchestrator/fidelity): into metrics.json, at the top of report.html, and into `peerlab compare`'s
-warnings. A run from before the fidelity watch, or run with PEERLAB_FIDELITY=0, has none."""
+warnings. A run from before the fidelity watch, or run with PEERLAB_FIDELITY=0, has none.
+
+Pure functions of the manifest's section: the metrics.json section made of it is registered in
+analysis/catalogue.py. May import: nothing of analysis; never registry, run_data or catalogue."""
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING, Any
-
-from analysis.registry import metric
-
-if TYPE_CHECKING:
-    from analysis.run_data import RunData
+from typing import Any
 
 UNFAITHFUL = "unfaithful"
 
 
-@metric("fidelity")
-def _fidelity(run: RunData) -> dict[str, Any] | None:
-    section = run.manifest.get("fidelity")
+def verdict(manifest: dict[str, Any]) -> dict[str, Any] | None:
+    """metrics.json's `fidelity` section: the verdict, its line, its reasons and each phase's verdict;
+    None for a run without one."""
+    section = manifest.get("fidelity")
     if not section:
         return None
     return {"verdict": section["verdict"], "line": section["line"], "reasons": section["reasons"],

@@ -1,5 +1,9 @@
 """The analysis job for one run: tables (Parquet), metrics.json, report.html and timings.json under
-analysis/."""
+analysis/.
+
+The entry point of analysis/: it imports analysis/catalogue.py (which registers the metrics and the
+tables), the data hub (run_data.py), the extras and the report, and is imported by nothing of
+analysis/ but the CLI's and the tools' callers in orchestrator/."""
 from __future__ import annotations
 
 import json
@@ -13,7 +17,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from rich.console import Console
 
-from analysis import faults, fidelity, kernel_traffic, metrics, per_node, relaying, traffic, views  # noqa: F401 - they register their metrics and tables
+from analysis import catalogue  # noqa: F401 - registers every metric and table, in metrics.json's order
 from analysis.extras import EXTRAS, RunFrames
 from analysis.ingest import RemoteRun, load_manifest, logs_bytes, refresh_events_table
 from analysis.progress import AnalysisProgress

@@ -8,6 +8,8 @@ that halves both. The archive is only valid for the same Java build and class pa
 per machine, under the cache directory, named by a key of the two; a session whose key has no
 archive simply starts without one. `peerlab warm-up` (analysis/warm_up.py runs a small report)
 makes it; `make setup` runs that.
+
+May import: pyspark, node.paths (the cache); nothing of orchestrator/.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from pathlib import Path
 
 import pyspark
 
-from orchestrator.paths import cache_root
+from node.paths import cache_root
 
 # the archive's own diagnostics (classes it cannot hold, e.g. from signed jars) are not the user's
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"

@@ -3,28 +3,29 @@ second by the runner; orchestrator/run/link_sampler.py), for any node implementa
 received per node, the mean upload over the publishing window, and, where the nodes also logged what
 they sent (`send_rpc`), the ratios of the two, both from T0 on (start-up and calibration left out): all bytes (TCP/IP headers and acknowledgements,
 encryption and multiplexing, retransmissions are what the kernel sees beyond the protocol's own
-bytes) and the payload after the headers (what the sockets carried)."""
+bytes) and the payload after the headers (what the sockets carried).
+
+Pure functions of frames and rows: the metrics.json sections and tables made of them are registered
+in analysis/catalogue.py. May import: analysis.spark; never registry, run_data or catalogue."""
 from __future__ import annotations
 
 import gzip
 import json
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 
-from analysis.registry import metric, table
 from analysis.spark import local_frame
-
-if TYPE_CHECKING:
-    from analysis.run_data import RunData
 
 FILE = "kernel_traffic.jsonl.gz"
 HEADER_BYTES = 66  # Ethernet 14 + IPv4 20 + TCP 32 (with timestamps): one set per packet the link counts
 COUNTERS = ("sent_bytes", "received_bytes", "sent_packets", "received_packets")
 
 
-def load_samples(run: RunData) -> list[dict[str, Any]]:
-    path = run.run_dir / FILE
+def load_samples(run_dir: Path) -> list[dict[str, Any]]:
+    """The run's link counter samples (FILE in its directory), oldest first; none without the file."""
+    path = run_dir / FILE
     if not path.exists():
         return []
     with gzip.open(path, "rt") as f:
@@ -74,21 +75,10 @@ def kernel_summary(samples: list[dict[str, Any]], window: tuple[int, int] | None
     return out
 
 
-@metric("kernel_traffic")
-def _kernel_traffic(run: RunData) -> dict[str, Any] | None:
-    samples = load_samples(run)
-    if not samples:
-        return None
-    logged = {r["node"]: int(r["sent_bytes_since_t0"] or 0) for r in run.per_node}
-    return kernel_summary(samples, run.publishing, logged, run.t0)
-
-
-@table("kernel_traffic")
-def _kernel_traffic_table(run: RunData) -> DataFrame | None:
-    """Per node per sample since T0: bytes sent and received on its link since its sample before
-    (counter deltas), at the second of the sample and over `seconds` (1 where it samples each second;
-    several on Kubernetes, where a sample is an exec per pod)."""
-    samples = load_samples(run)
+def deltas_frame(spark: SparkSession, samples: list[dict[str, Any]], t0_ns: int) -> DataFrame | None:
+    """The kernel_traffic table: per node per sample since T0, bytes sent and received on its link since
+    its sample before (counter deltas), at the second of the sample and over `seconds` (1 where it
+    samples each second; several on Kubernetes, where a sample is an exec per pod). None without samples."""
     if not samples:
         return None
     rows, previous = [], {}
@@ -96,7 +86,7 @@ def _kernel_traffic_table(run: RunData) -> DataFrame | None:
         before = previous.get(s["node"])
         previous[s["node"]] = s
         if before is not None:
-            rows.append((int((s["ts"] - run.t0) // 1e9), round((s["ts"] - before["ts"]) / 1e9, 3), s["node"],
+            rows.append((int((s["ts"] - t0_ns) // 1e9), round((s["ts"] - before["ts"]) / 1e9, 3), s["node"],
                          s["sent_bytes"] - before["sent_bytes"], s["received_bytes"] - before["received_bytes"]))
-    return local_frame(run.spark, rows,
+    return local_frame(spark, rows,
                        "second long, seconds double, node string, sent_bytes long, received_bytes long")

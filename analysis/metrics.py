@@ -3,22 +3,21 @@
 Delivery is counted against expected receivers: the planned subscribers of a message's topic, the
 publisher excluded. Latency is receive time minus publish time (one host clock locally; the
 manifest's clock offsets apply on other backends).
+
+Pure functions of frames and rows: the metrics.json sections and tables made of them are registered
+in analysis/catalogue.py. May import: analysis.traffic, analysis.per_node; never registry, run_data or catalogue.
 """
 from __future__ import annotations
 
 import math
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from analysis import traffic as Tr
 from analysis.per_node import node_totals
-from analysis.registry import metric, table
-
-if TYPE_CHECKING:
-    from analysis.run_data import RunData
 
 COVERAGE_POINTS = (15, 50, 90, 100)
 
@@ -235,87 +234,3 @@ def core_metrics(events: DataFrame, subs: DataFrame, nodes: int) -> dict[str, An
     finally:
         msgs.unpersist()
         dl.unpersist()
-
-
-# metrics.json: the run and its messages ---------------------------------------------------------
-@metric("messages")
-def _messages(run: RunData) -> int:
-    return run.published["measured"]
-
-
-@metric("window")
-def _window(run: RunData) -> dict[str, Any]:
-    return {"from_s": run.window["from_s"], "messages_before": run.published["all"] - run.published["measured"]}
-
-
-@metric("publishes_refused")
-def _publishes_refused(run: RunData) -> dict[str, Any] | None:
-    """Publishes the node's implementation refused (the message never left it, so no one is expected
-    to get it), where there were any: how many, and the first few with the library's reason."""
-    rows = run.refused.orderBy("msg_id").collect()
-    if not rows:
-        return None
-    return {"count": len(rows), "first": [{"msg_id": r["msg_id"], "node": r["origin"], "reason": r["reason"]}
-                                          for r in rows[:5]]}
-
-
-@metric("delivery_ratio")
-def _delivery_ratio(run: RunData) -> float | None:
-    return run.message_summary["delivery_ratio"]
-
-
-@metric("latency_ms")
-def _latency_ms(run: RunData) -> dict[str, float | None]:
-    return latency_stats(run.deliveries, run.message_summary["delivered"])
-
-
-@metric("coverage_latency_ms")
-def _coverage_latency_ms(run: RunData) -> dict[str, Any]:
-    return run.message_summary["coverage_latency_ms"]
-
-
-@metric("duplicates_per_node")
-def _duplicates_per_node(run: RunData) -> float:
-    return duplicates_per_node(run.totals, run.nodes)
-
-
-@metric("bytes")
-def _bytes(run: RunData) -> dict[str, int]:
-    return bytes_sent(run.totals)
-
-
-@metric("shaping")
-def _shaping(run: RunData) -> dict[str, Any]:
-    cal = run.manifest.get("calibration") or {}
-    return {"mode": run.manifest.get("shaping", {}).get("mode"), "latency_error_pct": cal.get("latency_error_pct"),
-            "bandwidth_error_pct": cal.get("bandwidth_error_pct")}
-
-
-@metric("events")
-def _events(run: RunData) -> int:
-    return sum(r["events"] for r in run.per_node)
-
-
-@metric("ingest")
-def _ingest(run: RunData) -> dict[str, Any] | None:
-    """What the analysis could not read, when there is something: log lines left out (not events, or
-    cut short; how many, and the first ones) and planned nodes without a log (a run stopped before
-    collecting them: the figures are those of the logs that are there)."""
-    out: dict[str, Any] = {}
-    if run.ingest.get("dropped"):
-        out.update({"dropped_lines": run.ingest["dropped"], "lines": run.ingest["problems"]})
-    missing = [n["id"] for n in run.plan["nodes"] if n["id"] not in run.log_nodes]
-    if missing:
-        out["logs_missing"] = missing
-    return out or None
-
-
-@table("deliveries")
-def _deliveries_table(run: RunData) -> DataFrame:
-    return run.deliveries
-
-
-@table("messages")
-def _messages_table(run: RunData) -> DataFrame:
-    return run.messages.join(run.publishes, "msg_id")
-

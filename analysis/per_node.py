@@ -6,20 +6,18 @@ that up intervals and accounting read one by one (t0, stop, publish_message, sta
 The metrics that add these up (duplicates and bytes, control, connections, resources, the bytes the
 nodes logged beside the kernel's counters, when each node was last heard of) and the bytes_per_node
 and resources tables read this one frame of one row per node, instead of each scanning the log.
+
+Pure functions of frames and rows: the metrics.json sections and tables made of them are registered
+in analysis/catalogue.py. May import: analysis.traffic; never registry, run_data or catalogue.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from analysis.registry import table
 from analysis.traffic import BYTE_COLUMNS, CONTROL_TYPES
-
-if TYPE_CHECKING:
-    from analysis.run_data import RunData
-
 
 MARKS = ("t0", "stop", "publish_message", "start", "connect")
 
@@ -82,13 +80,3 @@ def bytes_per_node(totals: DataFrame) -> DataFrame:
 
 def resources_per_node(totals: DataFrame) -> DataFrame:
     return totals.where(F.col("samples") > 0).select("node", "cpu_share", "rss_peak_bytes", "samples")
-
-
-@table("bytes_per_node")
-def _bytes_per_node_table(run: RunData) -> DataFrame:
-    return bytes_per_node(run.node_totals)
-
-
-@table("resources")
-def _resources_table(run: RunData) -> DataFrame:
-    return resources_per_node(run.node_totals)

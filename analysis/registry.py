@@ -1,11 +1,15 @@
 """The metrics of metrics.json, registered by name: a metric is a function of the run's data
 (analysis/run_data.py) that returns its section, or None to leave it out. `analysis.job` writes them
-in registration order; adding a metric is one decorated function (and its test).
+in registration order; adding a metric is one decorated function in analysis/catalogue.py (and its
+test).
 
     @metric("median_hops")
     def median_hops(run: RunData) -> float | None: ...
 
-Tables (Parquet under analysis/tables/) register the same way with @table."""
+Tables (Parquet under analysis/tables/) register the same way with @table.
+
+May import: nothing of analysis (RunData for types only). It is fed by catalogue.py, which the entry
+point (job.py) imports; the data hub (run_data.py) neither imports nor owns it."""
 from __future__ import annotations
 
 import time

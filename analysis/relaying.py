@@ -9,19 +9,18 @@
   deliveries alone at their node for `RELAY_WINDOW_NS` on either side (no other delivery or publish
   there) are used: the sends in the window after one are that message's. `deliveries_used` says
   how many qualified (none in a run whose messages are closer together than that).
+
+Pure functions of frames and rows: the metrics.json sections and tables made of them are registered
+in analysis/catalogue.py. May import: analysis.metrics; never registry, run_data or catalogue.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from analysis.metrics import summarize
-from analysis.registry import metric
-
-if TYPE_CHECKING:
-    from analysis.run_data import RunData
 
 RELAY_WINDOW_NS = 1_000_000_000
 
@@ -83,15 +82,3 @@ def relay_summary(per_delivery: DataFrame) -> dict[str, Any] | None:
     return {"deliveries_used": row["n"], "forwards_per_delivery": round(row["forwards"], 2),
             "first_forward_ms": {"p50": round(first[0], 2), "p90": round(first[1], 2)},
             "last_forward_ms": {"p50": round(last[0], 2), "p90": round(last[1], 2)}}
-
-
-@metric("mesh")
-def _mesh(run: RunData) -> dict[str, Any] | None:
-    if not any(r["mesh_changes"] for r in run.per_node):
-        return None  # no GRAFT or PRUNE logged either way (the per-node pass counted them): no mesh to follow
-    return mesh_summary(mesh_sizes(run.events))
-
-
-@metric("relaying")
-def _relaying(run: RunData) -> dict[str, Any] | None:
-    return relay_summary(relays(run.events))

@@ -2,7 +2,11 @@
 expected deliveries, per-message coverage, per-node totals, up intervals, per-second bandwidth...),
 each computed once, when a metric first asks for it, and cached in Spark (or, when it is a handful
 of rows, held at the driver) until the job ends. Metrics run side by side (analysis/registry.py):
-a frame two of them ask for at once is made by the first, and the other waits for it."""
+a frame two of them ask for at once is made by the first, and the other waits for it.
+
+May import: ingest, spark and the theme modules' pure functions (faults, metrics, per_node, traffic,
+views); never registry or catalogue: the metrics consume this module (catalogue.py), it does not
+import them."""
 from __future__ import annotations
 
 import threading

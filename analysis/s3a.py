@@ -8,6 +8,8 @@ Central's SHA-1 and renamed into place only when whole; `make test` runs it (the
 686 MB). `conf` gives the settings that point s3a at the store boto3 uses: AWS_ENDPOINT_URL (path-style
 addressing, as self-hosted stores want), AWS_DEFAULT_REGION; credentials stay in the environment,
 where the SDK's default chain reads them, never in Spark's configuration.
+
+May import: pyspark, node.paths (the cache); nothing of orchestrator/.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from pathlib import Path
 
 import pyspark
 
-from orchestrator.paths import cache_root
+from node.paths import cache_root
 
 CENTRAL = "https://repo1.maven.org/maven2"
 # Hadoop version -> (group, artifact, version) of what s3a needs beside PySpark's own jars

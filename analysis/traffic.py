@@ -3,18 +3,16 @@ message counts, connections, and CPU and RSS when the nodes logged them.
 
 Steady-state figures use the scenario's publishing window: after the warm-up (T0 + workload.warmup)
 and before the drain (T0 + warmup + duration), so mesh building and the tail do not dilute them.
+
+Pure functions of frames and rows: the metrics.json sections and tables made of them are registered
+in analysis/catalogue.py. May import: nothing of analysis; never registry, run_data or catalogue.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-
-from analysis.registry import metric, table
-
-if TYPE_CHECKING:
-    from analysis.run_data import RunData
 
 CONTROL_TYPES = ("ihave", "iwant", "idontwant", "graft", "prune")
 BYTE_COLUMNS = ("bytes", "data_bytes", *(f"{k}_bytes" for k in CONTROL_TYPES))
@@ -103,30 +101,3 @@ def resources(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
             "cpu_share_max": max(cpu, default=None),
             "rss_peak_mb_mean": (sum(rss) / len(rss) if rss else 0) / 2**20,
             "rss_peak_mb_max": max(rss, default=0) / 2**20}
-
-
-# metrics.json: bandwidth, control, connections, resources ------------------------------------------
-@metric("bandwidth")
-def _bandwidth(run: RunData) -> dict[str, Any]:
-    return bandwidth_summary(run.upload, run.publishing, run.t0, run.nodes)
-
-
-@metric("control")
-def _control(run: RunData) -> dict[str, dict[str, int]]:
-    return control_counts(run.per_node)
-
-
-@metric("connections")
-def _connections(run: RunData) -> dict[str, Any]:
-    return connections(run.per_node)
-
-
-@metric("resources")
-def _resources(run: RunData) -> dict[str, Any] | None:
-    return resources(run.per_node)
-
-
-@table("bandwidth")
-def _bandwidth_table(run: RunData) -> DataFrame:
-    return run.per_second
-

@@ -2,19 +2,18 @@
 
 All take the deliveries frame of analysis.metrics.deliveries (msg_id, receiver, t_pub, t_recv,
 latency_ms; one row per expected receipt, t_recv null when it never came) and the publishes frame.
+
+Pure functions of frames and rows: the metrics.json sections and tables made of them are registered
+in analysis/catalogue.py. May import: analysis.metrics; never registry, run_data or catalogue.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from analysis.metrics import group_quantile, small_quantiles
-from analysis.registry import metric, table
-
-if TYPE_CHECKING:
-    from analysis.run_data import RunData
 
 
 def _delivery_aggs() -> list:
@@ -82,32 +81,3 @@ def attack_impact(dl: DataFrame, pubs: DataFrame, plan: dict[str, Any]) -> dict[
     if aim["nodes"]:
         out["attacker_neighbours"] = {"nodes": len(aim["nodes"]), **sides(dl, F.col("receiver").isin(aim["nodes"]))}
     return out
-
-
-# metrics.json: spreads per topic and per subscriber, attack impact --------------------------------
-@metric("per_topic")
-def _per_topic(run: RunData) -> dict[str, Any]:
-    rows = [r.asDict() for r in run.topics.collect()]
-    return {"topics": len(rows), "delivery_ratio": spread(rows, "delivery_ratio"), "p50_ms": spread(rows, "p50_ms")}
-
-
-@metric("per_subscriber")
-def _per_subscriber(run: RunData) -> dict[str, Any]:
-    rows = [r.asDict() for r in run.subscribers.collect()]
-    return {"subscribers": len(rows), "delivery_ratio": spread(rows, "delivery_ratio"),
-            "p99_ms": spread(rows, "p99_ms")}
-
-
-@metric("attack")
-def _attack(run: RunData) -> dict[str, Any] | None:
-    return attack_impact(run.deliveries, run.publishes, run.plan) or None
-
-
-@table("topics")
-def _topics_table(run: RunData) -> DataFrame:
-    return run.topics
-
-
-@table("subscribers")
-def _subscribers_table(run: RunData) -> DataFrame:
-    return run.subscribers

@@ -23,8 +23,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from node.paths import ROOT
+
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
 TOOLS = ROOT / ".tools"
 PEERLAB = "peerlab"
 INTEROP = "interop:"

@@ -1,9 +1,14 @@
 """Backends by name: where nodes run. `local` (network namespaces) is the default; `docker` runs
 each node in a container; `kubernetes` each node in a pod of the peerlab chart. A backend's module is
-imported only when a run asks for it."""
+imported only when a run asks for it.
+
+May import: shaping, control, store, record, builds, model, the orchestrator's own modules (procfs,
+helm) and node/; never run/ or cli/ (the floors above). shaping/ and control/ declare what they need
+of a backend (mechanisms.ShapingBackend, contract_client.ContractBackend) and import nothing of here;
+builds/ takes helm's path from orchestrator/helm.py, not from kube_cluster."""
 from __future__ import annotations
 
-from .base import Backend, LinkEnds, RunContext
+from .base import Backend, RunContext
 from .local import LocalBackend
 
 BACKENDS = ("local", "docker", "kubernetes")
@@ -21,4 +26,4 @@ def get_backend(name: str) -> type[Backend]:
     raise ValueError(f"unknown backend {name!r}; available: {', '.join(BACKENDS)}")
 
 
-__all__ = ["BACKENDS", "get_backend", "Backend", "LinkEnds", "RunContext"]
+__all__ = ["BACKENDS", "get_backend", "Backend", "RunContext"]

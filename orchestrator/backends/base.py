@@ -3,6 +3,10 @@
 A backend differs from another only in: making the network, starting and stopping a node, applying
 shaping operations inside a node's network namespace and at the far end of its link, reaching its
 control API, and fetching its event log.
+
+A Backend is what orchestrator/shaping (`ShapingBackend`, with `LinkEnds`) and orchestrator/control
+(`ContractBackend`) declare they need of one; they never import this package. May import: shaping,
+control.node_client, store.durable, model.plan, node.contract.
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ from node.contract import ContractConfig
 from orchestrator.control.node_client import ControlClient
 from orchestrator.model.plan import RunPlan
 from orchestrator.shaping import ops, tc
+from orchestrator.shaping.mechanisms import LinkEnds
 from orchestrator.store.durable import private_dir
 
 T = TypeVar("T")
@@ -37,16 +42,6 @@ class RunContext:
     scratch: Path     # live files of the run: configs, sockets, logs being written
     plan: RunPlan
     token: str        # control API bearer token
-
-
-@dataclass
-class LinkEnds:
-    """Where shaping applies for one node: its own interface and the far end of its link."""
-
-    node_netns: str
-    node_ifname: str
-    far_netns: str
-    far_ifname: str
 
 
 def far_end_counters(handle, ports: dict[str, str]) -> dict[str, dict[str, int]]:

@@ -34,7 +34,6 @@ from orchestrator import procfs
 from orchestrator.backends.base import (
     SIDE_BY_SIDE,
     Backend,
-    LinkEnds,
     RunContext,
     far_end_counters,
     file_tail,
@@ -44,6 +43,7 @@ from orchestrator.builds import node_image as image
 from orchestrator.control.node_client import ControlClient
 from orchestrator.record import host_state
 from orchestrator.shaping import ops, tcp
+from orchestrator.shaping.mechanisms import LinkEnds
 from orchestrator.store.durable import private_dir, write_private
 
 DATA_PORT = 4001

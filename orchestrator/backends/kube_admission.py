@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from orchestrator.paths import ROOT
+from node.paths import ROOT
 
 VALUES = ROOT / "charts" / "peerlab" / "values.yaml"
 CONTAINERS = ("node",)
@@ -86,7 +86,7 @@ def cluster_room(namespace: str, context: str | None, timeout: float = 5.0) -> R
     """Read the quotas and the nodes (RuntimeError if the cluster cannot be asked)."""
     from kubernetes import client
 
-    from orchestrator.backends.kube_cluster import client_config
+    from orchestrator.backends.kube_config import client_config
 
     try:
         api = client.CoreV1Api(client.ApiClient(client_config(context)))  # in the cluster too (the experiment Job)

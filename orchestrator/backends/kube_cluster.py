@@ -4,34 +4,35 @@ node's control API: nothing execs into a node's pod), and the shaping daemon on 
 peerlab-system): its agent kept open on one exec stream per node, a pod's network namespace as that
 daemon sees it (found through the CRI), a Python there.
 
-Only this module and its kube_exec speak to Kubernetes (the kubernetes client, the helm binary from
-.tools/bin); the backend on top of it (`orchestrator.backends.kubernetes`) knows nodes, not API
+Only this module and its kube_exec speak to Kubernetes (the kubernetes client, helm through
+orchestrator/helm.py); the backend on top of it (`orchestrator.backends.kubernetes`) knows nodes, not API
 objects. Tests replace it with the chart's pods run by Docker (tests/support/docker_pods.py), which has the same methods.
 
 Exec itself (a command to its end, a command kept open and spoken to in lines, a local process
-bridged to one in a pod) is orchestrator/backends/kube_exec.py.
+bridged to one in a pod) is orchestrator/backends/kube_exec.py; the client's settings (the kubeconfig
+and its TLS files) are kube_config.py's.
+
+May import: kube_config, kube_exec, kube_lease, backends.base, control.node_client, store.durable,
+orchestrator.helm, node.paths, shaping.agent (lazily). kube_exec and kube_config import nothing of it.
 """
 from __future__ import annotations
 
-import atexit
 import json
 import os
-import shutil
 import ssl
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
 
+from node.paths import ROOT
 from orchestrator.backends import kube_exec, kube_lease
 from orchestrator.backends.base import side_by_side
+from orchestrator.backends.kube_config import client_config
 from orchestrator.backends.kube_exec import ExecResult
 from orchestrator.control.node_client import ControlClient
-from orchestrator.paths import ROOT
+from orchestrator.helm import helm
 from orchestrator.store.durable import write_private
-
-CREDENTIALS_ENV = "PEERLAB_KUBE_CREDENTIALS_DIR"  # credentials_dir(), for the processes a run starts
 
 CHART = ROOT / "charts" / "peerlab"
 SHAPER_LABEL = "app.kubernetes.io/name=peerlab-shaper"
@@ -49,60 +50,6 @@ def write_values(values: dict[str, Any], path: Path) -> None:
     short id such as 606e96 bare, which helm's YAML 1.2 reads as a number. It holds the run's control
     token: 0o600 from its creation."""
     write_private(path, json.dumps(values, indent=1))
-
-
-def helm_binary() -> str:
-    local = ROOT / ".tools" / "bin" / "helm"
-    if local.exists():
-        return str(local)
-    found = shutil.which("helm")
-    if not found:
-        raise RuntimeError("helm is missing: run .ci/tools (make setup does) or install helm v3.8+")
-    return found
-
-
-def helm(*args: str, namespace: str, context: str | None = None, kubeconfig: Path | None = None,
-         timeout: float = 300) -> subprocess.CompletedProcess:
-    """helm with these arguments in `namespace`, against the cluster of `kubeconfig` (else $KUBECONFIG)
-    and `context` (else its current one): the one way peerlab runs helm."""
-    cmd = [helm_binary(), *args, "--namespace", namespace]
-    cmd += ["--kube-context", context] if context else []
-    cmd += ["--kubeconfig", str(kubeconfig)] if kubeconfig else []
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-
-
-def credentials_dir() -> str:
-    """Where the client library writes the kubeconfig's certificates and key for its TLS: a private
-    directory made by the first process that asks (the orchestrator), removed at its exit, and named to
-    the processes it starts through the environment, so that theirs go there too: the probes' exec
-    bridges end by a kill, and left a private key each in /tmp when the library chose the place."""
-    inherited = os.environ.get(CREDENTIALS_ENV)
-    if inherited and os.path.isdir(inherited):
-        return inherited
-    made = tempfile.mkdtemp(prefix="peerlab-kube-")
-    os.environ[CREDENTIALS_ENV] = made
-    owner = os.getpid()
-    atexit.register(lambda: os.getpid() == owner and shutil.rmtree(made, ignore_errors=True))  # not a fork's exit
-    return made
-
-
-def client_config(context: str | None) -> Any:
-    """The client's settings from the kubeconfig ($KUBECONFIG as it is now: the library reads it once,
-    when first imported; `context`, else its current one), its TLS files written into
-    `credentials_dir()`; else, inside a cluster, the pod's service account. RuntimeError if neither."""
-    from kubernetes import client, config
-
-    settings = client.Configuration()
-    try:
-        config.load_kube_config(config_file=os.environ.get("KUBECONFIG") or None, context=context,
-                                client_configuration=settings, temp_file_path=credentials_dir())
-    except Exception as kube_err:  # noqa: BLE001 - maybe we run inside the cluster
-        try:
-            config.load_incluster_config(client_configuration=settings)
-        except Exception:  # noqa: BLE001
-            raise RuntimeError(f"no Kubernetes cluster configured ({kube_err}); set KUBECONFIG or "
-                               "--kube-context, or create one: peerlab prepare kind") from None
-    return settings
 
 
 class KubeCluster:

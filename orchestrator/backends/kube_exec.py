@@ -11,6 +11,9 @@
 Each stream has an API client of its own: kubernetes.stream swaps the transport of the client it is
 given while it connects, so on a shared one a REST call made meanwhile by another thread would go out
 as a websocket.
+
+May import: kube_config (the client's settings, for the bridge); never kube_cluster, which imports
+this module.
 """
 from __future__ import annotations
 
@@ -21,6 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from websocket import WebSocketException
+
+from orchestrator.backends.kube_config import client_config
 
 CONNECT_TIMEOUT = 30  # seconds for an exec stream's websocket handshake
 TIMED_OUT = 124       # ExecResult.code: the command did not end in time
@@ -179,11 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("container")
     parser.add_argument("argv", nargs="+", help="after --: the command")
     args = parser.parse_args(argv)
-    from orchestrator.backends.kube_cluster import KubeCluster
-
-    cluster = KubeCluster(args.namespace, args.context)
-    return bridge(open_stream(cluster.config, args.namespace, args.pod, args.container, args.argv, stdin=True),
-                  args.pod)
+    config = client_config(args.context)
+    return bridge(open_stream(config, args.namespace, args.pod, args.container, args.argv, stdin=True), args.pod)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -8,7 +8,7 @@ log as the run's progress, learn the run's id from its last line, and uninstall 
 a signal: the Job's pod then gets SIGTERM and stores what it has). Fetching and reporting the run
 from the store is the CLI's (`peerlab report URL --local-copy`).
 
-May import: orchestrator.backends.kube_cluster, orchestrator.builds, orchestrator.paths.
+May import: orchestrator.backends.kube_cluster, orchestrator.builds, orchestrator.helm, node.paths.
 """
 from __future__ import annotations
 
@@ -19,8 +19,9 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from node.paths import ROOT
 from orchestrator.backends import kube_cluster
-from orchestrator.paths import ROOT
+from orchestrator.helm import helm
 
 CHART = ROOT / "charts" / "peerlab"
 POLL_S = 1.0
@@ -55,8 +56,7 @@ class Experiment:
         self.installed = True
 
     def _helm(self, *args: str, timeout: float) -> subprocess.CompletedProcess:
-        return kube_cluster.helm(*args, namespace=self.cluster.namespace, context=self.cluster.context,
-                                 timeout=timeout)
+        return helm(*args, namespace=self.cluster.namespace, context=self.cluster.context, timeout=timeout)
 
     def _pod(self) -> tuple[str, str, str]:
         """The Job's pod: (name, phase, why it waits); ("", "Gone", "") before it exists or after."""

@@ -41,10 +41,11 @@ from node import supervisor
 from node.adapters import PEERLAB, get_adapter
 from node.contract import ContractConfig
 from orchestrator.backends import kube_admission, kube_cluster
-from orchestrator.backends.base import Backend, LinkEnds, RunContext
+from orchestrator.backends.base import Backend, RunContext
 from orchestrator.builds import node_image as image
 from orchestrator.control.node_client import ControlClient
 from orchestrator.shaping import agent, ops, tcp
+from orchestrator.shaping.mechanisms import LinkEnds
 
 DATA_PORT = 4001
 CONTROL_PORT = 7000

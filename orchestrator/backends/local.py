@@ -30,9 +30,10 @@ from node.adapters import INTEROP, get_adapter
 from node.config import NodeConfig
 from node.contract import ContractConfig
 from node.process import privileges
-from orchestrator.backends.base import Backend, LinkEnds, RunContext, far_end_counters, file_tail
+from orchestrator.backends.base import Backend, RunContext, far_end_counters, file_tail
 from orchestrator.control.node_client import ControlClient
 from orchestrator.shaping import ops, tcp
+from orchestrator.shaping.mechanisms import LinkEnds
 from orchestrator.store.durable import private_dir, write_private
 
 DATA_PORT = 4001

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from node.paths import ROOT
 from orchestrator.builds import cargobuild, gobuild
-from orchestrator.paths import ROOT
 
 ADAPTERS = ROOT / "node" / "adapters"
 TOOLS = ROOT / ".tools"

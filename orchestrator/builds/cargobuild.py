@@ -20,8 +20,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from node.paths import cache_root
 from orchestrator.builds import progress
-from orchestrator.paths import cache_root
 
 HINT = ("Rust 1.88 or newer (https://rustup.rs; Debian's cargo package is older than that on bookworm); "
         "cargo is looked for on PATH and in ~/.cargo/bin")

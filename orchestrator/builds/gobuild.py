@@ -21,8 +21,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from node.paths import cache_root
 from orchestrator.builds import progress
-from orchestrator.paths import cache_root
 
 
 class GoBuildError(RuntimeError):

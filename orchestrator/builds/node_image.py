@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from node.adapters import PEERLAB, get_adapter
-from orchestrator.paths import ROOT
+from node.paths import ROOT
 
 DOCKERFILE = "node/Dockerfile"
 REPOSITORY = "peerlab-node"

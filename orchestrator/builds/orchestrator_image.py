@@ -7,8 +7,8 @@ experiment mode: `helm install ... --set-file scenario=...`, docs/backends.md#an
 
 Built from a context of its own (the node image's .dockerignore keeps the orchestrator out of that
 one), named by the hash of everything copied in: a second build builds nothing.
-May import: orchestrator.builds.node_image, orchestrator.backends.kube_cluster (helm's path),
-orchestrator.paths.
+May import: orchestrator.builds.node_image, orchestrator.helm (helm's path), node.paths; never
+orchestrator.backends (backends import builds).
 """
 from __future__ import annotations
 
@@ -19,8 +19,9 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
+from node.paths import ROOT
 from orchestrator.builds import node_image
-from orchestrator.paths import ROOT
+from orchestrator.helm import helm_binary
 
 REPOSITORY = "peerlab-orchestrator"
 REQUIREMENTS = ROOT / "orchestrator" / "requirements-in-cluster.txt"
@@ -54,8 +55,6 @@ def node_images(base: str | None = None) -> dict[str, str]:
 
 
 def image_tag(base: str | None = None, helm: Path | None = None) -> str:
-    from orchestrator.backends.kube_cluster import helm_binary
-
     helm = helm or Path(helm_binary())
     digest = hashlib.sha256(" ".join(f"{k}={v}" for k, v in sorted(node_images(base).items())).encode())
     digest.update(REQUIREMENTS.read_bytes())
@@ -67,8 +66,6 @@ def image_tag(base: str | None = None, helm: Path | None = None) -> str:
 
 def build(client, base: str | None = None, say: Callable[[str], None] = print) -> str:
     """The image in the Docker engine (the node image first if missing); its tag."""
-    from orchestrator.backends.kube_cluster import helm_binary
-
     helm = Path(helm_binary())
     tag = image_tag(base, helm)
     if node_image.present(client, tag):

@@ -45,9 +45,9 @@ from typing import Any
 
 import yaml
 
+from node.paths import ROOT
 from orchestrator.cli.scenario_fuzz_cases import CANARY, extra_args, hand_made, text_mutation
 from orchestrator.model import bounded
-from orchestrator.paths import ROOT
 
 DATA_FIELDS = (("network", "latency", "path"), ("network", "latency", "servers"),
                ("network", "latency", "pings"), ("churn", "trace"))

@@ -6,8 +6,8 @@ import os
 import sys
 from pathlib import Path
 
+from node.paths import ROOT
 from orchestrator.cli.common import UsageError, add_command, err
-from orchestrator.paths import ROOT
 
 GUEST_ENV = {"PYTHONDONTWRITEBYTECODE": "1", "PY_COLORS": "0", "TERM": "dumb"}
 DESCRIPTION = """

@@ -7,8 +7,8 @@ node) installed by `peerlab cluster up`, from an image built here.
     release    peerlab-shaper, namespace peerlab-system   `helm upgrade --install`
     reached    by exec into its pod on a cluster node (kube_cluster.KubeCluster.shaper_lines): no port
 
-May import: orchestrator.builds, orchestrator.backends (docker's client, kube_cluster's helm),
-orchestrator.cluster (kind, layout, node_image, programs, rt_budget), orchestrator.paths.
+May import: orchestrator.builds, orchestrator.backends (docker's client), orchestrator.helm,
+orchestrator.cluster (kind, layout, node_image, programs, rt_budget), node.paths.
 """
 from __future__ import annotations
 
@@ -20,11 +20,11 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from node.paths import ROOT
 from orchestrator.builds import node_image
 from orchestrator.cluster import kind, programs, rt_budget
 from orchestrator.cluster.layout import Layout
 from orchestrator.cluster.node_image import has as docker_has
-from orchestrator.paths import ROOT
 
 CHART = ROOT / "charts" / "peerlab-shaper"
 RELEASE = "peerlab-shaper"
@@ -70,7 +70,7 @@ def build_image(say: Callable[[str], None] = print, base: str | None = None) -> 
 
 
 def _helm(s: Layout, *args: str) -> subprocess.CompletedProcess:
-    from orchestrator.backends.kube_cluster import helm
+    from orchestrator.helm import helm
     return helm(*args, namespace=NAMESPACE, kubeconfig=s.kubeconfig)
 
 

@@ -25,12 +25,12 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from node.paths import ROOT
 from orchestrator.builds import node_image
 from orchestrator.cluster import kind
 from orchestrator.cluster import layout as L
 from orchestrator.cluster.layout import Layout
 from orchestrator.cluster.node_image import has as docker_has
-from orchestrator.paths import ROOT
 from orchestrator.store import s3server
 from orchestrator.store.durable import write_private
 
@@ -151,7 +151,7 @@ def _secrets(s: Layout, api) -> None:
 
 
 def _helm(s: Layout, *args: str) -> subprocess.CompletedProcess:
-    from orchestrator.backends.kube_cluster import helm
+    from orchestrator.helm import helm
     return helm(*args, namespace=NAMESPACE, kubeconfig=s.kubeconfig)
 
 

@@ -6,21 +6,31 @@ stop as SIGTERM through the backend. T0 is in the node's config, so `/start` onl
 runner's T0 is that one. Such nodes are calibrated before they start, by probes in their namespaces
 (orchestrator/fidelity/netprobe.py), and their links are degraded from outside (the delay line,
 orchestrator/shaping/delayline.py), never through the node.
+
+What it needs of the backend is declared here (`ContractBackend`: the node's event log, a SIGTERM);
+every backend of orchestrator/backends is one. May import: control.node_client; never
+orchestrator.backends, which imports control.
 """
 from __future__ import annotations
 
 import asyncio
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from orchestrator.control.node_client import NodeError
 
-if TYPE_CHECKING:
-    from orchestrator.backends import Backend
+
+class ContractBackend(Protocol):
+    """What a contract node's client asks of the backend it runs on (orchestrator/backends/base.py's
+    `Backend` answers it)."""
+
+    def read_event_log(self, node_id: str, offset: int) -> bytes: ...
+
+    def stop_node(self, node_id: str) -> None: ...
 
 
 class ContractClient:
-    def __init__(self, node_id: str, backend: Backend, neighbours: list[str], t0_ns: int):
+    def __init__(self, node_id: str, backend: ContractBackend, neighbours: list[str], t0_ns: int):
         self.node_id = node_id
         self.backend = backend
         self.neighbours = neighbours

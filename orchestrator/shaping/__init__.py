@@ -10,6 +10,10 @@ every backend, at deploy and while faults change it.
 
 A run picks its mode once (`choose_mode`: netem where the kernel has it, else the delay line or the
 transport) and gets one shaper for it (`shaper_for`); the manifest says which ran.
+
+May import: pyroute2 and the standard library, orchestrator.model for types only; never
+orchestrator.backends, which applies shaping: what a shaper needs of a backend is declared in
+mechanisms.py (`ShapingBackend`, `LinkEnds`). The node image carries this package alone of orchestrator/.
 """
 from orchestrator.shaping.links import (
     DELAYLINE,

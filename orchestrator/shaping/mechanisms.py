@@ -10,19 +10,23 @@ A live fault reaches a link through the same object that deployed it: `set_rate`
 `degrade`, `restore`, and `restarted` (what a restarted node must be told). Everything a shaper
 needs from the plan comes as typed shapes from links.py; everything it does in a namespace goes
 through the backend as typed operations (ops.py).
+
+What a shaper needs of a backend is declared here (`ShapingBackend`, with `LinkEnds`); every backend
+of orchestrator/backends is one. May import: the rest of orchestrator/shaping, orchestrator.model
+for types only; never orchestrator.backends, which imports shaping.
 """
 from __future__ import annotations
 
 import abc
 import asyncio
+from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
 
 from orchestrator.shaping import delayline, ops
 from orchestrator.shaping.links import DELAYLINE, NETEM, TRANSPORT, ingress_delays, node_shape, transport_delays
 
 if TYPE_CHECKING:
-    from orchestrator.backends import Backend
     from orchestrator.model.plan import RunPlan
 
 RESTORED = {"delay_ms": 0.0, "loss": 0.0}  # a link's degradation once restored
@@ -34,6 +38,40 @@ TellLinks = Callable[[str, dict[str, Any]], Awaitable[Any]]
 Blocking = Callable[..., Awaitable[Any]]
 
 
+@dataclass
+class LinkEnds:
+    """Where shaping applies for one node: its own interface and the far end of its link."""
+
+    node_netns: str
+    node_ifname: str
+    far_netns: str
+    far_ifname: str
+
+
+class ShapingBackend(Protocol):
+    """What a shaper asks of the backend the nodes run on (orchestrator/backends/base.py's `Backend`
+    answers all of it): where each node's link ends, its address, the typed operations run in a
+    namespace, and, for the delay line, the namespaces' files and the delay line of each machine."""
+
+    delayline_per_machine: bool
+
+    def address(self, node_id: str) -> str: ...
+
+    def link_ends(self, node_id: str) -> LinkEnds: ...
+
+    def shape(self, where: str, todo: list[ops.Op]) -> list[dict[str, Any]]: ...
+
+    def shape_all(self, work: dict[str, list[ops.Op]]) -> None: ...
+
+    def alive(self, node_id: str) -> bool: ...
+
+    def check_stop(self) -> None: ...
+
+    def netns_path(self, node_id: str) -> str: ...
+
+    def delay_line_of(self, node_id: str, seed: int) -> Any: ...
+
+
 class LinkShaper(abc.ABC):
     """HTB rates and partitions, and the mechanism's latency and loss (subclasses)."""
 
@@ -41,7 +79,7 @@ class LinkShaper(abc.ABC):
     latency: str  # where latency is applied, for the manifest and the report
     counts_lateness = False  # whether `stats()` tells how late it released packets (the delay line)
 
-    def __init__(self, plan: RunPlan, backend: Backend, blocking: Blocking = asyncio.to_thread):
+    def __init__(self, plan: RunPlan, backend: ShapingBackend, blocking: Blocking = asyncio.to_thread):
         self.plan = plan
         self.backend = backend
         self.blocking = blocking
@@ -186,7 +224,7 @@ class DelayLineShaper(LinkShaper):
     latency = "delay line: NFQUEUE at each node's ingress, held in user space by source"
     counts_lateness = True
 
-    def __init__(self, plan: RunPlan, backend: Backend, blocking: Blocking = asyncio.to_thread):
+    def __init__(self, plan: RunPlan, backend: ShapingBackend, blocking: Blocking = asyncio.to_thread):
         super().__init__(plan, backend, blocking)
         self.lines: delayline.DelayLines | None = None
 
@@ -229,7 +267,7 @@ class TransportShaper(LinkShaper):
     mode = TRANSPORT
     latency = "per-destination delay in the node transport"
 
-    def __init__(self, plan: RunPlan, backend: Backend, blocking: Blocking, tell: TellLinks,
+    def __init__(self, plan: RunPlan, backend: ShapingBackend, blocking: Blocking, tell: TellLinks,
                  warn: Callable[[str], None]):
         super().__init__(plan, backend, blocking)
         self.tell = tell
@@ -263,7 +301,7 @@ class TransportShaper(LinkShaper):
 MECHANISMS: dict[str, type[LinkShaper]] = {NETEM: NetemShaper, DELAYLINE: DelayLineShaper, TRANSPORT: TransportShaper}
 
 
-def shaper_for(mode: str, plan: RunPlan, backend: Backend, blocking: Blocking, tell: TellLinks,
+def shaper_for(mode: str, plan: RunPlan, backend: ShapingBackend, blocking: Blocking, tell: TellLinks,
                warn: Callable[[str], None]) -> LinkShaper:
     """The run's shaper for the mode `choose_mode` picked."""
     if mode == TRANSPORT:

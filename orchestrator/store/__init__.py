@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from orchestrator.paths import cache_root
+from node.paths import cache_root
 from orchestrator.store.durable import DISK_FULL as DISK_FULL  # what a write into a full store fails with
 from orchestrator.store.durable import fsync_dir, gzip_atomic, write_atomic
 

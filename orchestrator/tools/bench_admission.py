@@ -37,8 +37,8 @@ from typing import Any, Callable
 
 from rich.console import Console
 
+from node.paths import ROOT
 from orchestrator.model.scenario import load_scenario, parse_scenario
-from orchestrator.paths import ROOT
 from orchestrator.run.admission import COSTS_FILE, kind_of
 from orchestrator.run.runner import Runner
 

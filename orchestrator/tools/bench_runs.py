@@ -24,8 +24,8 @@ from typing import Any
 
 from rich.console import Console
 
+from node.paths import ROOT
 from orchestrator.model.scenario import parse_scenario
-from orchestrator.paths import ROOT
 from orchestrator.procfs import cpu_s, memory_kib
 from orchestrator.run.runner import Runner
 

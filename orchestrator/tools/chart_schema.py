@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 from node.adapters import ADAPTERS
+from node.paths import ROOT
 from node.protocols import PROTOCOLS
-from orchestrator.paths import ROOT
 
 SCHEMA = ROOT / "charts" / "peerlab" / "values.schema.json"
 

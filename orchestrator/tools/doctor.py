@@ -6,7 +6,7 @@ import shutil
 import subprocess
 from typing import Any
 
-from orchestrator.paths import ROOT
+from node.paths import ROOT
 
 
 def _cmd_version(cmd: list[str]) -> str | None:

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from orchestrator.paths import ROOT
+from node.paths import ROOT
 
 PLAYBOOKS = {p.stem: p for p in sorted((ROOT / "playbooks").glob("*.yml"))}
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from node.paths import ROOT
 from orchestrator.model.scenario import json_schema
-from orchestrator.paths import ROOT
 
 PAGE = ROOT / "docs" / "reference" / "scenario.md"
 HEADER = """# Scenario reference

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from analysis import jvm_archive
-from orchestrator.paths import ROOT
+from node.paths import ROOT
 
 
 def build(force: bool = False, log=print) -> Path | None:

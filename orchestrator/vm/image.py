@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from orchestrator.paths import cache_root
+from node.paths import cache_root
 
 PACKAGES = ["iproute2", "iptables", "iputils-ping", "kmod", "procps", "python3"]
 # loaded by the initramfs, in dependency order, before the root filesystem can be mounted

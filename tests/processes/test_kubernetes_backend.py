@@ -16,8 +16,9 @@ import pytest
 import yaml
 
 from orchestrator.backends import kubernetes as k8s_backend
-from orchestrator.backends.kube_cluster import CHART, helm_binary, write_values
+from orchestrator.backends.kube_cluster import CHART, write_values
 from orchestrator.builds import node_image as image
+from orchestrator.helm import helm_binary
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.run.runner import Runner
 from tests.support.cli import ROOT, patient

@@ -25,9 +25,10 @@ from typing import Any, Callable
 import yaml
 
 from orchestrator.backends.docker import LABEL, docker_client, remove_docker_objects
-from orchestrator.backends.kube_cluster import CHART, helm_binary, write_values
+from orchestrator.backends.kube_cluster import CHART, write_values
 from orchestrator.backends.kube_exec import ExecResult
 from orchestrator.control.node_client import ControlClient
+from orchestrator.helm import helm_binary
 from orchestrator.shaping import agent
 from orchestrator.shaping.lines import PipeLines
 

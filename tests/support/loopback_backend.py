@@ -14,8 +14,9 @@ from typing import Any
 
 from node import ids
 from node.config import NodeConfig
-from orchestrator.backends.base import Backend, LinkEnds, RunContext, file_tail
+from orchestrator.backends.base import Backend, RunContext, file_tail
 from orchestrator.control.node_client import ControlClient
+from orchestrator.shaping.mechanisms import LinkEnds
 
 
 def _free_port_block(count: int) -> int:

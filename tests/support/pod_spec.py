@@ -11,7 +11,8 @@ from typing import Any
 
 import yaml
 
-from orchestrator.backends.kube_cluster import CHART, helm_binary
+from orchestrator.backends.kube_cluster import CHART
+from orchestrator.helm import helm_binary
 
 UNITS = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30}
 
