@@ -18,6 +18,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from node.protocols import Unsupported, get_protocol
 
+STOP_GRACE_S = 1.0  # real seconds a request in hand at stop may still take
+
 if TYPE_CHECKING:
     from node.process.runtime import NodeRuntime
 
@@ -180,7 +182,9 @@ def build_app(rt: "NodeRuntime") -> web.Application:
 
 
 async def serve_control(rt: "NodeRuntime") -> web.AppRunner:
-    runner = web.AppRunner(build_app(rt), access_log=None, handle_signals=False)
+    # at stop, a request still being handled gets STOP_GRACE_S, not aiohttp's 60 s: the orchestrator
+    # gives a stopping node 10 s before it kills it, and its log must be whole by then
+    runner = web.AppRunner(build_app(rt), access_log=None, handle_signals=False, shutdown_timeout=STOP_GRACE_S)
     await runner.setup()
     ctl = rt.cfg.control
     if ctl.unix:

@@ -185,6 +185,12 @@ class NodeRuntime:
         if self.life.stop(reason):
             self.state = "stopped"
             self.stopped.set()
+            # a probe waiting for its pong would hold the control API's shutdown (and the process) for
+            # its timeout, k times longer in a dilated run: its peers are stopping too, none will come
+            for fut in self._pings.values():
+                if not fut.done():
+                    fut.set_exception(ConnectionError(f"{self.node_id} stopped ({reason}) during the probe"))
+            self._pings.clear()
 
     def start(self, t0_ns: int) -> int:
         """Arm the publish schedule and the timed subscriptions relative to T0; returns how many

@@ -1,6 +1,7 @@
 """Real node processes on loopback: TCP data plane, control API with token, transport delay, stop."""
 import asyncio
 import json
+import signal
 import socket
 import subprocess
 import sys
@@ -117,3 +118,36 @@ def test_control_api_refuses_missing_or_wrong_token(three_nodes):
     assert asyncio.run(probe()) == (401, 401)
     with pytest.raises(subprocess.TimeoutExpired):  # nothing was executed: still running a second later
         procs[0].wait(1.0)
+
+
+def test_a_node_stops_at_once_while_a_probe_waits_for_a_peer_that_never_answers(three_nodes):
+    """A calibration or fidelity probe in hand when the run stops (its peer stopping too) held the node's
+    control API, and so the process, for the probe's timeout: 5 s, k times that dilated, past the 10 s
+    the orchestrator gives a stopping node (a 50-node run at --dilate 12 had 5-7 nodes killed)."""
+    tmp, procs = three_nodes
+    clients = [ControlClient(f"n{i}", TOKEN, unix=str(tmp / f"n{i}.sock")) for i in range(3)]
+
+    async def scenario():
+        await _wait_connected(clients)
+        procs[1].send_signal(signal.SIGSTOP)  # connected, and answers nothing
+        try:
+            probe = asyncio.create_task(clients[0].post("/calibrate/ping", {"peer": "n1", "count": 1}))
+            await asyncio.sleep(0.5)
+            assert not probe.done()
+            await clients[0].post("/stop")
+            stopped = time.monotonic()
+            while procs[0].poll() is None and time.monotonic() - stopped < 10:
+                await asyncio.sleep(0.02)
+            took = time.monotonic() - stopped
+            answered = (await asyncio.gather(probe, return_exceptions=True))[0]
+        finally:
+            procs[1].send_signal(signal.SIGCONT)
+        for c in clients:
+            await c.close()
+        return took, answered
+
+    took, answered = asyncio.run(scenario())
+    assert procs[0].returncode == 0 and took < 1.5, took
+    assert isinstance(answered, NodeError) or "stopped" in str(answered), answered  # not an RTT
+    events = [json.loads(x) for x in (tmp / "n0.jsonl").read_text().splitlines()]
+    assert "stop" in {e["type"] for e in events}
