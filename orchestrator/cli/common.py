@@ -76,6 +76,14 @@ def load(args: argparse.Namespace):
     return expand(args.scenario, args.overrides, args.matrix, args.data_roots)
 
 
+def dilated(args: argparse.Namespace, combo: Any, k: float) -> Any:
+    """One of `load`'s combinations again, dilated by `k` (validated as a --set of it would be)."""
+    from orchestrator.model.matrix import Combination, expand
+
+    (again,) = expand(args.scenario, [*args.overrides, *combo.overrides, f"dilation={k:g}"], [], args.data_roots)
+    return Combination(combo.label, combo.overrides, again.scenario)
+
+
 def key_values(items: list[str], option: str, example: str) -> dict[str, str]:
     """KEY=VALUE options (repeatable) as a dict; a usage error naming the option otherwise."""
     out = {}

@@ -9,6 +9,7 @@ from typing import Any
 from orchestrator.cli.common import (
     UsageError,
     add_command,
+    dilated,
     err,
     fidelity,
     load,
@@ -112,7 +113,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             choice = None
             if auto_dilation.wanted(combo.scenario, args.backend, args.dilate):
                 choice = auto_dilation.first_choice(combo.scenario, args.backend)
-                combos[i] = combo = _at(args, combo, choice.k)
+                combos[i] = combo = dilated(args, combo, choice.k)
             chosen.append(choice)
             admit(combo.scenario, args.backend, args.force)
     except AdmissionError as e:
@@ -164,14 +165,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _at(args: argparse.Namespace, combo: Any, k: float) -> Any:
-    """The combination again, dilated by `k` (validated as a --set of it would be)."""
-    from orchestrator.model.matrix import Combination, expand
-
-    (again,) = expand(args.scenario, [*args.overrides, *combo.overrides, f"dilation={k:g}"], [], args.data_roots)
-    return Combination(combo.label, combo.overrides, again.scenario)
-
-
 def _attempts(args: argparse.Namespace, combo: Any, choice: Any) -> tuple[Any, Path] | int:
     """The combination's run (the runner and its directory), or the command's exit code if it failed.
     With a dilation of peerlab's choosing (`choice`), runs judged unfaithful on CPU grounds are run again
@@ -220,4 +213,4 @@ def _attempts(args: argparse.Namespace, combo: Any, choice: Any) -> tuple[Any, P
         earlier.append(auto_dilation.attempt(runner.manifest))
         err.print(f"[bold yellow]dilation:[/] unfaithful on CPU grounds at --dilate {k:g} ({said(behind[0])}); "
                   f"running it again at --dilate {nxt:g}; this run stays in the store as {said(run_dir)}")
-        combo = _at(args, combo, nxt)
+        combo = dilated(args, combo, nxt)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from orchestrator.cli.common import UsageError, add_command, err, load, scenario_args, write_json
+from orchestrator.cli.common import UsageError, add_command, dilated, err, load, scenario_args, write_json
 
 BACKENDS = ("local", "docker", "kubernetes", "sim")  # as `peerlab run --backend`
 
@@ -76,8 +76,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if len(combos) > 1:
         raise UsageError(f"{args.scenario} expands to {len(combos)} combinations; plan shows one: pin the "
                           "matrix with --set (e.g. --set " + combos[0].overrides[0] + ")")
+    from orchestrator.run import auto_dilation
     from orchestrator.run.admission import AdmissionError, admit
 
+    chosen = None  # the dilation `peerlab run` would choose (a run that does not fit the CPU undilated)
+    if auto_dilation.wanted(combos[0].scenario, args.backend, None):
+        chosen = auto_dilation.first_choice(combos[0].scenario, args.backend)
+        combos[0] = dilated(args, combos[0], chosen.k)
     try:  # as `peerlab run` does, before anything is planned (5000 nodes take a minute and gigabytes)
         admit(combos[0].scenario, args.backend, args.force)
     except AdmissionError as e:
@@ -102,6 +107,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if absent:
         print(f"  absent at T0 (join later, or churn reserve): {', '.join(absent)}")
     print(_admission_line(combos[0].scenario))
+    if chosen is not None:
+        print(f"  dilation x{chosen.k:g}: what `peerlab run` chooses for it (--dilate auto: {chosen.why}; it runs "
+              "again at a larger k if the verdict says the CPU fell behind; --dilate 1 --force runs it undilated)")
     return 0
 
 

@@ -90,3 +90,16 @@ def test_dilate_takes_a_factor_or_auto_and_says_which_when_it_is_neither():
     inside = peerlab("run", "scenarios/quickstart.yaml", "--dilate", "auto", "--backend", "kubernetes",
                      "--in-cluster", timeout=60)
     assert inside.returncode == 2 and "--dilate auto runs again at a larger K from this machine" in inside.stderr
+
+
+@pytest.mark.slow
+def test_plan_shows_the_run_at_the_k_peerlab_run_would_choose():
+    """`peerlab plan` of a scenario that does not fit undilated plans it as `peerlab run` would run it
+    (the issue: plan said "--dilate 5 or more fits", and --dilate 6 gave unfaithful runs)."""
+    k = auto_dilation.first_choice(publishers(), "local").k
+    done = peerlab("plan", "scenarios/gossipsub-publishers.yaml", "--set", "workload.publishers=30", timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert f"dilated x{k:g}: {14 * k:g}s of real time" in done.stdout
+    assert f"dilation x{k:g}: what `peerlab run` chooses for it (--dilate auto: " in done.stdout
+    fits = peerlab("plan", "scenarios/quickstart.yaml", timeout=120)
+    assert fits.returncode == 0 and "dilation x" not in fits.stdout and "dilated" not in fits.stdout
