@@ -15,6 +15,7 @@ import tempfile
 from typing import Any
 
 CREDENTIALS_ENV = "PEERLAB_KUBE_CREDENTIALS_DIR"  # credentials_dir(), for the processes a run starts
+PREFIX = "peerlab-kube-"  # then the pid of the process that made it
 
 
 def credentials_dir() -> str:
@@ -25,11 +26,31 @@ def credentials_dir() -> str:
     inherited = os.environ.get(CREDENTIALS_ENV)
     if inherited and os.path.isdir(inherited):
         return inherited
-    made = tempfile.mkdtemp(prefix="peerlab-kube-")
+    made = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-")  # the pid: `peerlab clean` finds a dead one's
     os.environ[CREDENTIALS_ENV] = made
     owner = os.getpid()
     atexit.register(lambda: os.getpid() == owner and shutil.rmtree(made, ignore_errors=True))  # not a fork's exit
     return made
+
+
+def orphaned_credentials() -> list[str]:
+    """Credentials directories of this user whose process died without removing them (a SIGKILL):
+    `peerlab clean --kubernetes` removes them."""
+    root, out = tempfile.gettempdir(), []
+    for name in os.listdir(root):
+        pid = name.removeprefix(PREFIX).partition("-")[0]
+        path = os.path.join(root, name)
+        if not name.startswith(PREFIX) or not pid.isdigit() or os.path.islink(path) or not os.path.isdir(path):
+            continue
+        if os.stat(path).st_uid != os.geteuid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            out.append(path)
+        except PermissionError:
+            pass  # alive, someone else's
+    return sorted(out)
 
 
 def client_config(context: str | None) -> Any:

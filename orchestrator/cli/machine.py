@@ -132,7 +132,13 @@ def cmd_prepare(args: argparse.Namespace) -> int:
 
 
 def clean_kubernetes(args: argparse.Namespace) -> int:
-    from orchestrator.backends import kube_cluster, kube_lease
+    import shutil
+
+    from orchestrator.backends import kube_cluster, kube_config, kube_lease
+
+    for path in kube_config.orphaned_credentials():  # a SIGKILLed orchestrator's TLS key and certificates
+        shutil.rmtree(path, ignore_errors=True)
+        err.print(f"removed {path}: the cluster credentials of an orchestrator that died", markup=False)
 
     opts = kube_cluster.settings()
     namespace, context = args.namespace or opts["namespace"], args.kube_context or opts["context"]

@@ -334,10 +334,13 @@ def test_clean_after_a_sigkilled_orchestrator_leaves_nothing_of_the_run(cluster,
     killed.send_signal(signal.SIGKILL)
     killed.wait()
     assert kubectl(env, "get", "leases", "-n", NAMESPACE, "-o", "name").stdout.count(f"pl{short}") == 1
+    tmp = Path(tempfile.gettempdir())
+    (credentials,) = tmp.glob(f"peerlab-kube-{killed.pid}-*")  # its TLS key, left by the SIGKILL
 
     done = peerlab("clean", "--kubernetes", "--namespace", NAMESPACE, env={**os.environ, **env}, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "no such process on this host" in " ".join(done.stderr.split())
+    assert not credentials.exists() and list(tmp.glob(f"peerlab-kube-{other.pid}-*"))  # the live one's kept
     left = kubectl(env, "get", "statefulsets,pods,services,configmaps,secrets,leases", "-n", NAMESPACE,
                    "-l", f"peerlab.run={short}", "-o", "name").stdout.split()
     helm_secrets = kubectl(env, "get", "secrets", "-n", NAMESPACE, "-l", f"owner=helm,name=pl{short}",
@@ -349,6 +352,7 @@ def test_clean_after_a_sigkilled_orchestrator_leaves_nothing_of_the_run(cluster,
     assert other.returncode == 0, err.decode()[-3000:]
     manifest = json.loads((Path(out.decode().strip().splitlines()[-1]) / "manifest.json").read_text())
     assert manifest["status"] == "completed" and not manifest["run_id"].endswith(short)
+    assert not list(tmp.glob(f"peerlab-kube-{other.pid}-*"))  # removed by its orchestrator as it ended
     assert kubectl(env, "get", "pods,leases", "-n", NAMESPACE, "-l", "peerlab.run", "-o", "name").stdout == ""
     # and nothing of either in the shaping daemons: the exec streams ended with their orchestrators, and
     # with them each node's agent and delay line

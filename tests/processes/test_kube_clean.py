@@ -8,13 +8,15 @@ import os
 import re
 import socket
 import subprocess
+import sys
 import time
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
 from orchestrator.backends import kube_cluster, kube_lease
-from tests.support.cli import patient, peerlab
+from tests.support.cli import ROOT, patient, peerlab
 from tests.support.kube_api import KubeAPI, helm_release
 
 pytestmark = pytest.mark.slow
@@ -132,3 +134,40 @@ def test_a_user_who_may_not_hold_leases_is_told_before_anything_is_installed(tmp
         assert server.objects("lab", "secrets") == {}
     finally:
         server.stop()
+
+
+def test_clean_removes_the_credentials_of_an_orchestrator_killed_with_sigkill(api, tmp_path):
+    """The kubeconfig's TLS key and certificates go in a private directory named for the process that
+    made it, removed at its exit; a SIGKILL leaves it, and `peerlab clean --kubernetes` removes the dead
+    ones of this user, not a live process's, not another user's."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp)}
+    env.pop("PEERLAB_KUBE_CREDENTIALS_DIR", None)
+    run = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom orchestrator.backends import kube_config\n"
+                            "kube_config.client_config(None)\nprint(kube_config.credentials_dir(), flush=True)\n"
+                            "time.sleep(600)"], env=env, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    made = Path(run.stdout.readline().strip())
+    assert made.parent == tmp and made.name.startswith(f"peerlab-kube-{run.pid}-")
+    live = subprocess.Popen(["sleep", "600"])
+    theirs = tmp / "peerlab-kube-1-other"  # pid 1 lives; and a dead pid's directory of another user:
+    alive = tmp / f"peerlab-kube-{live.pid}-abc"
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    foreign = tmp / f"peerlab-kube-{dead.pid}-xyz"
+    for d in (theirs, alive, foreign):
+        d.mkdir()
+    os.chown(foreign, 65534, 65534)
+    try:
+        before = peerlab("clean", "--kubernetes", "--namespace", "lab", env=env)
+        assert made.exists() and "removed" not in before.stderr  # its process lives
+        run.kill()
+        run.wait()
+        assert made.exists()  # a SIGKILL runs no clean-up
+        done = peerlab("clean", "--kubernetes", "--namespace", "lab", env=env)
+        assert done.returncode == 0, done.stderr
+        assert f"removed {made}: the cluster credentials of an orchestrator that died" in " ".join(done.stderr.split())
+        assert not made.exists() and theirs.exists() and alive.exists() and foreign.exists()
+    finally:
+        live.kill()
+        live.wait()
