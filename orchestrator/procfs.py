@@ -36,6 +36,12 @@ def cpu_s(pid: int) -> float | None:
     return None if fields is None else (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def running(pid: int) -> bool:
+    """Whether the process is there and not a zombie (an orphan whose reaper has not reaped it yet)."""
+    fields = _stat(pid)
+    return fields is not None and fields[0] not in ("Z", "X")
+
+
 def parent(pid: int) -> int | None:
     fields = _stat(pid)
     return None if fields is None else int(fields[1])

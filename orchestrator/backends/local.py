@@ -32,6 +32,7 @@ from node.contract import ContractConfig
 from node.process import privileges
 from orchestrator.backends.base import Backend, RunContext, far_end_counters, file_tail
 from orchestrator.control.node_client import ControlClient
+from orchestrator.procfs import running as pid_running
 from orchestrator.shaping import ops, tcp
 from orchestrator.shaping.mechanisms import LinkEnds
 from orchestrator.store.durable import private_dir, write_private
@@ -87,6 +88,8 @@ class NamespaceHandle:
             self._thread.shutdown()
 
 
+ORPHAN_EXIT = -1  # the exit code of a node whose fork server died before it (its parent's to know)
+
 class LocalBackend(Backend):
     name = "local"
     uses_unix_control = True
@@ -102,6 +105,7 @@ class LocalBackend(Backend):
         self.forkserver: subprocess.Popen | None = None
         self.pids: dict[str, int] = {}          # node -> pid of its current process
         self.exit_codes: dict[int, int] = {}    # pid -> exit code, as the fork server reports
+        self._orphans: set[int] = set()         # nodes' pids whose fork server died before they did
         self._cond = threading.Condition()
         self.switch_ns = NamespaceHandle(self.switch)
         self.node_ns: dict[str, NamespaceHandle] = {}  # each node namespace's, from its first tc work
@@ -211,6 +215,9 @@ class LocalBackend(Backend):
                 elif "exit" in msg:
                     self.exit_codes[msg["exit"]] = msg["code"]
                 self._cond.notify_all()
+        with self._cond:  # the fork server is gone (killed): no one will report its children's exits
+            self._orphans |= {pid for pid in self.pids.values() if pid not in self.exit_codes}
+            self._cond.notify_all()
 
     def start_node(self, node_id: str, config: ContractConfig) -> None:
         paths = self._paths(node_id)
@@ -251,16 +258,25 @@ class LocalBackend(Backend):
 
     def _exited(self, node_id: str) -> bool:
         pid = self.pids.get(node_id)
-        return pid is None or pid in self.exit_codes
+        if pid is None or pid in self.exit_codes:
+            return True
+        if pid in self._orphans and not pid_running(pid):  # (its exit code is lost with its parent)
+            self.exit_codes[pid] = ORPHAN_EXIT
+            return True
+        return False
 
     def kill_node(self, node_id: str) -> None:
         if self._signal(node_id, signal.SIGKILL):
             self.wait_node(node_id, 10)
 
     def wait_node(self, node_id: str, timeout: float) -> int | None:
+        deadline = time.monotonic() + timeout
         with self._cond:
-            if not self._cond.wait_for(lambda: self._exited(node_id), timeout=timeout):
-                return None
+            while not self._exited(node_id):  # an orphan's end is seen by looking, not told: every 50 ms
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self._cond.wait(min(left, 0.05) if self._orphans else left)
             pid = self.pids.get(node_id)
             return 0 if pid is None else self.exit_codes[pid]
 

@@ -113,3 +113,39 @@ def test_a_second_signal_during_teardown_stops_only_the_storing_of_logs(tmp_path
     scratch = Path(status["detail"].rsplit("kept in ", 1)[1])
     assert stored == 0 and len(list((scratch / "events").glob("*.jsonl"))) == 12, (stored, scratch)
     shutil.rmtree(scratch)
+
+
+def test_a_run_whose_fork_server_was_killed_still_stops_its_nodes_at_once(tmp_path: Path):
+    """The local backend learns its nodes' exits from the fork server that forked them; killed (the OOM
+    killer, a stray pkill), it tells nothing more, and each node's stop waited its whole 10 s before a
+    kill. The nodes go on running (sessions of their own) and stop as usual: their end is read from /proc."""
+    scenario = tmp_path / "orphans.yaml"
+    scenario.write_text("name: orphans\nnodes: {count: 5}\ncalibration: {enabled: false}\n"
+                        "workload: {warmup: 1s, duration: 4s, drain: 1s}\n"
+                        f"output: {{store: 'file://{tmp_path}/runs'}}\n")
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(scenario), "--no-report"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    try:
+        for line in proc.stderr:
+            lines.append(line)
+            if " T0: running" in line:
+                found = subprocess.run(["pgrep", "-P", str(proc.pid), "-f", "node.process.forkserver"],
+                                       capture_output=True, text=True)
+                os.kill(int(found.stdout), signal.SIGKILL)
+            if "drain over" in line:
+                drained = time.monotonic()
+        out, rest = proc.communicate(timeout=120)
+        ended = time.monotonic()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    stderr = "".join(lines) + rest
+    assert proc.returncode == 0, stderr[-3000:]
+    assert "did not stop" not in stderr and ended - drained < 8, stderr[-2000:]  # 5 x 10 s before
+    run_dir = Path(out.strip().splitlines()[-1])
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "completed" and not manifest.get("node_exits")
+    assert sorted(p.name for p in (run_dir / "events").iterdir()) == [f"n{i}.jsonl.gz" for i in range(5)]
+    assert run_netns(run_dir) == set()
