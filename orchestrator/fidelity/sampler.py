@@ -39,8 +39,8 @@ def enabled() -> bool:
 
 class FidelityWatch:
     """`run`: the runner (orchestrator/run/runner.py); read are its plan, backend, clients, t0_ns,
-    shaper, dilation, degraded, manifest, step and warn. Phases are told apart in experiment time (the
-    dilated clock T0 is on)."""
+    shaper, dilation, links (its link faults: which nodes are degraded), manifest, step and warn.
+    Phases are told apart in experiment time (the dilated clock T0 is on)."""
 
     def __init__(self, run: Any):
         self.run = run
@@ -59,7 +59,7 @@ class FidelityWatch:
         self.cpu_s = 0.0  # the watch's own CPU time on the event loop's thread
         adapters = any(n.implementation != PEERLAB for n in run.plan.nodes)
         self.probes = RttProbes(run.plan, lambda n: run.clients[n], NamespaceProbes(run.backend) if adapters else None,
-                                lambda: run.degraded)
+                                lambda: run.links.degraded)
         self.started = False
         self.rng = random.Random()
 

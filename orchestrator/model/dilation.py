@@ -1,24 +1,16 @@
-"""Time dilation in the scenario and the plan (docs/dilation.md): the `dilation` field, which nodes can be
-dilated, and the plan as shaping applies it in real time.
+"""Time dilation in the scenario (docs/dilation.md): the `dilation` field, and which nodes can be dilated.
 
 The plan stays in experiment time. Nodes and the orchestrator run on a dilated clock (node/dilation.py),
-which scales every instant, duration and timer; what no clock can scale is the network itself, so
-`shaping_plan` gives shaping the plan with every latency multiplied by k and every rate divided by k
-(a fault's quantities as their `kind` in orchestrator/model/fault_actions.py says).
+which scales every instant, duration and timer; what no clock can scale is the network itself, so the
+links' shapes (link_shape.py, `link_shapes`) have every latency multiplied by k and every rate divided by
+k, and so do a degrade's (orchestrator/link_faults.py, as the quantities' `kind` in fault_actions.py says).
 May import: the rest of orchestrator/model, node.adapters; never orchestrator/run, sim or fidelity.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from pydantic import Field
 
 from node.adapters import PEERLAB, get_adapter
-
-from .fault_actions import QUANTITIES, Quantity
-
-if TYPE_CHECKING:
-    from .plan import RunPlan
 
 DOC = ("time dilation k (docs/dilation.md): the run takes k times its real time while its nodes see a network k "
        "times faster, so each node has k times the CPU per second of the experiment. Latencies, timers, "
@@ -48,30 +40,3 @@ def refusal(factor: float, implementations: dict[str, str]) -> str | None:
                 f"{name}, which cannot scale all of its timers ({cannot}). Run {name} undilated (leave dilation "
                 f"out, or set it to 1; no --dilate), or dilate a run of implementation: peerlab nodes")
     return None
-
-
-def shaping_plan(plan: RunPlan) -> RunPlan:
-    """The plan as shaping applies it on a run dilated by plan.dilation: one-way latencies, jitter and the
-    fault timeline's added latencies times k; node and degraded bandwidths divided by k. Times (schedule,
-    faults' `at`, phases) are left as they are: the dilated clocks scale those. k = 1: the plan itself."""
-    k = plan.dilation
-    if k == 1:
-        return plan
-    return plan.model_copy(update={
-        "latency_ms": [[x * k for x in row] for row in plan.latency_ms],
-        "latency_bucket_ms": plan.latency_bucket_ms * k,
-        "jitter_ms": plan.jitter_ms * k,
-        "nodes": [n.model_copy(update={"bandwidth_up": _rate(n.bandwidth_up, k),
-                                       "bandwidth_down": _rate(n.bandwidth_down, k)}) for n in plan.nodes],
-        "faults": [f.model_copy(update={q.event: _dilated(q, getattr(f, q.event), k) for q in QUANTITIES
-                                        if q.kind != "share"}) for f in plan.faults],
-    })
-
-
-def _dilated(q: Quantity, value: float, k: float) -> float:
-    """A fault's latency times k, its rate divided by k."""
-    return value * k if q.kind == "latency" else _rate(value, k)
-
-
-def _rate(bps: int, k: float) -> int:
-    return max(1, round(bps / k)) if bps else 0

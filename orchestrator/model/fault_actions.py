@@ -26,7 +26,7 @@ class Quantity:
     type: Any                                  # the scenario's type (orchestrator/model/units.py)
     doc: str
     event: str
-    kind: Literal["latency", "share", "rate"]  # time dilation: times k, as is, divided by k (dilation.py)
+    kind: Literal["latency", "share", "rate"]  # time dilation: times k, as is, divided by k (link_faults.py)
     shown: str                                 # as `peerlab plan` prints it (a rate in Mbit/s)
     scale: float = 1
     below: float | None = None                 # the scenario's exclusive upper bound (a share's 1)

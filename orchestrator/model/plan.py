@@ -86,12 +86,15 @@ class RunPlan(BaseModel):
 
     def one_way_ms(self, a: str, b: str) -> float:
         """The latency shaping applies from a to b: the model's value rounded to the bucket width."""
-        raw = self.latency_ms[ids.node_index(a)][ids.node_index(b)]
-        width = self.latency_bucket_ms
-        return round(round(raw / width) * width, 6)
+        return bucketed(self.latency_ms[ids.node_index(a)][ids.node_index(b)], self.latency_bucket_ms)
 
     def publishes(self) -> int:
         return sum(len(n.schedule) for n in self.nodes)
+
+
+def bucketed(ms: float, width: float) -> float:
+    """A latency rounded to the bucket width (shaping gives a bucket per latency, not per peer)."""
+    return round(round(ms / width) * width, 6)
 
 
 def _stream(seed: int, label: str) -> random.Random:

@@ -1,9 +1,10 @@
 """The fault timeline's actions on a live run (the `FaultExecutor` of orchestrator/fault_rules.py): node
-processes killed, stopped and started through the backend; partitions, rates, latency and loss
-through the run's link shaper (orchestrator/shaping/mechanisms.py), whatever its mechanism.
+processes killed, stopped and started through the backend; partitions, rates, latency and loss as the
+next shapes of the links (orchestrator/link_faults.py), given to the run's link shaper
+(orchestrator/shaping/mechanisms.py, `apply_all`), whatever its mechanism.
 
 It is given the parts of the run it acts on, not the runner: the backend, the shaper, the nodes'
-clients, the run's table of degraded links (which it keeps) and how the run restarts a node."""
+clients, the run's link faults (which know what is degraded) and how the run restarts a node."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Awaitable, Callable
@@ -14,16 +15,17 @@ if TYPE_CHECKING:
     from orchestrator.backends import Backend
     from orchestrator.control.contract_client import ContractClient
     from orchestrator.control.node_client import ControlClient
+    from orchestrator.link_faults import LinkFaults
     from orchestrator.shaping import LinkShaper
 
 
 class LiveFaults:
     def __init__(self, backend: Backend, shaper: LinkShaper, clients: dict[str, ControlClient | ContractClient],
-                 degraded: dict[str, dict[str, float]], restart: Callable[[str], Awaitable[None]]):
+                 links: LinkFaults, restart: Callable[[str], Awaitable[None]]):
         self.backend = backend
         self.shaper = shaper
         self.clients = clients
-        self.degraded = degraded  # node -> its links' degradation, until restored (shared with the run)
+        self.links = links
         self.restart = restart
 
     async def kill(self, node: str) -> None:  # waiting for the exit happens off the loop: restarts go on
@@ -36,22 +38,16 @@ class LiveFaults:
 
     async def start(self, node: str) -> None:
         await self.restart(node)
-        await self.shaper.restarted(node, self.degraded)
+        await self.shaper.restarted(node)
 
     async def partition(self, groups: list[list[str]]) -> None:
-        await self.shaper.cut(groups)
+        await self.shaper.apply_all(self.links.partition(groups))
 
     async def heal(self) -> None:
-        await self.shaper.heal()
+        await self.shaper.apply_all(self.links.heal())
 
     async def degrade(self, node: str, delay_ms: float, loss: float, bandwidth: int | None) -> None:
-        self.degraded[node] = {"delay_ms": delay_ms, "loss": loss}
-        if bandwidth:
-            await self.shaper.set_rate(node, bandwidth, bandwidth)
-        await self.shaper.degrade(node, delay_ms, loss)
+        await self.shaper.apply_all(self.links.degrade(node, delay_ms, loss, bandwidth))
 
     async def restore(self, node: str) -> None:
-        planned = self.shaper.plan.node(node)  # as shaping applies it (a dilated run's rates)
-        self.degraded.pop(node, None)
-        await self.shaper.set_rate(node, planned.bandwidth_up, planned.bandwidth_down)
-        await self.shaper.restore(node)
+        await self.shaper.apply_all(self.links.restore(node))

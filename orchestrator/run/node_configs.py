@@ -104,9 +104,9 @@ def peer_ids(plan: RunPlan) -> dict[str, str]:
 def node_config(plan: RunPlan, node_id: str, backend: Backend, *, run_id: str, token: str, links: dict[str, Any],
                 t0_ns: int | None, ids: dict[str, str], resources_interval: float,
                 dilation: Dilation = REAL_TIME) -> contract.ContractConfig:
-    """`plan`: as shaping applies it (orchestrator/model/dilation.py); its times are experiment time,
-    which a dilated node's clock (`dilation`) keeps. `links`: what the run's shaper gives the node's
-    own transport (delays, jitter and loss in transport mode; none otherwise)."""
+    """`plan`: the run's, in experiment time, which a dilated node's clock (`dilation`) keeps. `links`:
+    what the run's shaper gives the node's own transport (delays, jitter and loss in transport mode, as
+    its link's shape has them: a dilated run's times k; none otherwise)."""
     node = plan.node(node_id)
     b = backend
     listen = Address(host=b.address(node.id), port=b.data_port(node.id))

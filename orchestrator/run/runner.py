@@ -28,7 +28,8 @@ from orchestrator.control.contract_client import ContractClient
 from orchestrator.control.node_client import ControlClient, NodeError
 from orchestrator.fidelity.netprobe import NamespaceProbes
 from orchestrator.fidelity.sampler import FidelityWatch
-from orchestrator.model.dilation import shaping_plan
+from orchestrator.link_faults import LinkFaults
+from orchestrator.model.link_shape import link_shapes
 from orchestrator.model.plan import FaultEvent
 from orchestrator.model.scenario import Scenario
 from orchestrator.record.host_state import RunState, forget_run, record_run, scratch_root
@@ -76,11 +77,11 @@ class Runner(Readiness, RunRecord):
         self.probes = NamespaceProbes(self.backend)  # calibration of adapter nodes, from beside them
         # experiment time (node/dilation.py): T0, the timeline and the samples, as on the nodes' clocks
         self.dilation = Dilation(self.plan.dilation, time.time_ns())
-        self.shaped = shaping_plan(self.plan)  # latencies and rates as the kernel applies them
+        # every link's shape, as planned and as faults change it: latencies x k, rates / k (docs/dilation.md)
+        self.links = LinkFaults(link_shapes(self.plan, self.plan.dilation), self.plan.dilation)
         self.manifest["dilation"] = {**self.dilation.as_dict(), "applied": self.dilation.on}
         self.sampler = LinkSampler(self.backend, self.scratch / link_sampler.FILE, self.dilation)
         self.t0_ns: int | None = None
-        self.degraded: dict[str, dict[str, float]] = {}  # node -> its links' degradation, until restored
         self.manifest["clock"] = {"method": "shared host clock (all nodes on this machine)",
                                   "offsets_ns": {n.id: 0 for n in self.plan.nodes}}
         self.fidelity = FidelityWatch(self)  # orchestrator/fidelity: can the run's timing be trusted
@@ -112,7 +113,7 @@ class Runner(Readiness, RunRecord):
 
     def _node_config(self, node_id: str) -> contract.ContractConfig:
         assert self.shaper is not None
-        return node_configs.node_config(self.shaped, node_id, self.backend, run_id=self.run_id, token=self.ctx.token,
+        return node_configs.node_config(self.plan, node_id, self.backend, run_id=self.run_id, token=self.ctx.token,
                                         links=self.shaper.node_delays(node_id),
                                         t0_ns=None if self.t0_ns is None else self._t0_for(node_id),
                                         ids=self.peer_ids,
@@ -127,10 +128,10 @@ class Runner(Readiness, RunRecord):
         except shaping.ModeError as err:
             raise RunError(str(err)) from None
 
-    def _shape(self, mode: str) -> None:
-        self.shaper = shaping.shaper_for(mode, self.shaped, self.backend, self._blocking,
+    async def _shape(self, mode: str) -> None:
+        self.shaper = shaping.shaper_for(mode, self.plan, self.backend, self._blocking,
                                          tell=lambda node, body: self.clients[node].post("/links", body), warn=self.warn)
-        self.shaper.deploy()
+        await self.shaper.apply_all(self.links.planned.values())
 
     async def _measure_clocks(self, node_ids: list[str], probes: NamespaceProbes | None = None) -> None:
         """Nodes on other machines (backend.shared_clock False): their clock offsets, into the manifest;
@@ -212,12 +213,11 @@ class Runner(Readiness, RunRecord):
         pending: dict[str, asyncio.Task] = {}
 
         assert self.shaper is not None
-        live = LiveFaults(self.backend, self.shaper, self.clients, self.degraded, self._restart)
+        live = LiveFaults(self.backend, self.shaper, self.clients, self.links, self._restart)
 
-        async def execute(fault: FaultEvent, shaped: FaultEvent) -> None:
-            """`shaped`: the fault as shaping applies it (a dilated run's degradations)."""
+        async def execute(fault: FaultEvent) -> None:
             issued = self.dilation.time_ns()
-            action = fault_rules.step(shaped, live, self.backend.alive, self.degraded)
+            action = fault_rules.step(fault, live, self.backend.alive, self.links.degraded)
             if isinstance(action, str):
                 self.warn(action)
                 return
@@ -234,16 +234,16 @@ class Runner(Readiness, RunRecord):
             what = fault.node or (f"into {len(fault.groups)} sides" if fault.groups else "the network")
             self.step(f"fault: {fault.action} {what} at T0+{(took_effect - self.t0_ns) / 1e9:.2f}s")
 
-        for fault, shaped in zip(self.plan.faults, self.shaped.faults):
+        for fault in self.plan.faults:
             delay = self.t0_ns / 1e9 + fault.at - self.dilation.time()
             if delay > 0:
                 await asyncio.sleep(self.dilation.real(delay))
             if fault.node in pending:
                 await pending.pop(fault.node)
             if fault.node:
-                pending[fault.node] = asyncio.create_task(execute(fault, shaped))
+                pending[fault.node] = asyncio.create_task(execute(fault))
             else:
-                await execute(fault, shaped)
+                await execute(fault)
         if pending:
             await asyncio.gather(*pending.values())
         remaining = self.t0_ns / 1e9 + self.plan.end - self.dilation.time()
@@ -294,7 +294,7 @@ class Runner(Readiness, RunRecord):
                                     "bandwidth": "HTB in the kernel (upload on the node, download on "
                                                  f"{self.backend.download_side})"}
         self.step(f"shape: {mode} mode ({why}); HTB on {2 * n} interfaces")
-        await self._blocking(self._shape, mode)
+        await self._shape(mode)
         if self.adapters:  # before they start: T0 is in their configs, and the probes need no node
             await self._calibrate({n.id: self.probes.client(n.id) for n in plan.nodes})
             await self._measure_clocks([n.id for n in plan.nodes], self.probes)  # T0 on each node's clock

@@ -1,8 +1,9 @@
 """Link shaping: the one package that gives every link of a run its bandwidth, latency and loss, on
 every backend, at deploy and while faults change it.
 
-    links.py       the plan read as shapes: each node's rates and latency buckets, the mode to use
-    mechanisms.py  the interface (LinkShaper) and its mechanisms: netem, the delay line, the transport
+    links.py       the modes, and the one to use (`choose_mode`)
+    mechanisms.py  the interface (LinkShaper) and its mechanisms: netem, the delay line, the transport;
+                   each applies links' shapes (orchestrator/model/link_shape.py) with `apply_all`
     ops.py         typed operations on a link's tc tree, the only thing that enters a namespace
     tc.py          the qdisc, class and filter trees themselves (HTB, netem, u32, ifb)
     delayline.py   the delay line's process, where the kernel has no netem
@@ -15,21 +16,10 @@ May import: pyroute2 and the standard library, orchestrator.model for types only
 orchestrator.backends, which applies shaping: what a shaper needs of a backend is declared in
 mechanisms.py (`ShapingBackend`, `LinkEnds`). The node image carries this package alone of orchestrator/.
 """
-from orchestrator.shaping.links import (
-    DELAYLINE,
-    NETEM,
-    TRANSPORT,
-    Bucket,
-    ModeError,
-    NodeShape,
-    choose_mode,
-    ingress_delays,
-    node_shape,
-    transport_delays,
-)
+from orchestrator.shaping.links import DELAYLINE, NETEM, TRANSPORT, ModeError, choose_mode
 from orchestrator.shaping.mechanisms import MECHANISMS, LinkShaper, shaper_for
 from orchestrator.shaping.ops import apply
 from orchestrator.shaping.tc import probe_htb, probe_netem
 
-__all__ = ["DELAYLINE", "NETEM", "TRANSPORT", "Bucket", "ModeError", "NodeShape", "choose_mode", "ingress_delays",
-           "node_shape", "transport_delays", "MECHANISMS", "LinkShaper", "shaper_for", "apply", "probe_htb", "probe_netem"]
+__all__ = ["DELAYLINE", "NETEM", "TRANSPORT", "ModeError", "choose_mode", "MECHANISMS", "LinkShaper", "shaper_for",
+           "apply", "probe_htb", "probe_netem"]

@@ -6,10 +6,13 @@ trees in the kernel, orchestrator/shaping/tc.py); they differ in where latency a
     DelayLineShaper  the delay line (delayline.py): each packet held at its receiver, by source
     TransportShaper  peerlab's node transport: frames held before the socket, per destination
 
-A live fault reaches a link through the same object that deployed it: `set_rate`, `cut`, `heal`,
-`degrade`, `restore`, and `restarted` (what a restarted node must be told). Everything a shaper
-needs from the plan comes as typed shapes from links.py; everything it does in a namespace goes
-through the backend as typed operations (ops.py).
+A link's condition is one typed value, its shape (orchestrator/model/link_shape.py), and a shaper
+has one call for it, `apply_all(shapes)`, at deploy and for every live fault: each shape is held
+against the one last applied to its node, and only what changed is done. A node's first shape: its
+trees (and the filters of the timeline's partitions); its rates: `Rate` on both ends of its link;
+its partition: the cut, or the heal; its degradation: the mechanism's own. `restarted` tells a
+restarted node what it must know. Everything a shaper does in a namespace goes through the backend
+as typed operations (ops.py).
 
 What a shaper needs of a backend is declared here (`ShapingBackend`, with `LinkEnds`); every backend
 of orchestrator/backends is one. May import: the rest of orchestrator/shaping, orchestrator.model
@@ -21,15 +24,16 @@ import abc
 import asyncio
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Protocol
 
 from orchestrator.shaping import delayline, ops
-from orchestrator.shaping.links import DELAYLINE, NETEM, TRANSPORT, ingress_delays, node_shape, transport_delays
+from orchestrator.shaping.links import DELAYLINE, NETEM, TRANSPORT
 
 if TYPE_CHECKING:
+    from orchestrator.model.link_shape import LinkShape
     from orchestrator.model.plan import RunPlan
 
-RESTORED = {"delay_ms": 0.0, "loss": 0.0}  # a link's degradation once restored
+Work = dict[str, list[ops.Op]]  # namespace -> the operations done in it, in order
 
 # how a node of this run is told its links' latency and loss (transport mode): POST /links to it
 TellLinks = Callable[[str, dict[str, Any]], Awaitable[Any]]
@@ -80,11 +84,16 @@ class LinkShaper(abc.ABC):
     counts_lateness = False  # whether `stats()` tells how late it released packets (the delay line)
 
     def __init__(self, plan: RunPlan, backend: ShapingBackend, blocking: Blocking = asyncio.to_thread):
+        """`plan`: the nodes, their contacts and the timeline's partitions; what their links get, the
+        shapes say (a dilated run's latencies and rates are theirs, never the plan's)."""
         self.plan = plan
         self.backend = backend
         self.blocking = blocking
-        self._partitions: list[tuple[list[list[str]], list[str]]] = []  # prepared: (sides, nodes it cuts)
-        self._cut_nodes: set[str] = set()  # the nodes cut now
+        self.applied: dict[str, LinkShape] = {}  # node -> the shape its link has now
+        self.planned: dict[str, LinkShape] = {}  # node -> its first shape, without faults
+        self._filters: dict[str, dict[int, frozenset[str]]] = {}  # node -> partition -> the peers it cuts off
+        self._partitions = 0  # partitions prepared so far: the next one's number
+        self._cut: dict[str, set[int]] = {}  # node -> the partitions cut on its link now
 
     @cached_property
     def address_of(self) -> dict[str, str]:
@@ -94,81 +103,110 @@ class LinkShaper(abc.ABC):
         node = self.plan.node(node_id)
         return list(node.contacts or node.neighbours)
 
-    # deploy --------------------------------------------------------------------------------------
-    def deploy(self) -> None:
-        """Every node's uplink tree, the download caps at the far ends with the filters of every
-        partition of the timeline, then the mechanism's latency."""
-        work: dict[str, list[ops.Op]] = {}
-        for node in self.plan.nodes:
-            ends = self.backend.link_ends(node.id)
-            shape = node_shape(self.plan, node.id, self.address_of)
-            work.setdefault(ends.node_netns, []).append(ops.Egress(ends.node_ifname, shape, self.mode == NETEM))
-            work.setdefault(ends.far_netns, []).append(ops.Download(ends.far_ifname, node.bandwidth_down))
-        for groups in (f.groups for f in self.plan.faults if f.action == "partition"):
-            self._prepare_cut(groups, work)
-        self.backend.shape_all(work)
-        self._deploy_latency()
+    # the one call ------------------------------------------------------------------------------------
+    async def apply_all(self, shapes: Iterable[LinkShape]) -> list[str]:
+        """Give each node's link its shape, doing only what differs from the shape it has (see the
+        module docstring); what changed, a line per node. The shapes are taken at once (a fault that
+        comes meanwhile is held against them), then the kernel's part, then the mechanism's."""
+        changed: list[tuple[LinkShape, LinkShape]] = []  # (before, after)
+        first: list[LinkShape] = []
+        for shape in shapes:
+            before = self.applied.get(shape.node)
+            if before == shape:
+                continue
+            if before is None:
+                first.append(shape)
+                before = self.planned[shape.node] = shape.planned
+            changed.append((before, shape))
+            self.applied[shape.node] = shape
+        work = self._kernel_work(first, changed)
+        if work:
+            await self.blocking(self.backend.shape_all, work)
+        await self._latency(first, [(b, a) for b, a in changed if _added(b) != _added(a)])
+        firsts = {s.node for s in first}
+        return [_what(before, after, after.node in firsts) for before, after in changed]
 
-    def _deploy_latency(self) -> None:
-        """Latency outside the tc trees, where the mechanism keeps it."""
+    def _kernel_work(self, first: list[LinkShape], changed: list[tuple[LinkShape, LinkShape]]) -> Work:
+        """The tc operations: trees for the first shapes (and the filters of every partition of the
+        timeline), then, for each change, rates, the mechanism's degradation and cuts or the heal."""
+        work: Work = {}
+        for shape in first:
+            ends = self.backend.link_ends(shape.node)
+            buckets = egress_buckets(shape, self.address_of) if self.mode == NETEM else ()
+            _add(work, ends.node_netns,
+                 ops.Egress(ends.node_ifname, shape.up_bps, buckets, shape.jitter_ms, shape.loss))
+            _add(work, ends.far_netns, ops.Download(ends.far_ifname, shape.down_bps))
+        planned = [f.groups for f in self.plan.faults if f.action == "partition"] if first else []
+        for number, groups in enumerate(planned):  # the timeline's partitions are numbered first
+            side = {x: i for i, g in enumerate(groups) for x in g}
+            self._prepare({s.node: frozenset(p for p in self._peers(s.node) if side[p] != side[s.node])
+                           for s in first}, work, number)
+        self._partitions = max(self._partitions, len(planned))
+        cuts: list[tuple[str, int | None]] = []  # (node, partition), None: filters not prepared yet
+        unforeseen: dict[str, frozenset[str]] = {}
+        for before, after in changed:
+            ends = self.backend.link_ends(after.node)
+            if (before.up_bps, before.down_bps) != (after.up_bps, after.down_bps):
+                _add(work, ends.node_netns, ops.Rate(ends.node_ifname, after.up_bps))
+                _add(work, ends.far_netns, ops.Rate(ends.far_ifname, after.down_bps))
+            if _added(before) != _added(after):
+                self._degrade_ops(after, ends, work)
+            if before.cut_from != after.cut_from:
+                unforeseen.update(self._recut(after.node, before.cut_from, after.cut_from, ends, work, cuts))
+        if unforeseen:
+            partition = self._prepare(unforeseen, work)
+            cuts = [(node, partition if k is None else k) for node, k in cuts]
+        for node, partition in cuts:
+            ends = self.backend.link_ends(node)
+            _add(work, ends.far_netns, ops.Cut(ends.far_ifname, partition))
+            self._cut.setdefault(node, set()).add(partition)
+        return work
+
+    def _prepare(self, sources: dict[str, frozenset[str]], work: Work, partition: int | None = None) -> int:
+        """A partition's filters, ahead of it (tc.prepare_cut): on each node's far end, for what comes
+        from `sources[node]` (none: no filters there). The timeline's partitions have their numbers
+        (their order in it); one it did not hold, the next number."""
+        if partition is None:
+            partition = self._partitions
+            self._partitions += 1
+        for node, peers in sources.items():
+            if peers:
+                ends = self.backend.link_ends(node)
+                addresses = tuple(self.address_of[p] for p in self._peers(node) if p in peers)
+                _add(work, ends.far_netns, ops.PrepareCut(ends.far_ifname, addresses, partition))
+                self._filters.setdefault(node, {})[partition] = peers
+        return partition
+
+    def _recut(self, node: str, before: frozenset[str], after: frozenset[str], ends: LinkEnds, work: Work,
+               cuts: list[tuple[str, int | None]]) -> dict[str, frozenset[str]]:
+        """A node's partition changed: the heal (every cut of its link) if a peer is no longer cut off,
+        then the cut of what comes from the peers newly cut off, through filters prepared for them
+        (a partition's whose peers are these, else one's that cuts off no other); peers no filters
+        are prepared for are returned, for a partition prepared now (tc.prepare_cut)."""
+        cut = self._cut.setdefault(node, set())
+        if not before <= after:
+            _add(work, ends.far_netns, ops.Heal(ends.far_ifname))
+            cut.clear()
+            before = frozenset()
+        need = after - before
+        if not need:
+            return {}
+        filters = self._filters.get(node, {})
+        usable = [k for k in sorted(filters) if k not in cut and need <= filters[k] <= after]
+        chosen = next((k for k in usable if filters[k] == need), usable[0] if usable else None)
+        cuts.append((node, chosen))
+        return {} if chosen is not None else {node: need}
+
+    def _degrade_ops(self, shape: LinkShape, ends: LinkEnds, work: Work) -> None:
+        """A degradation changed: the mechanism's tc operations for it (netem's); none here."""
+
+    async def _latency(self, first: list[LinkShape], degraded: list[tuple[LinkShape, LinkShape]]) -> None:
+        """Latency outside the tc trees, where the mechanism keeps it: deployed for the first shapes,
+        and each change of a degradation, (before, after)."""
 
     def node_delays(self, node_id: str) -> dict[str, Any]:
         """What a peerlab node's config carries for its own transport: nothing but in transport mode."""
         return {"delays_ms": {}, "jitter_ms": 0.0, "loss": 0.0}
-
-    # bandwidth and partitions: the kernel's in every mode ------------------------------------------
-    async def set_rate(self, node_id: str, up_bps: int, down_bps: int) -> None:
-        await self.blocking(self._set_rate, node_id, up_bps, down_bps)
-
-    def _set_rate(self, node_id: str, up_bps: int, down_bps: int) -> None:
-        ends = self.backend.link_ends(node_id)
-        work: dict[str, list[ops.Op]] = {}
-        work.setdefault(ends.node_netns, []).append(ops.Rate(ends.node_ifname, up_bps))
-        work.setdefault(ends.far_netns, []).append(ops.Rate(ends.far_ifname, down_bps))
-        self.backend.shape_all(work)
-
-    async def cut(self, groups: list[list[str]]) -> None:
-        await self.blocking(self._cut, groups)
-
-    def _prepare_cut(self, groups: list[list[str]], work: dict[str, list[ops.Op]]) -> None:
-        """The filters of a partition into `groups` (ahead of it: tc.prepare_cut), numbered in the order
-        they are prepared; the nodes it will cut (those with a peer across) are remembered."""
-        side = {x: i for i, g in enumerate(groups) for x in g}
-        partition = len(self._partitions)
-        cut: list[str] = []
-        for node in self.plan.nodes:
-            others = tuple(self.address_of[p] for p in self._peers(node.id) if side[p] != side[node.id])
-            if others:
-                ends = self.backend.link_ends(node.id)
-                work.setdefault(ends.far_netns, []).append(ops.PrepareCut(ends.far_ifname, others, partition))
-                cut.append(node.id)
-        self._partitions.append((groups, cut))
-
-    def _cut(self, groups: list[list[str]]) -> None:
-        """Partition: each node's far end drops what comes from the other sides, through the filters
-        prepared at deploy (a partition the plan did not hold gets them now)."""
-        work: dict[str, list[ops.Op]] = {}
-        prepared = [g for g, _ in self._partitions]
-        if groups not in prepared:
-            self._prepare_cut(groups, work)
-            prepared.append(groups)
-        partition = prepared.index(groups)
-        for node_id in self._partitions[partition][1]:
-            ends = self.backend.link_ends(node_id)
-            work.setdefault(ends.far_netns, []).append(ops.Cut(ends.far_ifname, partition))
-            self._cut_nodes.add(node_id)
-        self.backend.shape_all(work)
-
-    async def heal(self) -> None:
-        await self.blocking(self._heal)
-
-    def _heal(self) -> None:
-        work: dict[str, list[ops.Op]] = {}
-        for node_id in sorted(self._cut_nodes):
-            ends = self.backend.link_ends(node_id)
-            work.setdefault(ends.far_netns, []).append(ops.Heal(ends.far_ifname))
-        self.backend.shape_all(work)
-        self._cut_nodes.clear()
 
     async def sent(self, node_id: str) -> int | None:
         """Bytes the node's link class has sent, headers included (what its rate counts); None from a
@@ -180,17 +218,9 @@ class LinkShaper(abc.ABC):
         done = self.backend.shape(ends.node_netns, [ops.Sent(ends.node_ifname)])
         return done[0].get("bytes") if done else None
 
-    # latency and loss, live ----------------------------------------------------------------------
-    @abc.abstractmethod
-    async def degrade(self, node_id: str, delay_ms: float, loss: float) -> None:
-        """Latency and loss added to every link of the node, both ways (zeros restore)."""
-
-    async def restore(self, node_id: str) -> None:
-        await self.degrade(node_id, **RESTORED)
-
-    async def restarted(self, node_id: str, degraded: dict[str, dict[str, float]]) -> None:
-        """A node's process started again: what it must be told about the live degradations (nothing
-        where they live outside the node)."""
+    async def restarted(self, node_id: str) -> None:
+        """A node's process started again: what it must be told about the links as applied (nothing
+        where their degradations live outside the node)."""
 
     # accounting and the end ------------------------------------------------------------------------
     def report(self) -> tuple[dict[str, Any] | None, list[str]]:
@@ -201,22 +231,59 @@ class LinkShaper(abc.ABC):
         """Stop what the mechanism started (the tc trees go with the namespaces)."""
 
 
+def _add(work: Work, netns: str, op: ops.Op) -> None:
+    work.setdefault(netns, []).append(op)
+
+
+def _added(shape: LinkShape) -> tuple[float, float]:
+    """A link's degradation: added latency (ms) and loss."""
+    return shape.added_delay_ms, shape.added_loss
+
+
+def _told(shape: LinkShape) -> dict[str, float]:
+    """A degradation as a node's transport and the delay line are told it (zeros: none)."""
+    return {"delay_ms": shape.added_delay_ms, "loss": shape.added_loss}
+
+
+def _what(before: LinkShape, after: LinkShape, first: bool) -> str:
+    """What an `apply_all` changed on a node's link, for the run's log."""
+    if first:
+        return f"{after.node}: shaped"
+    done = []
+    if (before.up_bps, before.down_bps) != (after.up_bps, after.down_bps):
+        done.append(f"rate {after.up_bps}/{after.down_bps} bit/s")
+    if _added(before) != _added(after):
+        done.append(f"added {after.added_delay_ms:g} ms, loss {after.added_loss:g}")
+    if before.cut_from != after.cut_from:
+        done.append(f"cut off from {len(after.cut_from)} peers" if after.cut_from else "healed")
+    return f"{after.node}: {', '.join(done)}"
+
+
+def egress_buckets(shape: LinkShape, address_of: dict[str, str]) -> ops.Buckets:
+    """Netem's buckets on the node's uplink: (one-way ms, its peers' addresses, sorted) each, ascending."""
+    return tuple((delay, tuple(sorted(address_of[p] for p in peers))) for delay, peers in shape.delays)
+
+
+def ingress_delays(planned: dict[str, LinkShape], node_id: str, peers: list[str],
+                   address_of: dict[str, str]) -> dict[str, float]:
+    """The delay line's: the one-way latency (ms) of every packet the node receives, by its source
+    address, as each peer's shape has it towards the node."""
+    return {address_of[p]: planned[p].delay_to(node_id) for p in peers}
+
+
 class NetemShaper(LinkShaper):
     mode = NETEM
     latency = "netem in the kernel"
 
-    async def degrade(self, node_id: str, delay_ms: float, loss: float) -> None:
-        await self.blocking(self._degrade, node_id, delay_ms, loss)
-
-    def _degrade(self, node_id: str, delay_ms: float, loss: float) -> None:
-        """The node's buckets (what it sends) and a netem leaf on its far end (what it receives)."""
-        ends = self.backend.link_ends(node_id)
-        shape = node_shape(self.plan, node_id, self.address_of)
-        work: dict[str, list[ops.Op]] = {}
-        work.setdefault(ends.node_netns, []).append(ops.DegradeEgress(ends.node_ifname, shape, delay_ms, loss))
-        work.setdefault(ends.far_netns, []).append(
-            ops.DegradeIngress(ends.far_ifname, self.plan.node(node_id).bandwidth_down, delay_ms, loss))
-        self.backend.shape_all(work)
+    def _degrade_ops(self, shape: LinkShape, ends: LinkEnds, work: Work) -> None:
+        """The node's buckets (what it sends) and a netem leaf on its far end (what it receives), as
+        planned with the degradation on top (the netem queues sized for the planned rates)."""
+        planned = self.planned[shape.node]
+        _add(work, ends.node_netns, ops.DegradeEgress(ends.node_ifname, planned.up_bps,
+                                                      tuple(d for d, _ in planned.delays), planned.jitter_ms,
+                                                      planned.loss, shape.added_delay_ms, shape.added_loss))
+        _add(work, ends.far_netns, ops.DegradeIngress(ends.far_ifname, planned.down_bps, shape.added_delay_ms,
+                                                      shape.added_loss))
 
 
 class DelayLineShaper(LinkShaper):
@@ -228,19 +295,28 @@ class DelayLineShaper(LinkShaper):
         super().__init__(plan, backend, blocking)
         self.lines: delayline.DelayLines | None = None
 
-    def _deploy_latency(self) -> None:
-        b = self.backend
-        self.lines = delayline.DelayLines(self.plan.seed, [n.id for n in self.plan.nodes], b.netns_path,
-                                          b.delay_line_of if b.delayline_per_machine else None)
-        self.lines.request(op="links", ips=self.address_of, jitter_ms=self.plan.jitter_ms, loss=self.plan.loss)
-        for node in self.plan.nodes:
-            b.check_stop()
-            self.lines.attach(node.id, b.link_ends(node.id).node_ifname,
-                              ingress_delays(self.plan, node.id, self.address_of))
+    async def _latency(self, first: list[LinkShape], degraded: list[tuple[LinkShape, LinkShape]]) -> None:
+        if first:
+            await self.blocking(self._attach, first)
+        for _, shape in degraded:
+            await self.blocking(self._degrade, shape)
 
-    async def degrade(self, node_id: str, delay_ms: float, loss: float) -> None:
+    def _attach(self, first: list[LinkShape]) -> None:
+        """The delay line (started with the first shapes: the run's jitter and loss are every link's),
+        attached to each node's ingress with the latencies of what it receives."""
+        b = self.backend
+        if self.lines is None:
+            self.lines = delayline.DelayLines(self.plan.seed, [n.id for n in self.plan.nodes], b.netns_path,
+                                              b.delay_line_of if b.delayline_per_machine else None)
+            self.lines.request(op="links", ips=self.address_of, jitter_ms=first[0].jitter_ms, loss=first[0].loss)
+        for shape in first:
+            b.check_stop()
+            self.lines.attach(shape.node, b.link_ends(shape.node).node_ifname,
+                              ingress_delays(self.planned, shape.node, self._peers(shape.node), self.address_of))
+
+    def _degrade(self, shape: LinkShape) -> None:
         assert self.lines is not None
-        await self.blocking(lambda: self.lines.request(op="degrade", node=node_id, delay_ms=delay_ms, loss=loss))
+        self.lines.request(op="degrade", node=shape.node, **_told(shape))
 
     def stats(self) -> dict[str, Any]:
         """The delay line's counters so far (cumulative)."""
@@ -274,26 +350,30 @@ class TransportShaper(LinkShaper):
         self.warn = warn
 
     def node_delays(self, node_id: str) -> dict[str, Any]:
-        return {"delays_ms": transport_delays(self.plan, node_id), "jitter_ms": self.plan.jitter_ms,
-                "loss": self.plan.loss}
+        """The node's planned link: the one-way latency towards each contact, jitter and loss."""
+        shape = self.planned[node_id]
+        return {"delays_ms": {p: shape.delay_to(p) for p in self._peers(node_id)}, "jitter_ms": shape.jitter_ms,
+                "loss": shape.loss}
 
-    async def degrade(self, node_id: str, delay_ms: float, loss: float) -> None:
-        """The node's own transport (towards all its peers) and each running peer's (towards it)."""
-        body = {"node": node_id, "delay_ms": delay_ms, "loss": loss}
-        targets = [p for p in [node_id, *self._peers(node_id)] if self.backend.alive(p)]
-        results = await asyncio.gather(*(self.tell(p, body) for p in targets), return_exceptions=True)
-        for result in results:
-            if isinstance(result, Exception):  # a peer that died meanwhile has no links to degrade
-                self.warn(f"degrade of {node_id}: {result}")
+    async def _latency(self, first: list[LinkShape], degraded: list[tuple[LinkShape, LinkShape]]) -> None:
+        """A degradation: the node's own transport (towards all its peers) and each running peer's
+        (towards it)."""
+        for _, shape in degraded:
+            body = {"node": shape.node, **_told(shape)}
+            targets = [p for p in [shape.node, *self._peers(shape.node)] if self.backend.alive(p)]
+            results = await asyncio.gather(*(self.tell(p, body) for p in targets), return_exceptions=True)
+            for result in results:
+                if isinstance(result, Exception):  # a peer that died meanwhile has no links to degrade
+                    self.warn(f"degrade of {shape.node}: {result}")
 
-    async def restarted(self, node_id: str, degraded: dict[str, dict[str, float]]) -> None:
-        """Degradations outlive processes: the node is told its own and its peers'. The timeline goes
-        on meanwhile: one that changes while the node is being told is told again, so that the last
-        thing the node hears is the current state, whichever post lands last."""
+    async def restarted(self, node_id: str) -> None:
+        """Degradations outlive processes: the node is told its own and its peers', as applied. The
+        timeline goes on meanwhile: one that changes while the node is being told is told again, so
+        that the last thing the node hears is the current state, whichever post lands last."""
         known = {node_id, *self._peers(node_id)}
-        for other in [d for d in degraded if d in known]:
+        for other in [n for n, shape in self.applied.items() if n in known and any(_added(shape))]:
             told = None
-            while (now := degraded.get(other, RESTORED)) != told:
+            while (now := _told(self.applied[other])) != told:
                 await self.tell(node_id, {"node": other, **now})
                 told = now
 

@@ -12,7 +12,8 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar
 
 from orchestrator.shaping import tc, tcp
-from orchestrator.shaping.links import Bucket, NodeShape
+
+Buckets = tuple[tuple[float, tuple[str, ...]], ...]  # (one-way ms, destination addresses), a bucket each
 
 
 @dataclass(frozen=True)
@@ -31,13 +32,16 @@ class Op(abc.ABC):
 
 @dataclass(frozen=True)
 class Egress(Op):
-    """The node's uplink tree: HTB at its rate, with a netem bucket per latency where netem runs."""
+    """The node's uplink tree: HTB at its rate, with a netem bucket per latency where netem runs (no
+    buckets: latency is another mechanism's)."""
     op = "egress"
-    shape: NodeShape
-    netem: bool
+    up_bps: int
+    buckets: Buckets = ()
+    jitter_ms: float = 0.0
+    loss: float = 0.0
 
     def run(self, ipr: Any) -> None:
-        tc.shape_egress(ipr, self.ifname, self.shape, self.netem)
+        tc.shape_egress(ipr, self.ifname, self.up_bps, self.buckets, self.jitter_ms, self.loss)
 
 
 @dataclass(frozen=True)
@@ -91,14 +95,19 @@ class Rate(Op):
 
 @dataclass(frozen=True)
 class DegradeEgress(Op):
-    """Netem mechanism: added latency and loss on every bucket of the node's uplink (zeros restore)."""
+    """Netem mechanism: added latency and loss on every bucket of the node's uplink (zeros restore);
+    the buckets' planned delays, jitter, loss and the planned rate as `Egress` made them."""
     op = "degrade_egress"
-    shape: NodeShape
-    delay_ms: float
+    up_bps: int
+    delays_ms: tuple[float, ...]
+    jitter_ms: float
     loss: float
+    added_delay_ms: float
+    added_loss: float
 
     def run(self, ipr: Any) -> None:
-        tc.degrade_egress(ipr, self.ifname, self.shape, self.delay_ms, self.loss)
+        tc.degrade_egress(ipr, self.ifname, self.up_bps, self.delays_ms, self.jitter_ms, self.loss,
+                          self.added_delay_ms, self.added_loss)
 
 
 @dataclass(frozen=True)
@@ -212,14 +221,10 @@ def from_wire(items: list[dict[str, Any]]) -> list[Op]:
         if cls is None:
             raise ValueError(f"unknown shaping operation {item.get('op')!r}")
         values = {f.name: item[f.name] for f in fields(cls) if f.name in item}
-        if "shape" in values:
-            values["shape"] = _shape(values["shape"])
-        if "sources" in values:
-            values["sources"] = tuple(values["sources"])
+        if "buckets" in values:
+            values["buckets"] = tuple((delay, tuple(addresses)) for delay, addresses in values["buckets"])
+        for name in ("sources", "delays_ms"):
+            if name in values:
+                values[name] = tuple(values[name])
         ops.append(cls(**values))
     return ops
-
-
-def _shape(d: dict[str, Any]) -> NodeShape:
-    return NodeShape(d["node_id"], d["up_bps"], d["down_bps"],
-                     [Bucket(b["delay_ms"], b["jitter_ms"], b["loss"], tuple(b["destinations"])) for b in d["buckets"]])

@@ -15,7 +15,7 @@ and on the switch side of its link (what the node can receive):
     root 1: htb (default 1:2)
      └─ 1:1   htb rate=down                        the node's downlink
          ├─ 1:2   htb rate=down ─ 2: pfifo limit=1000   everything the node receives
-         │                    (4: netem delay=d loss=l instead while netem mode's `degrade` lasts)
+         │                    (4: netem delay=d loss=l instead, in netem mode, while a degradation lasts)
          ├─ u32 filters (prio 1), from deploy, for the k-th partition of the timeline:
          │      ip src <node on another side> -> 1:30+k  (while that class does not exist, the kernel
          │      finds no class and sends the packet to the default, 1:2: nothing changes)
@@ -45,12 +45,10 @@ from __future__ import annotations
 import math
 import os
 import socket
-from typing import Any
+from typing import Any, Sequence
 
 from pyroute2 import NetNS, netns
 from pyroute2.netlink.exceptions import NetlinkError
-
-from orchestrator.shaping.links import NodeShape
 
 MTU_FRAME = 1514
 ETH_P_IP = 0x0800
@@ -126,37 +124,41 @@ def _netem(ipr: Any, verb: str, index: int, parent: str, handle: str, rate_bps: 
            jitter=int(jitter_ms * 1000), loss=loss * 100, limit=netem_limit(rate_bps, delay_ms, jitter_ms))
 
 
-def shape_egress(ipr: NetNS, ifname: str, shape: NodeShape, with_netem: bool) -> None:
-    """Build the node's egress tree on `ifname` (see the module docstring)."""
+def shape_egress(ipr: NetNS, ifname: str, up_bps: int, buckets: Sequence[tuple[float, Sequence[str]]] = (),
+                 jitter_ms: float = 0.0, loss: float = 0.0) -> None:
+    """Build the node's egress tree on `ifname` (see the module docstring): `buckets`, (one-way ms,
+    destination addresses) each, with the jitter and loss of every one; none where latency is another
+    mechanism's."""
     clear(ipr, ifname)
     index = link_index(ipr, ifname)
-    up = shape.up_bps
+    up = up_bps
     ipr.tc("add", "htb", index=index, handle="1:", default=0x2)
     _htb_class(ipr, "add-class", index, "1:1", "1:", up, up)
-    buckets = shape.buckets if with_netem else []
     share = max(8000, up // (len(buckets) + 1))
     _htb_class(ipr, "add-class", index, "1:2", "1:1", share, up)
-    for i, bucket in enumerate(buckets):
+    for i, (delay_ms, destinations) in enumerate(buckets):
         minor = f"{0x10 + i:x}"
         _htb_class(ipr, "add-class", index, f"1:{minor}", "1:1", share, up)
-        _netem(ipr, "add", index, f"1:{minor}", f"{minor}:", up, bucket.delay_ms, bucket.jitter_ms, bucket.loss)
-        for address in bucket.destinations:
+        _netem(ipr, "add", index, f"1:{minor}", f"{minor}:", up, delay_ms, jitter_ms, loss)
+        for address in destinations:
             ipr.tc("add-filter", "u32", index=index, parent="1:", prio=BUCKET_PRIO, protocol=ETH_P_IP,
                    target=f"1:{minor}", keys=[_u32_dst(address)])
 
 
-def degrade_egress(ipr: NetNS, ifname: str, shape: NodeShape, delay_ms: float, loss: float) -> None:
-    """Netem mode's `degrade` of a node, its sending half: every latency bucket's netem gets `delay_ms`
-    more and `loss` on top of the plan's (zeros restore the plan's), changed in place."""
+def degrade_egress(ipr: NetNS, ifname: str, up_bps: int, delays_ms: Sequence[float], jitter_ms: float, loss: float,
+                   added_delay_ms: float, added_loss: float) -> None:
+    """Netem mode's degradation of a node, its sending half: every latency bucket's netem (`delays_ms`,
+    `jitter_ms`, `loss` and `up_bps` as `shape_egress` made it) gets `added_delay_ms` more and
+    `added_loss` on top (zeros restore the plan's), changed in place."""
     index = link_index(ipr, ifname)
-    for i, bucket in enumerate(shape.buckets):
+    for i, delay_ms in enumerate(delays_ms):
         minor = f"{0x10 + i:x}"
-        _netem(ipr, "change", index, f"1:{minor}", f"{minor}:", shape.up_bps, bucket.delay_ms + delay_ms,
-               bucket.jitter_ms, 1 - (1 - bucket.loss) * (1 - loss))
+        _netem(ipr, "change", index, f"1:{minor}", f"{minor}:", up_bps, delay_ms + added_delay_ms,
+               jitter_ms, 1 - (1 - loss) * (1 - added_loss))
 
 
 def degrade_ingress(ipr: NetNS, ifname: str, down_bps: int, delay_ms: float, loss: float) -> None:
-    """Netem mode's `degrade` of a node, its receiving half, on the switch side of its link: the
+    """Netem mode's degradation of a node, its receiving half, on the switch side of its link: the
     download class's leaf becomes a netem (delay, loss); zeros put the plain FIFO back."""
     index = link_index(ipr, ifname)
     if delay_ms or loss:

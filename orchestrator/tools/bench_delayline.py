@@ -21,7 +21,6 @@ from typing import Any
 
 from pyroute2 import NetNS
 
-from orchestrator import shaping
 from orchestrator.fidelity import host
 from orchestrator.procfs import cpu_s
 from orchestrator.shaping import delayline, tc
@@ -53,7 +52,7 @@ def _build(nodes: list[str], hub: str, rate_bps: int) -> dict[str, str]:
             ns.addr("add", index=idx, address=ips[node], prefixlen=24)
             ns.link("set", index=idx, state="up")
             ns.link("set", index=ns.link_lookup(ifname="lo")[0], state="up")
-            tc.shape_egress(ns, "eth0", shaping.NodeShape(node, rate_bps, rate_bps), with_netem=False)
+            tc.shape_egress(ns, "eth0", rate_bps)
     return ips
 
 

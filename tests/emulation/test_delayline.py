@@ -8,7 +8,6 @@ import time
 import pytest
 from pyroute2 import NetNS
 
-from orchestrator import shaping
 from orchestrator.shaping import ops, tc
 from orchestrator.shaping.agent import AgentDelayLine, ShaperAgent
 from orchestrator.shaping.delayline import DelayLineProcess, DelayLines, probe, summary
@@ -189,7 +188,7 @@ def test_a_burst_of_parallel_streams_at_full_rate_leaves_on_time(pair):
     pair.request(op="attach", netns=B, ifname="eth0", node="b", delays_ms={IP["a"]: 20.0})
     pair.request(op="attach", netns=A, ifname="eth0", node="a", delays_ms={IP["b"]: 20.0})
     with NetNS(A, flags=0) as ns:
-        tc.shape_egress(ns, "eth0", shaping.NodeShape("a", 200_000_000, 200_000_000), with_netem=False)
+        tc.shape_egress(ns, "eth0", 200_000_000)
     t = time.monotonic()
     out = subprocess.run(["ip", "netns", "exec", A, sys.executable, "-c", BURST], capture_output=True, text=True,
                          timeout=30)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from pyroute2 import NetNS
 
-from orchestrator.shaping import Bucket, NodeShape, ops
+from orchestrator.shaping import ops
 from orchestrator.shaping import tc as shaping
 from tests.support import links
 from tests.support.cli import ROOT
@@ -41,11 +41,16 @@ def min_rtt_ms(a: str, addr: str = links.B_ADDR, count: int = 7) -> float:
     return min(rtts)
 
 
-def shape(ns_name: str, *buckets: Bucket, up: int = RATE) -> NodeShape:
-    node = NodeShape("n", up, up, list(buckets))
+def shape(ns_name: str, *buckets: tuple[float, tuple[str, ...]], up: int = RATE) -> ops.Egress:
+    """The node's uplink with netem buckets, (one-way ms, destinations) each."""
+    egress = ops.Egress("eth0", up, tuple(buckets))
     with NetNS(ns_name, flags=0) as ns:
-        shaping.shape_egress(ns, "eth0", node, with_netem=True)
-    return node
+        ops.apply(ns, [egress])
+    return egress
+
+
+def degrade_egress(node: ops.Egress, delay_ms: float, loss: float) -> ops.DegradeEgress:
+    return ops.DegradeEgress("eth0", node.up_bps, tuple(d for d, _ in node.buckets), 0.0, 0.0, delay_ms, loss)
 
 
 def wire_mbit(src: str, dst: str, ifname: str = "eth0", sent_in: str | None = None) -> tuple[float, float]:
@@ -73,8 +78,8 @@ def pair():
 def test_buckets_delay_each_destination_by_its_latency(pair):
     a, b = pair
     base = min_rtt_ms(a)
-    shape(a, Bucket(30.0, 0.0, 0.0, (links.B_ADDR,)))            # 10.9.0.3 is in no bucket: class 1:2
-    shape(b, Bucket(40.0, 0.0, 0.0, (links.A_ADDR,)))
+    shape(a, (30.0, (links.B_ADDR,)))            # 10.9.0.3 is in no bucket: class 1:2
+    shape(b, (40.0, (links.A_ADDR,)))
     to_b = min_rtt_ms(a)
     unmatched = min_rtt_ms(a, "10.9.0.3")     # 0 ms out, 40 ms back
     print(f"RTT a->b {to_b:.2f} ms (configured 70), a->10.9.0.3 {unmatched:.2f} ms (configured 40), "
@@ -85,8 +90,8 @@ def test_buckets_delay_each_destination_by_its_latency(pair):
 
 def test_rate_with_netem_leaves_is_the_configured_rate_in_frames(pair):
     a, b = pair
-    shape(a, Bucket(10.0, 0.0, 0.0, (links.B_ADDR,)))
-    shape(b, Bucket(10.0, 0.0, 0.0, (links.A_ADDR,)))
+    shape(a, (10.0, (links.B_ADDR,)))
+    shape(b, (10.0, (links.A_ADDR,)))
     rounds = [wire_mbit(a, b) for _ in range(3)]
     print("goodput, frames (Mbit/s):", rounds)
     goodput, frames = max(rounds, key=lambda r: r[1])
@@ -102,8 +107,8 @@ def test_pod_layout_ifb_cap_and_degrade_in_netem(pair):
     b's link and restoring takes them away."""
     a, b = pair
     base = min_rtt_ms(a)
-    shape(a, Bucket(25.0, 0.0, 0.0, (links.B_ADDR,)))
-    node_b = shape(b, Bucket(25.0, 0.0, 0.0, (links.A_ADDR,)))
+    shape(a, (25.0, (links.B_ADDR,)))
+    node_b = shape(b, (25.0, (links.A_ADDR,)))
     with NetNS(b, flags=0) as ns:
         ops.apply(ns, [ops.RedirectIngress("eth0", "ifb0"), ops.Download("ifb0", 20_000_000)])
     rounds = [wire_mbit(a, b, "ifb0", sent_in=b) for _ in range(3)]
@@ -116,20 +121,20 @@ def test_pod_layout_ifb_cap_and_degrade_in_netem(pair):
     assert rtt_ok(capped, 50.0, base), (capped, base)
 
     with NetNS(b, flags=0) as ns:
-        ops.apply(ns, [ops.DegradeEgress("eth0", node_b, 40.0, 0.0),
+        ops.apply(ns, [degrade_egress(node_b, 40.0, 0.0),
                            ops.DegradeIngress("ifb0", 20_000_000, 40.0, 0.0)])
     degraded = min_rtt_ms(a, count=11)
     print(f"degraded by 40 ms each way: RTT {degraded:.2f} ms (configured 130)")
     assert rtt_ok(degraded, 130.0, base), (degraded, base)
 
     with NetNS(b, flags=0) as ns:
-        ops.apply(ns, [ops.DegradeEgress("eth0", node_b, 0.0, 0.5)])
+        ops.apply(ns, [degrade_egress(node_b, 0.0, 0.5)])
     rtts, lost = links.pings(a, links.B_ADDR, count=40, interval=0.05)
     print(f"loss 0.5 on b's sends: {lost}/40 lost")
     assert 8 <= lost <= 32, lost  # binomial(40, 0.5): outside this in less than 1 run in 10^4
 
     with NetNS(b, flags=0) as ns:
-        ops.apply(ns, [ops.DegradeEgress("eth0", node_b, 0.0, 0.0),
+        ops.apply(ns, [degrade_egress(node_b, 0.0, 0.0),
                            ops.DegradeIngress("ifb0", 20_000_000, 0.0, 0.0)])
         ops.apply(ns, [ops.DegradeIngress("ifb0", 20_000_000, 0.0, 0.0)])  # restoring twice is harmless
         tree = shaping.describe(ns, "ifb0")

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pyroute2 import NetNS, netns
 
-from orchestrator.shaping import Bucket, NodeShape, agent, ops, tcp
+from orchestrator.shaping import agent, ops, tcp
 from orchestrator.shaping import tc as shaping
 from tests.support import links
 
@@ -35,12 +35,11 @@ def veth_pair():
 def test_tree_is_built_as_documented(veth_pair):
     a, b = veth_pair
     has_netem, _ = shaping.probe_netem()
-    shape = NodeShape("n0", 50_000_000, 20_000_000, [
-        Bucket(10.0, 0.0, 0.0, ("10.9.0.2", "10.9.0.3")), Bucket(40.0, 2.0, 0.01, ("10.9.0.4",))])
+    buckets = ((10.0, ("10.9.0.2", "10.9.0.3")), (40.0, ("10.9.0.4",))) if has_netem else ()
     with NetNS(a, flags=0) as ns:
-        shaping.shape_egress(ns, "eth0", shape, with_netem=has_netem)
+        shaping.shape_egress(ns, "eth0", 50_000_000, buckets, 2.0, 0.01)
         tree = shaping.describe(ns, "eth0")
-        shaping.shape_egress(ns, "eth0", shape, with_netem=has_netem)  # re-shaping replaces, not stacks
+        shaping.shape_egress(ns, "eth0", 50_000_000, buckets, 2.0, 0.01)  # re-shaping replaces, not stacks
         assert shaping.describe(ns, "eth0") == tree
     with NetNS(b, flags=0) as ns:
         shaping.shape_download(ns, "eth0", 20_000_000)
@@ -77,7 +76,7 @@ def test_cut_drops_traffic_and_heal_and_rate_change_act_in_place(veth_pair):
                                "while True:\n c,_=s.accept();c.close()"])
     try:
         with NetNS(a, flags=0) as ns:
-            shaping.shape_egress(ns, "eth0", NodeShape("n0", 50_000_000, 50_000_000, []), with_netem=False)
+            shaping.shape_egress(ns, "eth0", 50_000_000)
         assert links.connects(a, "10.9.0.2", 5001, within=15)
         with NetNS(a, flags=0) as ns:  # what reaches b from a (as on a switch port), at deploy
             shaping.prepare_cut(ns, "eth0", ["10.9.0.1"], 0)

@@ -15,7 +15,6 @@ from pyroute2 import NetNS
 
 from orchestrator.control.node_client import ControlClient, NodeError
 from orchestrator.shaping import tc
-from orchestrator.shaping.links import NodeShape
 from tests.support.links import A_ADDR, B_ADDR, address, veth_pair
 
 pytestmark = [pytest.mark.emulation, pytest.mark.exclusive]
@@ -32,7 +31,7 @@ def two_nodes(tmp_path):
     with veth_pair() as (a, b):
         address(a, b)
         with NetNS(a, flags=0) as ipr:
-            tc.shape_egress(ipr, "eth0", NodeShape("n0", RATE, RATE), with_netem=False)
+            tc.shape_egress(ipr, "eth0", RATE)
         subprocess.run(["ip", "netns", "exec", b, "sysctl", "-q", "-w", "net.ipv4.tcp_rmem=4096 4194304 6291456"],
                        check=True)
         addrs = {"n0": A_ADDR, "n1": B_ADDR}

@@ -115,3 +115,24 @@ class LoopbackBackend(Backend):
     def teardown(self) -> None:
         for node_id in list(self.procs):
             self.kill_node(node_id)
+
+
+def own_address(node_id: str) -> str:
+    """An address of the node's own, as a unit test of shaping gives it (their text order is not the
+    nodes': 10.0.0.10 sorts before 10.0.0.2)."""
+    i = ids.node_index(node_id)
+    return f"10.0.{i // 200}.{i % 200 + 1}"
+
+
+class ShapingRecorder(LoopbackBackend):
+    """The loopback backend as unit tests of shaping use it, without nodes: every node at an address
+    of its own and running, the shaping operations recorded in `ops`."""
+
+    def __init__(self, plan: Any, scratch: Path):
+        super().__init__(RunContext("shaping-test", "000000", scratch, scratch, plan, "t" * 32))
+
+    def address(self, node_id: str) -> str:
+        return own_address(node_id)
+
+    def alive(self, node_id: str) -> bool:
+        return True

@@ -21,6 +21,17 @@ network: {latency: {model: constant, one_way: 10ms}}
 topics: {count: 1, subscriptions: {model: interest, rate: 1.0}}
 """
 
+# Ten GossipSub nodes, two of them slower, on a unit square (latencies of several buckets), with jitter.
+GOSSIPSUB_TEN_SQUARE = """\
+nodes:
+  count: 10
+  groups: [{name: slow, count: 2, bandwidth_up: 8mbit, bandwidth_down: 4mbit}]
+protocol: {name: gossipsub, params: {heartbeat_interval: 0.7}}
+network: {latency: {model: unit-square, scale: 60ms, base: 5ms}, jitter: 3ms, bandwidth_up: 40mbit, bandwidth_down: 30mbit}
+topics: {count: 2, subscriptions: {model: interest, rate: 0.8}}
+workload: {publishers: 3, rate: 5/s, warmup: 2s, duration: 6s, drain: 3s, message_size: 1KiB}
+"""
+
 # Sixteen GossipSub nodes (default parameters and topology) at 20 ms one way.
 GOSSIPSUB_SIXTEEN = """\
 nodes: {count: 16}

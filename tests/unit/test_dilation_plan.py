@@ -1,21 +1,16 @@
 """Time dilation in the scenario and the plan (orchestrator/model/dilation.py): the plan stays in
-experiment time, shaping gets every latency times k and every rate divided by k, and adapter nodes,
-whose libraries' timers are not all settable, are refused with the timers named."""
+experiment time, the links' shapes get every latency times k and every rate divided by k (a degrade's
+too: orchestrator/link_faults.py), and adapter nodes, whose libraries' timers are not all settable, are
+refused with the timers named."""
 import pytest
 
-from orchestrator.model.dilation import shaping_plan
+from orchestrator.link_faults import LinkFaults
+from orchestrator.model.link_shape import link_shapes
 from orchestrator.model.plan import make_plan
 from orchestrator.model.scenario import ScenarioError, parse_scenario
-from tests.support.scenarios import scenario_text
+from tests.support.scenarios import GOSSIPSUB_TEN_SQUARE, scenario_text
 
-SCENARIO = scenario_text("dilated", 4, """\
-nodes:
-  count: 10
-  groups: [{name: slow, count: 2, bandwidth_up: 8mbit, bandwidth_down: 4mbit}]
-protocol: {name: gossipsub, params: {heartbeat_interval: 0.7}}
-network: {latency: {model: unit-square, scale: 60ms, base: 5ms}, jitter: 3ms, bandwidth_up: 40mbit, bandwidth_down: 30mbit}
-topics: {count: 2, subscriptions: {model: interest, rate: 0.8}}
-workload: {publishers: 3, rate: 5/s, warmup: 2s, duration: 6s, drain: 3s, message_size: 1KiB}
+SCENARIO = scenario_text("dilated", 4, GOSSIPSUB_TEN_SQUARE, """\
 faults:
   - {at: 3s, action: degrade, nodes: [n4], delay: 40ms, loss: 0.1, bandwidth: 6mbit, duration: 2s}
   - {at: 4s, action: kill, nodes: [n5], restart_after: 1.5s}
@@ -37,33 +32,37 @@ def test_the_plan_is_experiment_time_whatever_the_factor():
 @pytest.mark.parametrize("k", [2, 2.5])
 def test_shaping_gets_latencies_times_k_and_rates_divided_by_k(k):
     plan = _plan(k)
-    shaped = shaping_plan(plan)
-    ids = [n.id for n in plan.nodes]
-    for a in ids:
-        for b in ids:
-            if a != b:
-                assert shaped.one_way_ms(a, b) == pytest.approx(k * plan.one_way_ms(a, b))
-    assert shaped.jitter_ms == pytest.approx(k * plan.jitter_ms) and plan.jitter_ms == 3
-    for node, planned in zip(shaped.nodes, plan.nodes):
-        assert node.bandwidth_up == round(planned.bandwidth_up / k)
-        assert node.bandwidth_down == round(planned.bandwidth_down / k)
-        assert node.schedule == planned.schedule and node.late_subscriptions == planned.late_subscriptions
-        assert node.joins_at == planned.joins_at
-    assert {n.bandwidth_up for n in shaped.nodes} == {round(8e6 / k), round(40e6 / k)}
-    degrade = next(f for f in shaped.faults if f.action == "degrade")
-    assert degrade.delay_ms == pytest.approx(40 * k) and degrade.bandwidth == round(6e6 / k) and degrade.loss == 0.1
-    # instants and durations are left to the dilated clocks: faults (churn's too) and phases unchanged
-    assert [(f.at, f.action, f.node) for f in shaped.faults] == [(f.at, f.action, f.node) for f in plan.faults]
-    assert any(f.source == "churn" for f in plan.faults)
-    assert (shaped.warmup, shaped.duration, shaped.drain) == (plan.warmup, plan.duration, plan.drain) == (2, 6, 3)
-    assert shaped.loss == plan.loss
-    # the plan itself is untouched
+    shapes = link_shapes(plan, k)
+    for node in plan.nodes:
+        shape = shapes[node.id]
+        assert shape.peers and not shape.cut_from
+        for peer in shape.peers:
+            assert shape.delay_to(peer) == pytest.approx(k * plan.one_way_ms(node.id, peer))
+        assert shape.jitter_ms == pytest.approx(k * plan.jitter_ms) and plan.jitter_ms == 3
+        assert shape.loss == plan.loss
+        assert (shape.up_bps, shape.down_bps) == (round(node.bandwidth_up / k), round(node.bandwidth_down / k))
+    assert {s.up_bps for s in shapes.values()} == {round(8e6 / k), round(40e6 / k)}
+    # a degrade as the run applies it: its latency times k, its bandwidth divided by k, its loss as is
+    degrade = next(f for f in plan.faults if f.action == "degrade")
+    (degraded,) = LinkFaults(shapes, k).degrade(degrade.node, degrade.delay_ms, degrade.loss, degrade.bandwidth)
+    assert degraded.added_delay_ms == pytest.approx(40 * k) and degraded.added_loss == 0.1
+    assert degraded.up_bps == degraded.down_bps == round(6e6 / k)
+    assert degraded.delays == shapes[degrade.node].delays
+    # the plan itself is untouched: experiment time, its faults (churn's too) as planned
     assert plan.nodes[5].bandwidth_up == 40_000_000 and plan.one_way_ms("n0", "n1") <= 95
+    assert degrade.delay_ms == 40 and degrade.bandwidth == 6_000_000 and any(f.source == "churn" for f in plan.faults)
 
 
-def test_factor_one_shapes_the_plan_itself():
+def test_factor_one_shapes_the_plan_as_it_is():
     plan = _plan(1)
-    assert shaping_plan(plan) is plan
+    shapes = link_shapes(plan, 1)
+    for node in plan.nodes:
+        shape = shapes[node.id]
+        assert (shape.up_bps, shape.down_bps, shape.jitter_ms) == (node.bandwidth_up, node.bandwidth_down, 3)
+        assert all(shape.delay_to(p) == plan.one_way_ms(node.id, p) for p in shape.peers)
+    degrade = next(f for f in plan.faults if f.action == "degrade")
+    (degraded,) = LinkFaults(shapes, 1).degrade(degrade.node, degrade.delay_ms, degrade.loss, degrade.bandwidth)
+    assert (degraded.added_delay_ms, degraded.up_bps) == (40, 6_000_000)
 
 
 def _refused(overrides: list[str], scenario: str = "scenarios/gossipsub-implementations.yaml") -> str:

@@ -9,12 +9,12 @@ import time
 import pytest
 
 from node.dilation import Dilation
-from orchestrator.model.dilation import shaping_plan
+from orchestrator.model.link_shape import link_shapes
 from orchestrator.model.plan import make_plan
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.run import admission, clock, link_sampler, node_configs
 from orchestrator.run.admission import Machine
-from orchestrator.shaping.mechanisms import TransportShaper
+from orchestrator.shaping.mechanisms import LinkEnds, TransportShaper
 from tests.support.scenarios import GOSSIPSUB_SIXTEEN, scenario_text
 
 SCENARIO = scenario_text("dilated", 2, GOSSIPSUB_SIXTEEN, "network: {latency: {model: constant, one_way: 20ms}, "
@@ -34,20 +34,33 @@ class Backend:
     def event_log_path(self, node):
         return f"/tmp/{node}.jsonl"
 
+    def link_ends(self, node):
+        return LinkEnds(node, "eth0", "switch", "v" + node[1:])
+
+    def shape_all(self, work):
+        pass
+
     def link_counters(self):
         return {"n0": {"sent_bytes": 1, "received_bytes": 2, "sent_packets": 3, "received_packets": 4}}
 
 
+def transport_links(plan, node):
+    """What transport mode's shaper gives the node's config, once the links are shaped."""
+    shaper = TransportShaper(plan, Backend(), asyncio.to_thread, tell=None, warn=print)
+    asyncio.run(shaper.apply_all(link_shapes(plan, plan.dilation).values()))
+    return shaper.node_delays(node)
+
+
 def test_a_node_is_given_the_dilated_clock_and_real_transport_delays():
     plan = make_plan(parse_scenario(SCENARIO, overrides=["dilation=2"]))
-    shaped = shaping_plan(plan)
-    links = TransportShaper(shaped, Backend(), asyncio.to_thread, tell=None, warn=print).node_delays("n3")
-    cfg = node_configs.node_config(shaped, "n3", Backend(), run_id="r", token="t" * 16, links=links,
+    links = transport_links(plan, "n3")
+    cfg = node_configs.node_config(plan, "n3", Backend(), run_id="r", token="t" * 16, links=links,
                                    t0_ns=None, ids={}, resources_interval=1.0, dilation=Dilation(2, 123))
     assert cfg.dilation == 2 and cfg.dilation_epoch_ns == 123
     assert cfg.delays_ms and set(cfg.delays_ms.values()) == {40.0}
     assert cfg.jitter_ms == 6 and cfg.schedule == plan.node("n3").schedule
-    links = TransportShaper(plan, Backend(), asyncio.to_thread, tell=None, warn=print).node_delays("n3")
+    plan = make_plan(parse_scenario(SCENARIO))
+    links = transport_links(plan, "n3")
     plain = node_configs.node_config(plan, "n3", Backend(), run_id="r", token="t" * 16, links=links,
                                      t0_ns=None, ids={}, resources_interval=1.0)
     assert plain.dilation == 1 and set(plain.delays_ms.values()) == {20.0}

@@ -1,13 +1,17 @@
 """A node restarted in transport mode is told the degradations that outlive its old process (its own
-and its peers'), while the fault timeline goes on: a degrade or restore that lands while it is being
-told neither breaks the restart (it once raised "dictionary changed size during iteration") nor
-leaves the node with a stale degradation."""
+and its peers', as the shaper applied them), while the fault timeline goes on: a degrade or restore
+that lands while it is being told neither breaks the restart (it once raised "dictionary changed size
+during iteration") nor leaves the node with a stale degradation."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from types import SimpleNamespace
 
-from orchestrator.shaping.mechanisms import RESTORED, TransportShaper
+from orchestrator.model.link_shape import LinkShape
+from orchestrator.shaping.mechanisms import TransportShaper
+
+RESTORED = {"delay_ms": 0.0, "loss": 0.0}
 
 
 class Node:
@@ -26,21 +30,20 @@ class Node:
         return {}
 
 
-class Restart:
-    """What the fault timeline's `start` does in transport mode: the node is told the live degradations."""
-
-    def __init__(self, degraded: dict, node: Node, neighbours=("n1", "n2")):
-        plan = SimpleNamespace(node=lambda node_id: SimpleNamespace(contacts=None, neighbours=list(neighbours)))
-        self.degraded = degraded
-        self.shaper = TransportShaper(plan, backend=None, blocking=asyncio.to_thread,
-                                      tell=lambda _node_id, body: node.post("/links", body), warn=print)
-
-    async def start(self, node_id: str) -> None:
-        await self.shaper.restarted(node_id, self.degraded)
+def shaper(node: Node, degraded: dict[str, dict], neighbours=("n1", "n2")) -> TransportShaper:
+    """Transport mode's shaper with n0..n9's links applied, those in `degraded` degraded so."""
+    plan = SimpleNamespace(node=lambda node_id: SimpleNamespace(contacts=None, neighbours=list(neighbours)))
+    s = TransportShaper(plan, backend=None, blocking=asyncio.to_thread,
+                        tell=lambda _node_id, body: node.post("/links", body), warn=print)
+    s.applied = {f"n{i}": LinkShape(f"n{i}", 1000, 1000) for i in range(10)}
+    for other, d in degraded.items():
+        degrade(s, other, d)
+    return s
 
 
-def live(degraded: dict, node: Node, neighbours=("n1", "n2")) -> Restart:
-    return Restart(degraded, node, neighbours)
+def degrade(s: TransportShaper, node: str, d: dict) -> None:
+    """What the timeline's degrade or restore leaves applied, as `apply_all` records it."""
+    s.applied[node] = replace(s.applied[node], added_delay_ms=d["delay_ms"], added_loss=d["loss"])
 
 
 def last_told(node: Node) -> dict[str, dict]:
@@ -53,26 +56,28 @@ def last_told(node: Node) -> dict[str, dict]:
 def test_the_restarted_node_hears_its_own_and_its_peers_degradations_only():
     slow = {"delay_ms": 30.0, "loss": 0.0}
     node = Node()
-    asyncio.run(live({"n0": slow, "n1": slow, "n9": slow}, node).start("n0"))
-    assert last_told(node) == {"n0": slow, "n1": slow}  # n9 is no peer of n0
+    asyncio.run(shaper(node, {"n0": slow, "n1": slow, "n9": slow}).restarted("n0"))
+    assert last_told(node) == {"n0": slow, "n1": slow}  # n9 is no peer of n0; n2 is not degraded
 
 
 def test_a_restore_and_a_degrade_during_the_telling_leave_the_current_state():
     slow, slower = {"delay_ms": 30.0, "loss": 0.0}, {"delay_ms": 80.0, "loss": 0.1}
-    degraded = {"n1": slow, "n2": slow}
+    holder: list[TransportShaper] = []
 
     def timeline(body):  # while n1's degradation is in flight: n1 is restored, n2 degraded again
         if body["node"] == "n1" and body["delay_ms"] == 30.0:
-            degraded.pop("n1")
-            degraded["n2"] = slower
+            degrade(holder[0], "n1", RESTORED)
+            degrade(holder[0], "n2", slower)
     node = Node(timeline)
-    asyncio.run(live(degraded, node).start("n0"))
+    holder.append(shaper(node, {"n1": slow, "n2": slow}))
+    asyncio.run(holder[0].restarted("n0"))
     assert last_told(node) == {"n1": RESTORED, "n2": slower}
 
 
 def test_a_degradation_added_while_telling_is_left_to_the_degrade_itself():
     slow = {"delay_ms": 30.0, "loss": 0.0}
-    degraded = {"n1": slow}
-    node = Node(lambda body: degraded.setdefault("n2", slow))  # the degrade fault tells every live peer
-    asyncio.run(live(degraded, node).start("n0"))
+    holder: list[TransportShaper] = []
+    node = Node(lambda body: degrade(holder[0], "n2", slow))  # the degrade fault tells every live peer
+    holder.append(shaper(node, {"n1": slow}))
+    asyncio.run(holder[0].restarted("n0"))
     assert last_told(node) == {"n1": slow}
