@@ -174,9 +174,9 @@ class Backend(abc.ABC):
 
     def shape(self, where: str, todo: list[ops.Op]) -> list[dict[str, Any]]:
         """Run shaping operations (orchestrator/shaping/ops.py) in network namespace `where`, as named
-        by `link_ends`. Here, through a pyroute2 handle opened in it; container backends override."""
+        by `link_ends`. Here, tc.apply through a pyroute2 handle opened in it; container backends override."""
         with self.netns(where) as ns:
-            return ops.apply(ns, todo)
+            return tc.apply(ns, todo)
 
     def probe_netem(self) -> tuple[bool, str]:
         """Can the kernel the nodes run on attach netem? Here: this machine's."""

@@ -42,7 +42,7 @@ from orchestrator.backends.base import (
 from orchestrator.builds import node_image as image
 from orchestrator.control.node_client import ControlClient
 from orchestrator.record import host_state
-from orchestrator.shaping import ops, tcp
+from orchestrator.shaping import ops, tc, tcp
 from orchestrator.shaping.mechanisms import LinkEnds
 from orchestrator.store.durable import private_dir, write_private
 
@@ -240,7 +240,7 @@ class DockerBackend(Backend):
     def shape(self, where: str, todo: list[ops.Op]) -> list[dict[str, Any]]:
         if where == HOST:
             with IPRoute() as ipr:
-                return ops.apply(ipr, todo)
+                return tc.apply(ipr, todo)
         return self._exec_shaper(where, todo)
 
     # nodes -------------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ from node.process import privileges
 from orchestrator.backends.base import Backend, RunContext, far_end_counters, file_tail
 from orchestrator.control.node_client import ControlClient
 from orchestrator.procfs import running as pid_running
-from orchestrator.shaping import ops, tcp
+from orchestrator.shaping import ops, tc, tcp
 from orchestrator.shaping.mechanisms import LinkEnds
 from orchestrator.store.durable import private_dir, write_private
 
@@ -180,10 +180,16 @@ class LocalBackend(Backend):
         download rates) and each node's (its uplink: deploy, then a degrade's rate), so that a live
         change forks nothing (twenty degrades at once under load took 1.55 s, a handle opened each)."""
         if where == self.switch:
-            return self.switch_ns.call(lambda sw: ops.apply(sw, todo))
+            return self.switch_ns.call(lambda sw: tc.apply(sw, todo))
         with self._cond:
             handle = self.node_ns.get(where) or self.node_ns.setdefault(where, NamespaceHandle(where))
-        return handle.call(lambda ns: ops.apply(ns, todo))
+        return handle.call(lambda ns: tc.apply(ns, todo))
+
+    def shape_all(self, work: dict[str, list[ops.Op]]) -> None:
+        """`shape` in each namespace in turn, stopping between two if the run is being stopped."""
+        for where, todo in work.items():
+            self.check_stop()
+            self.shape(where, todo)
 
     def _paths(self, node_id: str) -> dict[str, Path]:
         s = self.ctx.scratch

@@ -169,7 +169,9 @@ def _attempts(args: argparse.Namespace, combo: Any, choice: Any) -> tuple[Any, P
     """The combination's run (the runner and its directory), or the command's exit code if it failed.
     With a dilation of peerlab's choosing (`choice`), runs judged unfaithful on CPU grounds are run again
     at a larger k (orchestrator/run/auto_dilation.py); each attempt stays in the store."""
+    from orchestrator.model.plan import make_plan
     from orchestrator.run import auto_dilation
+    from orchestrator.run.admission import admit
     from orchestrator.run.runner import RunError, RunInterrupted, Runner
     from orchestrator.sim.sim_runner import SimInterrupted, SimRunner
 
@@ -181,11 +183,13 @@ def _attempts(args: argparse.Namespace, combo: Any, choice: Any) -> tuple[Any, P
             err.print(f"[bold cyan]dilation:[/] --dilate {k:g}, chosen by peerlab ({said(why)})")
         runner: Runner | SimRunner
         if args.backend == "sim":
-            runner = SimRunner(combo.scenario, seed=args.seed, console=err, label=combo.label)
+            runner = SimRunner(combo.scenario, make_plan(combo.scenario, args.seed), console=err, label=combo.label)
         else:
             try:
-                runner = Runner(combo.scenario, backend=args.backend, seed=args.seed, console=err,
-                                shaping_mode=args.shaping, label=combo.label, force=args.force)
+                admitted = admit(combo.scenario, args.backend, args.force)  # before planning: it can be slow
+                runner = Runner(combo.scenario, make_plan(combo.scenario, args.seed), backend=args.backend,
+                                console=err, shaping_mode=args.shaping, label=combo.label, force=args.force,
+                                admitted=admitted)
             except RuntimeError as e:  # the backend cannot start (no Docker engine, image build failed)
                 err.print(f"[bold red]error:[/] {said(e)}")
                 return 1

@@ -20,7 +20,7 @@ from typing import Any
 
 from rich.console import Console
 
-from orchestrator.model.plan import RunPlan, make_plan
+from orchestrator.model.plan import RunPlan
 from orchestrator.model.scenario import Scenario
 from orchestrator.record.host_state import mark_status
 from orchestrator.store import DISK_FULL, Store, StoreError, open_store
@@ -50,13 +50,14 @@ def _versions() -> dict[str, str]:
 
 
 class RunRecord:
-    """Plan, run id, run directory and manifest of one run; subclasses execute it."""
+    """Plan, run id, run directory and manifest of one run; subclasses execute it. The plan is the
+    caller's (orchestrator/model/plan.py's `make_plan`), made once the run was admitted."""
 
-    def __init__(self, scenario: Scenario, *, backend: str, seed: int | None = None,
-                 console: Console | None = None, label: str = ""):
+    def __init__(self, scenario: Scenario, plan: RunPlan, *, backend: str, console: Console | None = None,
+                 label: str = ""):
         self.scenario = scenario
         self.label = label
-        self.plan: RunPlan = make_plan(scenario, seed)
+        self.plan = plan
         self.console = console or Console(stderr=True, soft_wrap=True)
         self.store: Store = open_store(scenario.output.store)
         self.run_id, self.short = new_run_id(scenario.name)

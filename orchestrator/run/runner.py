@@ -30,7 +30,7 @@ from orchestrator.fidelity.netprobe import NamespaceProbes
 from orchestrator.fidelity.sampler import FidelityWatch
 from orchestrator.link_faults import LinkFaults
 from orchestrator.model.link_shape import link_shapes
-from orchestrator.model.plan import FaultEvent
+from orchestrator.model.plan import FaultEvent, RunPlan
 from orchestrator.model.scenario import Scenario
 from orchestrator.record.host_state import RunState, forget_run, record_run, scratch_root
 from orchestrator.record.run_record import RunError, RunRecord
@@ -50,13 +50,14 @@ class RunInterrupted(RuntimeError):
 class Runner(Readiness, RunRecord):
     """A run on a real backend (nodes as processes, containers or pods)."""
 
-    def __init__(self, scenario: Scenario, *, backend: str | type[Backend] = "local", seed: int | None = None,
-                 console: Console | None = None, shaping_mode: str = "auto", label: str = "", force: bool = False):
-        """`backend`: a name (orchestrator/backends), or a Backend class (the tests' loopback backend);
-        `force`: run even if admission says the run does not fit this machine."""
+    def __init__(self, scenario: Scenario, plan: RunPlan, *, backend: str | type[Backend] = "local",
+                 console: Console | None = None, shaping_mode: str = "auto", label: str = "", force: bool = False,
+                 admitted: dict[str, Any] | None = None):
+        """`plan`: make_plan's, once admitted (`admitted`: admission.admit's record, else admitted here); `backend`:
+        a name (orchestrator/backends) or a Backend class (the tests' loopback); `force`: run even if refused."""
         self.backend_cls = backend if isinstance(backend, type) else get_backend(backend)
-        admitted = admission.admit(scenario, self.backend_cls.name, force)  # before planning: it can be slow
-        super().__init__(scenario, backend=self.backend_cls.name, seed=seed, console=console, label=label)
+        admitted = admission.admit(scenario, self.backend_cls.name, force) if admitted is None else admitted
+        super().__init__(scenario, plan, backend=self.backend_cls.name, console=console, label=label)
         self.manifest["admission"] = admitted
         if admitted.get("forced"):
             self.warn("admission: the run does not fit this machine (--force): " + "; ".join(admitted["problems"]))
@@ -289,8 +290,7 @@ class Runner(Readiness, RunRecord):
         await self._blocking(self.backend.create_network)
         # probed where the nodes run (on Kubernetes: in a pod, on the cluster's kernel)
         mode, why = await self._blocking(self._shaping_mode)
-        self.manifest["shaping"] = {"mode": mode, "probe": why,
-                                    "latency": shaping.MECHANISMS[mode].latency,
+        self.manifest["shaping"] = {"mode": mode, "probe": why, "latency": shaping.MECHANISMS[mode].latency,
                                     "bandwidth": "HTB in the kernel (upload on the node, download on "
                                                  f"{self.backend.download_side})"}
         self.step(f"shape: {mode} mode ({why}); HTB on {2 * n} interfaces")

@@ -4,8 +4,10 @@ every backend, at deploy and while faults change it.
     links.py       the modes, and the one to use (`choose_mode`)
     mechanisms.py  the interface (LinkShaper) and its mechanisms: netem, the delay line, the transport;
                    each applies links' shapes (orchestrator/model/link_shape.py) with `apply_all`
-    ops.py         typed operations on a link's tc tree, the only thing that enters a namespace
-    tc.py          the qdisc, class and filter trees themselves (HTB, netem, u32, ifb)
+    ops.py         typed operations on a link's tc tree, the only thing that enters a namespace, and their
+                   wire format
+    tc.py          the qdisc, class and filter trees themselves (HTB, netem, u32, ifb), and `apply`, which
+                   runs the operations
     delayline.py   the delay line's process, where the kernel has no netem
     __main__.py    the shaper entry point inside a container or pod
 
@@ -18,8 +20,7 @@ mechanisms.py (`ShapingBackend`, `LinkEnds`). The node image carries this packag
 """
 from orchestrator.shaping.links import DELAYLINE, NETEM, TRANSPORT, ModeError, choose_mode
 from orchestrator.shaping.mechanisms import MECHANISMS, LinkShaper, shaper_for
-from orchestrator.shaping.ops import apply
-from orchestrator.shaping.tc import probe_htb, probe_netem
+from orchestrator.shaping.tc import apply, probe_htb, probe_netem
 
 __all__ = ["DELAYLINE", "NETEM", "TRANSPORT", "ModeError", "choose_mode", "MECHANISMS", "LinkShaper", "shaper_for",
            "apply", "probe_htb", "probe_netem"]

@@ -22,7 +22,7 @@ import sys
 
 from pyroute2 import IPRoute
 
-from orchestrator.shaping import agent, ops
+from orchestrator.shaping import agent, ops, tc
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         todo = ops.from_wire(json.loads(args.ops) if args.ops else json.load(sys.stdin))
         with IPRoute() as ipr:
-            done = ops.apply(ipr, todo)
+            done = tc.apply(ipr, todo)
     except Exception as err:  # the caller shows this line; the traceback helps nobody there
         print(json.dumps({"error": f"{err.__class__.__name__}: {err}"}))
         return 1

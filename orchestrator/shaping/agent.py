@@ -37,7 +37,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from orchestrator.shaping import cri, ops, realtime
+from orchestrator.shaping import cri, ops, realtime, tc
 from orchestrator.shaping.delayline import DelayLineProcess
 from orchestrator.shaping.lines import Lines
 
@@ -95,7 +95,7 @@ def serve(stdin: Any = None, stdout: Any = None, idle_s: float = IDLE_S) -> int:
         return handles[netns]
 
     def applied(item: dict[str, Any]) -> list[dict[str, Any]]:
-        return ops.apply(handle(item.get("netns")), ops.from_wire(item["ops"]), item.get("netns"))
+        return tc.apply(handle(item.get("netns")), ops.from_wire(item["ops"]), item.get("netns"))
 
     with IPRoute() as ipr:
         try:

@@ -1,33 +1,23 @@
-"""Shaping operations: one typed request for each thing done to a link's tc tree (orchestrator/shaping/
-tc.py) or to its namespace's TCP (tcp.py's sysctls), run by `apply` on a pyroute2 handle opened in
-the namespace it belongs to. A backend with the handle at hand (local namespaces) applies them
-itself; a container backend sends them to the shaper entry point in the node's namespace (`python -m
-orchestrator.shaping`), and that crossing is the only place they are plain data (`to_wire`,
-`from_wire`).
+"""Shaping operations: one typed request for each thing done to a link's tc tree or to its namespace's
+TCP (tcp.py's sysctls), and their wire format; nothing here runs them. tc.py's `apply` does, on a
+pyroute2 handle opened in the namespace they belong to. A backend with the handle at hand (local
+namespaces) applies them itself; a container backend sends them to the shaper entry point in the
+node's namespace (`python -m orchestrator.shaping`), and that crossing is the only place they are
+plain data (`to_wire`, `from_wire`). Imports the standard library only.
 """
 from __future__ import annotations
 
-import abc
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar
-
-from orchestrator.shaping import tc, tcp
 
 Buckets = tuple[tuple[float, tuple[str, ...]], ...]  # (one-way ms, destination addresses), a bucket each
 
 
 @dataclass(frozen=True)
-class Op(abc.ABC):
+class Op:
+    """One operation on the interface `ifname` of a namespace; `op` names its kind on the wire."""
     op: ClassVar[str]
     ifname: str
-
-    @abc.abstractmethod
-    def run(self, ipr: Any) -> dict[str, Any] | None:
-        """Do it on `ipr`; what it found, for operations that read."""
-
-    def run_in(self, ipr: Any, netns: str | None) -> dict[str, Any] | None:
-        """Do it on `ipr`, opened in the namespace of the file `netns` (None: this process's)."""
-        return self.run(ipr)
 
 
 @dataclass(frozen=True)
@@ -40,18 +30,12 @@ class Egress(Op):
     jitter_ms: float = 0.0
     loss: float = 0.0
 
-    def run(self, ipr: Any) -> None:
-        tc.shape_egress(ipr, self.ifname, self.up_bps, self.buckets, self.jitter_ms, self.loss)
-
 
 @dataclass(frozen=True)
 class Download(Op):
     """The download cap, on the far end of the node's link."""
     op = "download"
     bps: int
-
-    def run(self, ipr: Any) -> None:
-        tc.shape_download(ipr, self.ifname, self.bps)
 
 
 @dataclass(frozen=True)
@@ -61,9 +45,6 @@ class PrepareCut(Op):
     sources: tuple[str, ...]
     partition: int
 
-    def run(self, ipr: Any) -> None:
-        tc.prepare_cut(ipr, self.ifname, list(self.sources), self.partition)
-
 
 @dataclass(frozen=True)
 class Cut(Op):
@@ -71,16 +52,10 @@ class Cut(Op):
     op = "cut"
     partition: int
 
-    def run(self, ipr: Any) -> None:
-        tc.cut_off(ipr, self.ifname, self.partition)
-
 
 @dataclass(frozen=True)
 class Heal(Op):
     op = "heal"
-
-    def run(self, ipr: Any) -> None:
-        tc.reconnect(ipr, self.ifname)
 
 
 @dataclass(frozen=True)
@@ -88,9 +63,6 @@ class Rate(Op):
     """A link's rate changed in place (a bandwidth degrade or its restore)."""
     op = "rate"
     bps: int
-
-    def run(self, ipr: Any) -> None:
-        tc.set_rate(ipr, self.ifname, self.bps)
 
 
 @dataclass(frozen=True)
@@ -105,10 +77,6 @@ class DegradeEgress(Op):
     added_delay_ms: float
     added_loss: float
 
-    def run(self, ipr: Any) -> None:
-        tc.degrade_egress(ipr, self.ifname, self.up_bps, self.delays_ms, self.jitter_ms, self.loss,
-                          self.added_delay_ms, self.added_loss)
-
 
 @dataclass(frozen=True)
 class DegradeIngress(Op):
@@ -118,9 +86,6 @@ class DegradeIngress(Op):
     delay_ms: float
     loss: float
 
-    def run(self, ipr: Any) -> None:
-        tc.degrade_ingress(ipr, self.ifname, self.bps, self.delay_ms, self.loss)
-
 
 @dataclass(frozen=True)
 class RedirectIngress(Op):
@@ -128,17 +93,11 @@ class RedirectIngress(Op):
     op = "ingress"
     ifb: str
 
-    def run(self, ipr: Any) -> None:
-        tc.redirect_ingress(ipr, self.ifname, self.ifb)
-
 
 @dataclass(frozen=True)
 class Sent(Op):
     """What the node's link class has sent (bytes, packets), as the rate counts it."""
     op = "sent"
-
-    def run(self, ipr: Any) -> dict[str, Any]:
-        return tc.link_sent(ipr, self.ifname)
 
 
 @dataclass(frozen=True)
@@ -147,28 +106,17 @@ class Counters(Op):
     handshakes and retransmissions included)."""
     op = "counters"
 
-    def run(self, ipr: Any) -> dict[str, Any]:
-        stats = ipr.get_links(tc.link_index(ipr, self.ifname))[0].get_attr("IFLA_STATS64")
-        return {name: stats[name] for name in ("tx_bytes", "rx_bytes", "tx_packets", "rx_packets")}
-
 
 @dataclass(frozen=True)
 class Describe(Op):
     """The qdiscs and classes on the interface, one line each."""
     op = "describe"
 
-    def run(self, ipr: Any) -> dict[str, Any]:
-        return {"lines": tc.describe(ipr, self.ifname)}
-
 
 @dataclass(frozen=True)
 class PeerIndex(Op):
     """The interface index of the far end of a veth (its IFLA_LINK)."""
     op = "peer_index"
-
-    def run(self, ipr: Any) -> dict[str, Any]:
-        link = ipr.get_links(tc.link_index(ipr, self.ifname))[0]
-        return {"index": link.get_attr("IFLA_LINK")}
 
 
 @dataclass(frozen=True)
@@ -177,10 +125,6 @@ class Probe(Op):
     op = "probe"
     ifname: str = "lo"
     kind: str = "netem"
-
-    def run(self, ipr: Any) -> dict[str, Any]:
-        ok, why = tc.try_qdisc(ipr, self.kind)
-        return {"ok": ok, "why": why}
 
 
 @dataclass(frozen=True)
@@ -191,22 +135,10 @@ class Sysctls(Op):
     ifname: str = "lo"
     values: dict[str, str] = field(default_factory=dict)
 
-    def run(self, ipr: Any) -> dict[str, Any]:
-        return self.run_in(ipr, None)
-
-    def run_in(self, ipr: Any, netns: str | None) -> dict[str, Any]:
-        return {"values": tcp.write_in_netns(netns, dict(self.values))}
-
 
 KINDS: dict[str, type[Op]] = {cls.op: cls for cls in (Egress, Download, PrepareCut, Cut, Heal, Rate,
                                                        DegradeEgress, DegradeIngress, RedirectIngress, Sent,
                                                        Counters, Describe, PeerIndex, Probe, Sysctls)}
-
-
-def apply(ipr: Any, ops: list[Op], netns: str | None = None) -> list[dict[str, Any]]:
-    """Run the operations in order on `ipr` (a NetNS or IPRoute opened in the namespace of the file
-    `netns`; None: this process's); a result for each."""
-    return [{"op": op.op, "ifname": op.ifname, **(op.run_in(ipr, netns) or {})} for op in ops]
 
 
 def to_wire(ops: list[Op]) -> list[dict[str, Any]]:

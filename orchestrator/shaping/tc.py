@@ -37,8 +37,9 @@ side (what it receives): the same "both ways, on top of the plan" as the delay l
 
 Kernels without sch_netem keep the HTB trees without bucket classes; latency is then another
 mechanism's (orchestrator/shaping/mechanisms.py). `probe_netem` finds out; never assume. Callers
-reach these functions through typed operations (orchestrator/shaping/ops.py), which also cross into
-a container's namespace.
+reach these functions through typed operations (orchestrator/shaping/ops.py, which also cross into a
+container's namespace as plain data): `apply` runs them here, on a handle in their namespace.
+Imports ops.py and tcp.py (a namespace's sysctls), pyroute2 and the standard library.
 """
 from __future__ import annotations
 
@@ -49,6 +50,8 @@ from typing import Any, Sequence
 
 from pyroute2 import NetNS, netns
 from pyroute2.netlink.exceptions import NetlinkError
+
+from orchestrator.shaping import ops, tcp
 
 MTU_FRAME = 1514
 ETH_P_IP = 0x0800
@@ -315,3 +318,50 @@ def probe_netem() -> tuple[bool, str]:
 
 def probe_htb() -> tuple[bool, str]:
     return _probe_qdisc("htb", default=0x1)
+
+
+def apply(ipr: Any, todo: Sequence[ops.Op], netns: str | None = None) -> list[dict[str, Any]]:
+    """Run typed operations (orchestrator/shaping/ops.py) in order on `ipr` (a NetNS or IPRoute opened
+    in the namespace of the file `netns`; None: this process's); a result for each."""
+    return [{"op": op.op, "ifname": op.ifname, **(run(ipr, op, netns) or {})} for op in todo]
+
+
+def run(ipr: Any, op: ops.Op, netns: str | None = None) -> dict[str, Any] | None:
+    """One operation, by its type; what it found, for those that read."""
+    match op:
+        case ops.Egress():
+            shape_egress(ipr, op.ifname, op.up_bps, op.buckets, op.jitter_ms, op.loss)
+        case ops.Download():
+            shape_download(ipr, op.ifname, op.bps)
+        case ops.PrepareCut():
+            prepare_cut(ipr, op.ifname, list(op.sources), op.partition)
+        case ops.Cut():
+            cut_off(ipr, op.ifname, op.partition)
+        case ops.Heal():
+            reconnect(ipr, op.ifname)
+        case ops.Rate():
+            set_rate(ipr, op.ifname, op.bps)
+        case ops.DegradeEgress():
+            degrade_egress(ipr, op.ifname, op.up_bps, op.delays_ms, op.jitter_ms, op.loss, op.added_delay_ms,
+                           op.added_loss)
+        case ops.DegradeIngress():
+            degrade_ingress(ipr, op.ifname, op.bps, op.delay_ms, op.loss)
+        case ops.RedirectIngress():
+            redirect_ingress(ipr, op.ifname, op.ifb)
+        case ops.Sent():
+            return link_sent(ipr, op.ifname)
+        case ops.Counters():
+            stats = ipr.get_links(link_index(ipr, op.ifname))[0].get_attr("IFLA_STATS64")
+            return {name: stats[name] for name in ("tx_bytes", "rx_bytes", "tx_packets", "rx_packets")}
+        case ops.Describe():
+            return {"lines": describe(ipr, op.ifname)}
+        case ops.PeerIndex():
+            return {"index": ipr.get_links(link_index(ipr, op.ifname))[0].get_attr("IFLA_LINK")}
+        case ops.Probe():
+            ok, why = try_qdisc(ipr, op.kind)
+            return {"ok": ok, "why": why}
+        case ops.Sysctls():
+            return {"values": tcp.write_in_netns(netns, dict(op.values))}
+        case _:
+            raise ValueError(f"no such shaping operation: {op!r}")
+    return None

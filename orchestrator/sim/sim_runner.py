@@ -11,6 +11,7 @@ from typing import Any
 from rich.console import Console
 
 from orchestrator.fidelity.text import virtual_time
+from orchestrator.model.plan import RunPlan
 from orchestrator.model.scenario import Scenario
 from orchestrator.record.run_record import RunError, RunRecord
 from orchestrator.sim.engine import EventFiles, Simulation
@@ -33,9 +34,8 @@ def _interrupt(signum: int, frame: Any) -> None:
 
 
 class SimRunner(RunRecord):
-    def __init__(self, scenario: Scenario, *, seed: int | None = None, console: Console | None = None,
-                 label: str = ""):
-        super().__init__(scenario, backend="sim", seed=seed, console=console, label=label)
+    def __init__(self, scenario: Scenario, plan: RunPlan, *, console: Console | None = None, label: str = ""):
+        super().__init__(scenario, plan, backend="sim", console=console, label=label)
         # inside the run directory: a simulation killed outright leaves nothing elsewhere
         self.scratch = self.run_dir / ".sim-events"
         self.manifest["shaping"] = {

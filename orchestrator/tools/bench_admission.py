@@ -38,8 +38,9 @@ from typing import Any, Callable
 from rich.console import Console
 
 from node.paths import ROOT
+from orchestrator.model.plan import make_plan
 from orchestrator.model.scenario import load_scenario, parse_scenario
-from orchestrator.run.admission import COSTS_FILE, kind_of
+from orchestrator.run.admission import COSTS_FILE, admit, kind_of
 from orchestrator.run.runner import Runner
 
 TEMPLATE = """
@@ -81,7 +82,8 @@ def _scenario(kind: str, n: int, store: str, message: tuple[str, int, int] = SMA
 
 
 def _run(scenario: Any, backend: str, console: Console) -> Path:
-    return Runner(scenario, backend=backend, console=console, force=True).run()
+    admitted = admit(scenario, backend, True)  # before planning: it can be slow
+    return Runner(scenario, make_plan(scenario), backend=backend, console=console, force=True, admitted=admitted).run()
 
 
 def _peak(run_dir: Path) -> dict[str, Any]:

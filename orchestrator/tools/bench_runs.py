@@ -25,8 +25,10 @@ from typing import Any
 from rich.console import Console
 
 from node.paths import ROOT
+from orchestrator.model.plan import make_plan
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.procfs import cpu_s, memory_kib
+from orchestrator.run.admission import admit
 from orchestrator.run.runner import Runner
 
 SCENARIO = """
@@ -124,7 +126,8 @@ def bench_scale(scenarios: list[Any], console: Console) -> list[dict[str, Any]]:
     results = []
     for sc in scenarios:
         n = sc.nodes.count
-        runner = Runner(sc, console=console)
+        admitted = admit(sc, "local")  # before planning: it can be slow
+        runner = Runner(sc, make_plan(sc), console=console, admitted=admitted)
         sampler = MemorySampler(runner)
         sampler.start()
         started = time.monotonic()
@@ -186,7 +189,6 @@ def bench_topiary_sweep(path: str, overrides: list[str], matrix_args: list[str],
     same plan as the scenario, against the same plan run as random-overlay. Prints one line per
     combination: converged receive rate and delay (mean of the last 5 windows of epoch length)."""
     from orchestrator.model.matrix import expand
-    from orchestrator.model.plan import make_plan
     from orchestrator.sim.outcomes import converged, per_window, run_in_memory
 
     def measure(sc) -> dict[str, float]:

@@ -18,8 +18,10 @@ from typing import Any
 
 from rich.console import Console
 
+from orchestrator.model.plan import make_plan
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.procfs import descendants, memory_kib
+from orchestrator.run.admission import admit
 from orchestrator.run.runner import Runner
 
 SCENARIO = """
@@ -78,7 +80,9 @@ class SoakSampler(threading.Thread):
 def bench_soak(duration_s: float, every_s: float, nodes: int, rate: float, store: str, console: Console) -> dict[str, Any]:
     from analysis.job import analyse
 
-    runner = Runner(parse_scenario(soak_scenario(duration_s, nodes, rate, store)), console=console)
+    scenario = parse_scenario(soak_scenario(duration_s, nodes, rate, store))
+    admitted = admit(scenario, "local")  # before planning: it can be slow
+    runner = Runner(scenario, make_plan(scenario), console=console, admitted=admitted)
     sampler = SoakSampler(runner, every_s, console)
     sampler.start()
     try:

@@ -12,6 +12,7 @@ import pytest
 from node import contract
 from node.adapters import get_adapter
 from orchestrator.backends.docker import remove_docker_objects
+from orchestrator.model.plan import make_plan
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.run.runner import Runner
 from tests.support.adapters import ADAPTERS, MIXED_SMALL
@@ -24,7 +25,7 @@ pytestmark = [pytest.mark.emulation, pytest.mark.docker, pytest.mark.slow, pytes
 def test_every_adapters_containers_share_a_delayed_network(tmp_path: Path, docker_engine):
     before = run_netns()
     scenario = parse_scenario(MIXED_SMALL + f"output: {{store: 'file://{tmp_path}'}}\n")
-    run_dir = Runner(scenario, backend="docker").run()
+    run_dir = Runner(scenario, make_plan(scenario), backend="docker").run()
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["backend"] == "docker" and manifest["status"] == "completed"
     assert manifest["shaping"]["mode"] in ("netem", "delayline")

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.backends.docker import remove_docker_objects
+from orchestrator.model.plan import make_plan
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.run.runner import Runner
 from orchestrator.shaping import TRANSPORT
@@ -95,7 +96,8 @@ def test_docker_churn_kills_and_restarts_containers(tmp_path: Path, docker_engin
 def test_a_node_container_that_dies_on_its_own_fails_the_run_named(tmp_path: Path, docker_engine):
     """Outside the fault timeline n3's container's process is SIGKILLed at T0 + 1 s: the docker backend's
     run records it, names it in the verdict and fails (the timeline's own kill of n7 is not counted)."""
-    runner = CrashOne(parse_scenario(SMALL + f"output: {{store: 'file://{tmp_path}/runs'}}\n"), backend="docker")
+    scenario = parse_scenario(SMALL + f"output: {{store: 'file://{tmp_path}/runs'}}\n")
+    runner = CrashOne(scenario, make_plan(scenario), backend="docker")
     runner.run()
     assert_named(runner, allowed=False)
     assert docker_objects(docker_engine) == []
@@ -103,7 +105,7 @@ def test_a_node_container_that_dies_on_its_own_fails_the_run_named(tmp_path: Pat
 
 def test_containers_are_unprivileged_and_the_sandbox_keeps_shaping(tmp_path: Path, docker_engine):
     scenario = parse_scenario(f"name: tiny\nnodes: {{count: 2}}\noutput: {{store: 'file://{tmp_path}/runs'}}\n")
-    runner = Runner(scenario, backend="docker")
+    runner = Runner(scenario, make_plan(scenario), backend="docker")
     backend = runner.backend
     try:
         backend.create_network()

@@ -22,6 +22,7 @@ import pytest
 from analysis.job import analyse
 from orchestrator.backends import kubernetes as k8s_backend
 from orchestrator.builds import node_image as image
+from orchestrator.model.plan import make_plan
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.run.runner import Runner
 from tests.support.adapters import ADAPTERS, MIXED_SMALL, require_adapters
@@ -118,8 +119,8 @@ def test_every_adapters_nodes_run_in_pods_of_their_own_images(tmp_path: Path, mo
     monkeypatch.setattr(k8s_backend, "connect", DockerPods)
     monkeypatch.setenv("PEERLAB_IMAGE", tag)
     before = run_netns()
-    run_dir = Runner(parse_scenario(MIXED_SMALL + f"output: {{store: 'file://{tmp_path}/runs'}}\n"),
-                     backend="kubernetes").run()
+    scenario = parse_scenario(MIXED_SMALL + f"output: {{store: 'file://{tmp_path}/runs'}}\n")
+    run_dir = Runner(scenario, make_plan(scenario), backend="kubernetes").run()
     cluster = DockerPods.instances[-1]
 
     (values,) = cluster.installs

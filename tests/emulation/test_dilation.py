@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.model.plan import make_plan
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.run.runner import Runner
 from orchestrator.shaping import ops, tcp
@@ -47,7 +48,7 @@ class Observed(Runner):
 
 def _run(tmp_path: Path, k: float) -> tuple[Observed, dict, list[float]]:
     scenario = parse_scenario(SCENARIO + f"output: {{store: 'file://{tmp_path}/k{k:g}'}}\n", overrides=[f"dilation={k}"])
-    runner = Observed(scenario)
+    runner = Observed(scenario, make_plan(scenario))
     run_dir = runner.run()
     manifest = json.loads((run_dir / "manifest.json").read_text())
     events = [json.loads(line) for p in (run_dir / "events").glob("*.jsonl.gz") for line in gzip.open(p, "rt")]

@@ -20,6 +20,7 @@ from analysis.job import analyse
 from node import contract
 from node.adapters import USER_ADAPTERS_ENV, register
 from orchestrator.builds import gobuild
+from orchestrator.model.plan import make_plan
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.run import priority
 from orchestrator.run.runner import RunError, Runner
@@ -99,7 +100,7 @@ def test_interop_binaries_run_as_peerlab_nodes(binary, tmp_path, spark):
     checks in the helpers below."""
     scenario = parse_scenario(SCENARIO + f"output: {{store: 'file://{tmp_path}'}}\n")
     host_child_ehash = host_setting()
-    runner = Observed(scenario)
+    runner = Observed(scenario, make_plan(scenario))
     run_dir = runner.run()
     # every node namespace has a TCP socket table of its own (the shims read theirs 5 times a second:
     # the host's, hundreds of thousands of buckets, took the two cores at 100 nodes); the host's
@@ -228,7 +229,8 @@ def test_a_node_that_exits_on_its_own_fails_the_run_named_and_nothing_else_is_lo
 def test_a_schedule_off_whole_seconds_is_refused_before_anything_starts(binary, tmp_path):
     text = SCENARIO.replace("rate: 1/s", "rate: 2/s")
     with pytest.raises(RunError, match=r"message n\d+-\d+ at \d+\.\d+ s after T0: .*whole seconds"):
-        Runner(parse_scenario(text + f"output: {{store: 'file://{tmp_path}'}}\n")).run()
+        scenario = parse_scenario(text + f"output: {{store: 'file://{tmp_path}'}}\n")
+        Runner(scenario, make_plan(scenario)).run()
     (run_dir,) = tmp_path.iterdir()
     assert not list((run_dir / "events").glob("*"))  # no node was started
 
@@ -257,7 +259,8 @@ def test_peerlabs_go_rust_and_js_adapters_speak_the_interop_contract_too(tmp_pat
     peerlab runs as a contract-1 node is one their experiments can run."""
     require_adapters("go-libp2p", "rust-libp2p", "js-libp2p")
     text = ADAPTERS_AS_INTEROP + f"output: {{store: 'file://{tmp_path}'}}\n"
-    run_dir = Runner(parse_scenario(text)).run()
+    scenario = parse_scenario(text)
+    run_dir = Runner(scenario, make_plan(scenario)).run()
     manifest, logs = completed(run_dir)
     for node, evs in logs.items():
         assert contract.check_log([json.dumps(e) for e in evs]) == [], node

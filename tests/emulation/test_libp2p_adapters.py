@@ -10,6 +10,7 @@ import pytest
 
 from node import contract
 from node.adapters import get_adapter
+from orchestrator.model.plan import make_plan
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.run.runner import RunError, Runner
 from tests.support import mixed
@@ -32,7 +33,8 @@ faults: [{at: 2.5s, action: kill, nodes: [n5], restart_after: 1s}]
 
 
 def run(scenario_text: str, store: Path):
-    run_dir = Runner(parse_scenario(scenario_text + f"output: {{store: 'file://{store}'}}\n")).run()
+    scenario = parse_scenario(scenario_text + f"output: {{store: 'file://{store}'}}\n")
+    run_dir = Runner(scenario, make_plan(scenario)).run()
     manifest = json.loads((run_dir / "manifest.json").read_text())
     logs = {}
     for node in manifest["plan"]["nodes"]:
@@ -112,7 +114,7 @@ def test_an_adapter_that_is_not_installed_says_how_to_install_it(name, tmp_path,
     monkeypatch.setattr(type(adapter), "missing", lambda self: [str(tmp_path / "node")])
     scenario = parse_scenario(SCENARIO.replace("IMPLEMENTATION", name) + f"output: {{store: 'file://{tmp_path}'}}\n")
     with pytest.raises(RunError, match=f"implementation {name} is not installed .* `make adapters`"):
-        Runner(scenario).run()
+        Runner(scenario, make_plan(scenario)).run()
 
 
 def test_traffic_and_memory_are_measured_outside_and_inside_the_node(adapter_run):

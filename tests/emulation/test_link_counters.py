@@ -6,6 +6,7 @@ import json
 import pytest
 
 from analysis.kernel_traffic import HEADER_BYTES, kernel_summary, per_node_totals
+from orchestrator.model.plan import make_plan
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.run.runner import Runner
 from tests.support.scenarios import FLOODSUB_SIX, scenario_text
@@ -20,7 +21,7 @@ calibration: {enabled: false}
 
 def test_link_counters_match_what_the_nodes_logged(tmp_path):
     scenario = parse_scenario(SCENARIO + f"output: {{store: 'file://{tmp_path}'}}\n")
-    run_dir = Runner(scenario).run()
+    run_dir = Runner(scenario, make_plan(scenario)).run()
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["kernel_traffic"]["interval_s"] == 1.0
     with gzip.open(run_dir / "kernel_traffic.jsonl.gz", "rt") as f:

@@ -45,7 +45,7 @@ def shape(ns_name: str, *buckets: tuple[float, tuple[str, ...]], up: int = RATE)
     """The node's uplink with netem buckets, (one-way ms, destinations) each."""
     egress = ops.Egress("eth0", up, tuple(buckets))
     with NetNS(ns_name, flags=0) as ns:
-        ops.apply(ns, [egress])
+        shaping.apply(ns, [egress])
     return egress
 
 
@@ -110,7 +110,7 @@ def test_pod_layout_ifb_cap_and_degrade_in_netem(pair):
     shape(a, (25.0, (links.B_ADDR,)))
     node_b = shape(b, (25.0, (links.A_ADDR,)))
     with NetNS(b, flags=0) as ns:
-        ops.apply(ns, [ops.RedirectIngress("eth0", "ifb0"), ops.Download("ifb0", 20_000_000)])
+        shaping.apply(ns, [ops.RedirectIngress("eth0", "ifb0"), ops.Download("ifb0", 20_000_000)])
     rounds = [wire_mbit(a, b, "ifb0", sent_in=b) for _ in range(3)]
     goodput, frames = max(rounds, key=lambda r: r[1])
     print(f"download cap 20 Mbit/s: {frames:.2f} in frames, {goodput:.2f} of payload (best of 3)")
@@ -121,22 +121,22 @@ def test_pod_layout_ifb_cap_and_degrade_in_netem(pair):
     assert rtt_ok(capped, 50.0, base), (capped, base)
 
     with NetNS(b, flags=0) as ns:
-        ops.apply(ns, [degrade_egress(node_b, 40.0, 0.0),
+        shaping.apply(ns, [degrade_egress(node_b, 40.0, 0.0),
                            ops.DegradeIngress("ifb0", 20_000_000, 40.0, 0.0)])
     degraded = min_rtt_ms(a, count=11)
     print(f"degraded by 40 ms each way: RTT {degraded:.2f} ms (configured 130)")
     assert rtt_ok(degraded, 130.0, base), (degraded, base)
 
     with NetNS(b, flags=0) as ns:
-        ops.apply(ns, [degrade_egress(node_b, 0.0, 0.5)])
+        shaping.apply(ns, [degrade_egress(node_b, 0.0, 0.5)])
     rtts, lost = links.pings(a, links.B_ADDR, count=40, interval=0.05)
     print(f"loss 0.5 on b's sends: {lost}/40 lost")
     assert 8 <= lost <= 32, lost  # binomial(40, 0.5): outside this in less than 1 run in 10^4
 
     with NetNS(b, flags=0) as ns:
-        ops.apply(ns, [degrade_egress(node_b, 0.0, 0.0),
+        shaping.apply(ns, [degrade_egress(node_b, 0.0, 0.0),
                            ops.DegradeIngress("ifb0", 20_000_000, 0.0, 0.0)])
-        ops.apply(ns, [ops.DegradeIngress("ifb0", 20_000_000, 0.0, 0.0)])  # restoring twice is harmless
+        shaping.apply(ns, [ops.DegradeIngress("ifb0", 20_000_000, 0.0, 0.0)])  # restoring twice is harmless
         tree = shaping.describe(ns, "ifb0")
     assert not any("netem" in line for line in tree), tree
     rtts, lost = links.pings(a, links.B_ADDR, count=10, interval=0.05)

@@ -9,6 +9,7 @@ import pytest
 
 from node.adapters import USER_ADAPTERS_ENV, register
 from node.process import privileges
+from orchestrator.model.plan import make_plan
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.run.runner import Runner
 from tests.emulation.test_interop_contract import SCENARIO, binary, completed, reachable_copy  # noqa: F401
@@ -64,7 +65,8 @@ def test_a_node_runs_unprivileged_and_reaches_nothing_of_the_orchestrators(binar
     prober.write_text("#!/bin/sh\n")  # registered now, written once the run has its id
     prober.chmod(0o755)
     register("prober", prober, Path(os.environ[USER_ADAPTERS_ENV]))
-    runner = Privileges(parse_scenario(text + f"output: {{store: 'file://{tmp_path}'}}\n"))
+    scenario = parse_scenario(text + f"output: {{store: 'file://{tmp_path}'}}\n")
+    runner = Privileges(scenario, make_plan(scenario))
     from orchestrator.record import host_state
 
     prober.write_text(PROBER.replace("BINARY", str(shared / "node")).replace("RESULTS", str(results))
@@ -90,7 +92,8 @@ def test_a_node_runs_unprivileged_and_reaches_nothing_of_the_orchestrators(binar
 def test_peerlabs_own_nodes_run_unprivileged_too(tmp_path):
     from tests.support.scenarios import SMALL
 
-    runner = Privileges(parse_scenario(SMALL + f"output: {{store: 'file://{tmp_path}'}}\n"))
+    scenario = parse_scenario(SMALL + f"output: {{store: 'file://{tmp_path}'}}\n")
+    runner = Privileges(scenario, make_plan(scenario))
     runner.run()
     uid = privileges.run_user(runner.short)[0]
     assert runner.status and all(s["Uid"].split()[:2] == [str(uid)] * 2 and int(s["CapEff"], 16) == 0

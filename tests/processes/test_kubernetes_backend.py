@@ -19,6 +19,7 @@ from orchestrator.backends import kubernetes as k8s_backend
 from orchestrator.backends.kube_cluster import CHART, write_values
 from orchestrator.builds import node_image as image
 from orchestrator.helm import helm_binary
+from orchestrator.model.plan import make_plan
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.run.runner import Runner
 from tests.support.cli import ROOT, patient
@@ -142,7 +143,7 @@ def test_values_name_the_image_and_counts_by_role(monkeypatch, tmp_path: Path):
     monkeypatch.setattr(k8s_backend, "connect", lambda namespace, context: None)  # no cluster is asked
     text = (ROOT / "scenarios" / "topiary-eclipse.yaml").read_text()
     scenario = parse_scenario(text, overrides=[f"output.store=file://{tmp_path}/runs"])
-    runner = Runner(scenario, backend="kubernetes")
+    runner = Runner(scenario, make_plan(scenario), backend="kubernetes")
     try:
         backend = runner.backend
         values = backend.values()

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from orchestrator.model.plan import make_plan
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.record import host_state
 from orchestrator.run.runner import Runner
@@ -44,7 +45,7 @@ class StoredBeforeTeardown(LoopbackBackend):
 def test_a_run_with_faults_on_real_processes_needs_no_root(tmp_path, monkeypatch):
     monkeypatch.setattr(host_state, "STATE_DIR", tmp_path / "state")  # /run/peerlab is root's
     scenario = parse_scenario(SCENARIO + f"output: {{store: 'file://{tmp_path}/runs'}}\n")
-    runner = Runner(scenario, backend=StoredBeforeTeardown, shaping_mode="transport")
+    runner = Runner(scenario, make_plan(scenario), backend=StoredBeforeTeardown, shaping_mode="transport")
     run_dir = runner.run()
     # each node's log was stored as it stopped, before teardown: a run killed then keeps them
     assert StoredBeforeTeardown.stored == sorted(f"n{i}.jsonl.gz" for i in range(6))
@@ -115,7 +116,7 @@ def test_a_partition_keeps_its_time_while_a_restart_is_slow(tmp_path, monkeypatc
     for a restart in flight (it did, and came as late as the restart was slow)."""
     monkeypatch.setattr(host_state, "STATE_DIR", tmp_path / "state")
     scenario = parse_scenario(SLOW_RESTART + f"output: {{store: 'file://{tmp_path}/runs'}}\n")
-    run_dir = Runner(scenario, backend=SlowRestarts, shaping_mode="transport").run()
+    run_dir = Runner(scenario, make_plan(scenario), backend=SlowRestarts, shaping_mode="transport").run()
     executed = {f["action"]: f for f in json.loads((run_dir / "manifest.json").read_text())["faults_executed"]}
     restart, cut, heal = executed["restart"], executed["partition"], executed["heal"]
     assert restart["offset_s"] > 5.0  # the restart was slow: up 4 s after its 1.5 s
@@ -140,7 +141,7 @@ def test_admission_stops_a_run_that_does_not_fit_unless_forced(tmp_path, monkeyp
     free = (need.scaled(3).memory_mib + need.scaled(4).memory_mib) / 2 / admission.HEADROOM
     monkeypatch.setattr(admission.Machine, "here", classmethod(lambda cls: cls(free, 2, 4096, 10_000.0)))
     try:
-        Runner(scenario, backend=LoopbackBackend)
+        Runner(scenario, make_plan(scenario), backend=LoopbackBackend)
         raise AssertionError("admitted")
     except admission.AdmissionError as err:
         assert f"memory: {need.memory_mib:.0f} MiB needed, {free:.0f} MiB available" in str(err), err
@@ -149,7 +150,7 @@ def test_admission_stops_a_run_that_does_not_fit_unless_forced(tmp_path, monkeyp
     # forced, it runs: the same nodes, a shorter run (what it does is the test above)
     short = parse_scenario(SCENARIO.split("faults:")[0].replace("duration: 4s", "duration: 1s") +
                            f"calibration: {{enabled: false}}\noutput: {{store: 'file://{tmp_path}/runs'}}\n")
-    run_dir = Runner(short, backend=LoopbackBackend, force=True, shaping_mode="transport").run()
+    run_dir = Runner(short, make_plan(short), backend=LoopbackBackend, force=True, shaping_mode="transport").run()
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["status"] == "completed"
     assert manifest["admission"]["forced"] is True and manifest["admission"]["estimate"]["nodes"] == 6

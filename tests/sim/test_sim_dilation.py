@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 
+from orchestrator.model.plan import make_plan
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.sim.sim_runner import NO_DILATION, SimRunner
 from tests.support.scenarios import scenario_text
@@ -23,7 +24,7 @@ calibration: {enabled: false}
 
 def _run(tmp_path, k: float):
     scenario = parse_scenario(SCENARIO + f"output: {{store: 'file://{tmp_path}/k{k:g}'}}\n", overrides=[f"dilation={k}"])
-    run_dir = SimRunner(scenario).run()
+    run_dir = SimRunner(scenario, make_plan(scenario)).run()
     events = {p.name: gzip.open(p).read() for p in sorted((run_dir / "events").glob("*.jsonl.gz"))}
     return json.loads((run_dir / "manifest.json").read_text()), events
 

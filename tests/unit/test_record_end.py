@@ -7,13 +7,14 @@ import json
 import threading
 from pathlib import Path
 
+from orchestrator.model.plan import make_plan
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.record.run_record import RESERVE, RunRecord
 
 
 def record_with_logs(tmp_path: Path, n: int = 3) -> tuple[RunRecord, Path, dict[str, Path]]:
     sc = parse_scenario(f"name: rec\nnodes: {{count: {n}}}\noutput: {{store: 'file://{tmp_path}/runs'}}\n")
-    rec = RunRecord(sc, backend="local")
+    rec = RunRecord(sc, make_plan(sc), backend="local")
     rec.begin()
     scratch = tmp_path / "scratch"
     (scratch / "events").mkdir(parents=True)
