@@ -32,8 +32,8 @@ calibration: {enabled: false}
 class Observed(Runner):
     """Reads n0's egress tree back from the kernel once shaped, and times T0 to the end of the drain."""
 
-    def _shape(self, mode: str) -> None:
-        super()._shape(mode)
+    async def _shape(self, mode: str) -> None:
+        await super()._shape(mode)
         ends = self.backend.link_ends("n0")
         self.tree = self.backend.shape(ends.node_netns, [ops.Describe(ends.node_ifname)])[0]["lines"]
         self.rto_min_us, self.congestion = (

@@ -64,8 +64,8 @@ class Observed(Runner):
     """Reads the size of n0's TCP socket table once its namespace is made, and the priorities once a
     node is restarted during the timeline."""
 
-    def _shape(self, mode: str) -> None:
-        super()._shape(mode)
+    async def _shape(self, mode: str) -> None:
+        await super()._shape(mode)
         self.ehash = subprocess.run(["ip", "netns", "exec", self.backend.link_ends("n0").node_netns, "cat",
                                      "/proc/sys/net/ipv4/tcp_ehash_entries"], capture_output=True, text=True,
                                     check=True).stdout.strip()
