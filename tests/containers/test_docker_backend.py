@@ -1,6 +1,7 @@
 """The docker backend for real: containers of the node image on a per-run network, shaped by the
 shaper entry point; the quickstart delivers as on the local backend; churn kills and restarts node
 containers; containers are unprivileged; nothing is left behind."""
+import asyncio
 import gzip
 import json
 import os
@@ -109,7 +110,7 @@ def test_containers_are_unprivileged_and_the_sandbox_keeps_shaping(tmp_path: Pat
     backend = runner.backend
     try:
         backend.create_network()
-        runner._shape(TRANSPORT)
+        asyncio.run(runner._shape(TRANSPORT))
         config = runner._node_config("n0")
         backend.start_node("n0", config)
         node = docker_engine.containers.get(f"pl{runner.short}-n0").attrs
