@@ -108,6 +108,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from orchestrator.run.admission import AdmissionError, admit
 
     chosen: list[auto_dilation.Choice | None] = []
+    admitted: list[dict] = []  # each combination's admission record, handed to its first run
     try:  # every combination, before the first one creates anything
         for i, combo in enumerate(combos):
             choice = None
@@ -115,7 +116,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 choice = auto_dilation.first_choice(combo.scenario, args.backend)
                 combos[i] = combo = dilated(args, combo, choice.k)
             chosen.append(choice)
-            admit(combo.scenario, args.backend, args.force)
+            admitted.append(admit(combo.scenario, args.backend, args.force))
     except AdmissionError as e:
         err.print("refused: " + str(e), style="bold red", markup=False, highlight=False)
         return 3
@@ -133,10 +134,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 1
     done: list[Path] = []
     failed = False  # a node exited on its own in some run (the others go on)
-    for i, (combo, choice) in enumerate(zip(combos, chosen), 1):
+    for i, (combo, choice, record) in enumerate(zip(combos, chosen, admitted), 1):
         if combo.label:
             err.print(f"[bold magenta]matrix {i}/{len(combos)}:[/] {said(combo.label)}")
-        ran = _attempts(args, combo, choice)
+        ran = _attempts(args, combo, choice, record)
         if isinstance(ran, int):
             return ran
         runner, run_dir = ran
@@ -165,10 +166,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _attempts(args: argparse.Namespace, combo: Any, choice: Any) -> tuple[Any, Path] | int:
+def _attempts(args: argparse.Namespace, combo: Any, choice: Any, admitted: dict) -> tuple[Any, Path] | int:
     """The combination's run (the runner and its directory), or the command's exit code if it failed.
     With a dilation of peerlab's choosing (`choice`), runs judged unfaithful on CPU grounds are run again
-    at a larger k (orchestrator/run/auto_dilation.py); each attempt stays in the store."""
+    at a larger k (orchestrator/run/auto_dilation.py); each attempt stays in the store. `admitted`: the
+    combination's admission record (a run at another k is admitted again)."""
     from orchestrator.model.plan import make_plan
     from orchestrator.run import auto_dilation
     from orchestrator.run.admission import admit
@@ -186,7 +188,8 @@ def _attempts(args: argparse.Namespace, combo: Any, choice: Any) -> tuple[Any, P
             runner = SimRunner(combo.scenario, make_plan(combo.scenario, args.seed), console=err, label=combo.label)
         else:
             try:
-                admitted = admit(combo.scenario, args.backend, args.force)  # before planning: it can be slow
+                if earlier:  # another k: admitted again, before planning (it can be slow)
+                    admitted = admit(combo.scenario, args.backend, args.force)
                 runner = Runner(combo.scenario, make_plan(combo.scenario, args.seed), backend=args.backend,
                                 console=err, shaping_mode=args.shaping, label=combo.label, force=args.force,
                                 admitted=admitted)

@@ -13,6 +13,7 @@ May import: the rest of orchestrator/model; never orchestrator/run, shaping, sim
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from .plan import bucketed
@@ -40,12 +41,17 @@ class LinkShape:
         """Every contact of the node (those it has a latency towards), bucket by bucket."""
         return tuple(p for _, peers in self.delays for p in peers)
 
+    @cached_property
+    def _delay_of(self) -> dict[str, float]:  # (a frozen dataclass: the cache goes in __dict__ all the same)
+        return {p: delay for delay, peers in self.delays for p in peers}
+
     def delay_to(self, peer: str) -> float:
-        """The one-way latency (ms) towards `peer`, one of its contacts."""
-        for delay, peers in self.delays:
-            if peer in peers:
-                return delay
-        raise KeyError(f"{peer} is no contact of {self.node}")
+        """The one-way latency (ms) towards `peer`, one of its contacts: a lookup, since deploy asks it of
+        every contact of every node (a scan of the buckets made that cubic in the nodes)."""
+        try:
+            return self._delay_of[peer]
+        except KeyError:
+            raise KeyError(f"{peer} is no contact of {self.node}") from None
 
     @property
     def planned(self) -> LinkShape:
