@@ -3,7 +3,7 @@ orchestrator's KubeCluster, the exec bridge a probe runs as a process of its own
 kubeconfig with its TLS files written into a private directory of the run's (`credentials_dir`),
 else, inside a cluster, the pod's service account.
 
-May import: the kubernetes client (lazily); nothing of peerlab. kube_cluster.py, kube_exec.py and
+May import: the kubernetes client (lazily), orchestrator.procfs; nothing else of peerlab. kube_cluster.py, kube_exec.py and
 kube_admission.py import it; it imports none of them.
 """
 from __future__ import annotations
@@ -13,6 +13,8 @@ import os
 import shutil
 import tempfile
 from typing import Any
+
+from orchestrator import procfs
 
 CREDENTIALS_ENV = "PEERLAB_KUBE_CREDENTIALS_DIR"  # credentials_dir(), for the processes a run starts
 PREFIX = "peerlab-kube-"  # then the pid of the process that made it
@@ -42,14 +44,8 @@ def orphaned_credentials() -> list[str]:
         path = os.path.join(root, name)
         if not name.startswith(PREFIX) or not pid.isdigit() or os.path.islink(path) or not os.path.isdir(path):
             continue
-        if os.stat(path).st_uid != os.geteuid():
-            continue
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
+        if os.stat(path).st_uid == os.geteuid() and not procfs.running(int(pid)):
             out.append(path)
-        except PermissionError:
-            pass  # alive, someone else's
     return sorted(out)
 
 
