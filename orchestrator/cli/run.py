@@ -70,8 +70,8 @@ def add(sub: argparse._SubParsersAction) -> None:
                         "second of the experiment; times are reported in experiment time. Sets the scenario's "
                         "dilation; peerlab's own nodes only. auto: peerlab chooses K from this machine's CPU model "
                         "and runs again at a larger K (up to 3 runs, each kept) while the verdict says the CPU fell "
-                        "behind; what a run that does not fit undilated gets when no dilation is given anywhere "
-                        "(--dilate 1 --force runs it undilated)")
+                        "behind; what a run whose CPU work undilated is past the faithful share of the cores gets when no "
+                        "dilation is given anywhere (--dilate 1 runs it undilated; --force too past all the cores)")
     p.add_argument("--no-report", action="store_true", help="skip the PySpark analysis (run `peerlab report` later)")
     p.add_argument("--force", action="store_true",
                    help="run even if admission finds the run does not fit this machine (memory, CPU, file "

@@ -8,14 +8,19 @@ Memory comes from admission_costs.json, measured by `peerlab bench admission` on
 run's fixed cost, each kind of node's (peerlab's node per protocol, each libp2p implementation),
 and how many seconds of what is published a node holds (message size times rate). CPU is each
 run's fixed share (orchestrator, watches, delay line at rest), each kind's share per node (idle,
-plus its share per message per second published network-wide: each node handles each), and what
-moving the run's bytes costs the machine: the bytes published per second, times the nodes, times the
-copies of each a node sends, at the CPU per MiB sent (nodes, kernel, delay line and shaper together;
+plus its share per message per second of the messages it handles), and what moving the run's bytes
+costs the machine: the bytes published per second, times the nodes that handle them, times the copies
+of each a node sends, at the CPU per MiB sent (nodes, kernel, delay line and shaper together;
 measured on peerlab's GossipSub and applied to every kind), all measured by the same bench from the
 host's busy time. A run needing more cores than the machine has is refused; one needing more than
 FAITHFUL_CPU_SHARE of them is admitted with a warning that its timing will likely be unfaithful. On
 the kubernetes backend the pods' requests are checked against the namespace's quotas and the
 cluster's allocatable instead (kube_admission.py); the sim backend's one process is not checked.
+
+A node handles the messages of the topics it subscribes to (`interest`): the bench measured every
+node on one topic, so a scenario whose nodes each follow a few of many topics costs that share of
+it (pulsarcast-everyone: 3 of 23 zipf topics, estimated at 1.57 cores as if every node handled every
+message, kept 0.7 cores busy undilated and was faithful; docs/results.md).
 
 Beside adapter nodes, which have no probes of their own, the orchestrator runs probe processes in
 their namespaces (orchestrator/fidelity/netprobe.py), a term of their own since how many are alive
@@ -29,6 +34,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import random
 import resource
 import shutil
 import tempfile
@@ -38,9 +44,12 @@ from pathlib import Path
 from typing import Any
 
 from node.adapters import INTEROP, PEERLAB
+from node.protocols import PROTOCOLS
 from orchestrator.fidelity import probes as fidelity_probes
 from orchestrator.model import dilation as dilation_rules
+from orchestrator.model.overlays import zipf_interest
 from orchestrator.model.scenario import Scenario
+from orchestrator.model.traffic import Interest, RoundRobin, Zipf
 
 MIB = 2**20
 COSTS_FILE = Path(__file__).with_name("admission_costs.json")
@@ -49,6 +58,7 @@ ORCHESTRATOR_FDS_PER_NODE = 6   # process pipes, control connection, namespace a
 ORCHESTRATOR_FDS = 64
 EVENT_BYTES = 160               # a JSON line, uncompressed (119-156 B measured)
 EVENTS_PER_NODE_PER_MESSAGE = 90  # every event a node logs per message published (GossipSub, degree 8: 52-86)
+INTEREST_SAMPLE = 400           # nodes drawn to estimate a zipf subscription model's topic shares
 HEADROOM = 0.8                  # of the available memory, descriptors and disk a run may take
 CHECKED_BACKENDS = ("local", "docker")
 
@@ -157,6 +167,7 @@ def estimate(scenario: Scenario, backend: str = "local") -> Estimate:
     messages = scenario.workload.messages()
     table = costs()["backends"][backend]
     rate = messages / max(scenario.workload.duration, 1e-9)  # published per second, network-wide
+    handled = rate * interest(scenario)  # of which a node handles its topics'
     held_mib = (table.get("held_s") or 0.0) * rate * scenario.workload.mean_size() / MIB
     nodes_mib = sum((node_mib(backend, k) + held_mib) * c for k, c in mix.items())
     before_t0, after_t0 = probe_processes(scenario, mix)
@@ -167,7 +178,7 @@ def estimate(scenario: Scenario, backend: str = "local") -> Estimate:
     return Estimate(
         nodes=n,
         memory_mib=round(table["fixed_mib"] + nodes_mib + probes * probe_mib, 1),
-        cpu_cores=table.get("fixed_cores", 0.0) + (sum((node_cores(backend, k) + node_cores_per_msg(backend, k) * rate)
+        cpu_cores=table.get("fixed_cores", 0.0) + (sum((node_cores(backend, k) + node_cores_per_msg(backend, k) * handled)
                                                      * c for k, c in mix.items())
                                           + traffic_cores(scenario, n, table)) / scenario.dilation,
         fds=ORCHESTRATOR_FDS + ORCHESTRATOR_FDS_PER_NODE * n,
@@ -198,7 +209,33 @@ def traffic_cores(scenario: Scenario, nodes: int, table: dict[str, Any]) -> floa
     if not per_mib or not copies:
         return 0.0
     published = scenario.workload.messages() * scenario.workload.mean_size() / max(scenario.workload.duration, 1e-9)
-    return published * nodes * copies / MIB * per_mib
+    return published * nodes * interest(scenario) * copies / MIB * per_mib
+
+
+def interest(scenario: Scenario) -> float:
+    """The share of the messages published network-wide that a node handles: the expected fraction of
+    the nodes subscribed to a published message's topic. 1.0 with one topic (the bench's runs), for
+    content-based matching and for given subscriptions (not estimated: the conservative figure); a
+    zipf model's topic shares are drawn for a sample of nodes with a fixed seed (admission does not
+    plan). Publishers publishing on their own subscriptions weigh each topic by its subscribers."""
+    topics = scenario.topics
+    subs, count = topics.subscriptions, topics.count
+    if topics.predicates or count <= 1 or PROTOCOLS[scenario.protocol.name].matching != "topic":
+        return 1.0
+    if isinstance(subs, Interest):
+        return subs.rate
+    if isinstance(subs, RoundRobin):
+        return 1.0 / count
+    if not isinstance(subs, Zipf):
+        return 1.0
+    sample = min(scenario.nodes.count, INTEREST_SAMPLE)
+    members = [0] * count
+    for chosen in zipf_interest(sample, count, subs.alpha, subs.size, random.Random("peerlab:admission:interest")):
+        for t in chosen:
+            members[t] += 1
+    share = [m / sample for m in members]
+    weight = share if scenario.workload.publish_topics == "subscribed" else [1.0 if m else 0.0 for m in members]
+    return sum(w * q for w, q in zip(weight, share)) / sum(weight)
 
 
 def problems(need: Estimate, machine: Machine) -> list[str]:

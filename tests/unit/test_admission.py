@@ -61,8 +61,10 @@ def test_each_kind_of_node_costs_what_was_measured_for_it_on_its_backend():
                                                    + one.probes * table["probe_mib"], abs=0.1)
     js = estimate(scenario(100, "protocol.name=gossipsub", "protocol.implementation=js-libp2p"))
     local_cpu = admission.costs()["backends"]["local"]
+    share = admission.interest(scenario(100))  # quickstart: each node on a topic with probability 0.6
+    assert share == 0.6
     assert js.cpu_cores == pytest.approx(local_cpu["fixed_cores"] + 100 * (local_cpu["node_cores"]["js-libp2p"] + 4 *
-                                         local_cpu["node_cores_per_msg"]["js-libp2p"])
+                                         share * local_cpu["node_cores_per_msg"]["js-libp2p"])
                                          + admission.traffic_cores(scenario(100), 100, local_cpu))
     # a mix: each group at its own cost
     mixed = estimate(scenario(10, "protocol.name=gossipsub", "protocol.implementation=js-libp2p",
@@ -106,7 +108,7 @@ def test_each_message_per_second_costs_each_node_its_share_of_a_core():
                                f"workload.rate={rate}/s")
     fast, slow = estimate(go(8)), estimate(go(1))
     moved = admission.traffic_cores(go(8), 50, table) - admission.traffic_cores(go(1), 50, table)
-    assert fast.cpu_cores - slow.cpu_cores == pytest.approx(50 * 7 * per_msg["go-libp2p"] + moved)
+    assert fast.cpu_cores - slow.cpu_cores == pytest.approx(50 * 7 * 0.6 * per_msg["go-libp2p"] + moved)
 
 
 def test_large_messages_at_a_high_rate_cost_what_a_node_holds_of_them():
@@ -282,3 +284,27 @@ def test_a_run_needing_more_than_the_headroom_of_the_machine_is_refused_though_i
         assert admit(run, "local", machine=at_75)["problems"] == [], field
     memory = problems(need, Machine(**{**roomy, "memory_mib": need.memory_mib / 0.9}))[0]
     assert "a run may take 80%" in memory, memory
+
+
+def test_a_node_costs_the_share_of_the_messages_its_topics_carry():
+    """The bench measured every node on one topic; a node handles only its own topics' messages, so
+    pulsarcast-everyone (3 of 23 zipf topics, publishers on their own topics) is estimated at its share,
+    which its undilated run's busy time matched (0.61 cores estimated, 0.7 measured, faithful), not at
+    the 1.57 cores that had peerlab dilate it three times."""
+    everyone = parse_scenario((ROOT / "scenarios" / "pulsarcast-everyone.yaml").read_text())
+    share = admission.interest(everyone)
+    assert 0.15 < share < 0.4  # above 3/23: the popular topics have both the subscribers and the publishes
+    assert admission.interest(everyone.model_copy(update={"workload": everyone.workload.model_copy(
+        update={"publish_topics": "any"})})) < share  # published on any topic: the rare ones weigh as much
+    assert admission.interest(scenario(30)) == 0.6
+    assert admission.interest(scenario(30, "topics.count=1")) == 1.0
+    assert admission.interest(scenario(30, "topics.subscriptions={model: round-robin}")) == pytest.approx(1 / 5)
+    assert estimate(everyone).cpu_cores < FAITHFUL_SHARE_OF_TWO_CORES
+    whole = estimate(scenario(30, "topics.subscriptions={model: interest, rate: 1.0}"))
+    part = estimate(scenario(30, "topics.subscriptions={model: interest, rate: 0.5}"))
+    fixed = admission.costs()["backends"]["local"]["fixed_cores"]
+    idle = 30 * admission.costs()["backends"]["local"]["node_cores"]["peerlab/floodsub"]
+    assert part.cpu_cores - fixed - idle == pytest.approx((whole.cpu_cores - fixed - idle) / 2)
+
+
+FAITHFUL_SHARE_OF_TWO_CORES = admission.FAITHFUL_CPU_SHARE * 2

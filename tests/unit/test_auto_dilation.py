@@ -36,7 +36,7 @@ def test_the_first_k_is_the_least_that_keeps_the_work_within_the_faithful_share_
     assert re.search(r"--dilate \d+ or more fits", str(refused.value))
 
 
-def test_peerlab_chooses_k_when_asked_or_when_nothing_else_stops_an_undilated_run_that_does_not_fit():
+def test_peerlab_chooses_k_when_asked_or_when_nothing_but_the_cpu_stops_an_undilated_run_being_faithful():
     assert auto_dilation.wanted(publishers(), "local", None, MACHINE)            # refused on CPU alone
     assert not auto_dilation.wanted(publishers(), "local", "1", MACHINE)         # --dilate given
     assert not auto_dilation.wanted(publishers("dilation=1"), "local", None, MACHINE)  # set in the scenario
@@ -44,6 +44,12 @@ def test_peerlab_chooses_k_when_asked_or_when_nothing_else_stops_an_undilated_ru
     assert not auto_dilation.wanted(publishers(), "kubernetes", None, MACHINE)   # no CPU model there
     quick = parse_scenario(QUICKSTART)
     assert not auto_dilation.wanted(quick, "local", None, MACHINE)               # fits
+    # fits all the cores but is past the faithful share (the warning's band): peerlab chooses too
+    band = parse_scenario(QUICKSTART, overrides=["nodes.count=60", "workload.rate=16/s"])
+    assert not admission.problems(estimate(band), MACHINE) and admission.warnings(estimate(band), MACHINE)
+    assert auto_dilation.wanted(band, "local", None, MACHINE)
+    assert auto_dilation.first_choice(band, "local", MACHINE).k > 1
+    assert not auto_dilation.wanted(band, "local", "1", MACHINE)
     huge = parse_scenario(QUICKSTART, overrides=["nodes.count=5000"])            # memory too: refused
     assert admission.problems(estimate(huge), MACHINE)[0].startswith("memory:")
     assert not auto_dilation.wanted(huge, "local", None, MACHINE)
