@@ -15,11 +15,15 @@ from pyspark.sql import DataFrame, SparkSession
 
 from analysis import jvm_archive
 
-# Below this much compressed event log, a report is a few seconds of many small queries: the JIT's
-# optimising tier (C2) costs more to warm up than it saves, and the quick tier (C1) alone is faster;
-# the serial collector spends less CPU on the small heap than G1's parallel threads (about 10% of a
-# report's CPU).
+# Below this much compressed event log, a report is a few seconds of many small queries, bound by the
+# CPU of a cold JVM: the JIT's optimising tier (C2) costs more to warm up than it saves, and the quick
+# tier (C1) alone, on one compiler thread, is faster; the serial collector spends less CPU on the small
+# heap than G1's parallel threads (about 10% of a report's CPU); and Spark's generated code (Janino
+# compiling a class per query stage and expression) costs more than interpreting a few thousand rows
+# (about 0.5 s of a quickstart report; the metrics are the same either way).
 SMALL_INPUT_BYTES = 64 * 2**20
+SMALL_INPUT_JVM = ["-XX:TieredStopAtLevel=1", "-XX:CICompilerCount=1", "-XX:+UseSerialGC"]
+SMALL_INPUT_CONF = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 # Event-log bytes (compressed) per shuffle partition, and the bounds: a small run is one or two tasks
 # per stage instead of eight mostly empty ones.
 BYTES_PER_PARTITION = 4 * 2**20
@@ -51,8 +55,10 @@ def get_spark(master: str = "local[*]", app: str = "peerlab-analysis", conf: dic
            jvm_archive.use_options(conf) if java_options is None else java_options]
     if scratch:  # the JVM's own temporary files too (native libraries, session artifacts)
         jvm.append(f"-Djava.io.tmpdir={scratch}")
-    if input_bytes is not None and input_bytes < SMALL_INPUT_BYTES:
-        jvm += ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"]
+    small = input_bytes is not None and input_bytes < SMALL_INPUT_BYTES
+    if small:
+        jvm += SMALL_INPUT_JVM
+        conf = {**SMALL_INPUT_CONF, **conf}
     builder = (SparkSession.builder.master(master).appName(app)
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
