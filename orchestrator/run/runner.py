@@ -67,8 +67,9 @@ class Runner(Readiness, RunRecord):
         self.ctx = RunContext(self.run_id, self.short, self.run_dir, self.scratch, self.plan, secrets.token_hex(16))
         try:
             self.backend: Backend = self.backend_cls(self.ctx)
-        except Exception:  # no engine, no cluster: nothing ran, so no run directory either
+        except Exception:  # no engine, no cluster: nothing ran, so no run directory (nor scratch) either
             shutil.rmtree(self.run_dir, ignore_errors=True)
+            shutil.rmtree(self.scratch, ignore_errors=True)
             raise
         self.requested_mode = shaping_mode
         self.clients: dict[str, ControlClient | ContractClient] = {}

@@ -178,7 +178,9 @@ def test_unreachable_or_missing_cluster_is_a_clear_error(tmp_path: Path):
     scenario = tmp_path / "s.yaml"
     scenario.write_text((ROOT / "scenarios" / "ci-smoke.yaml").read_text().replace(
         "file://./runs", f"file://{tmp_path}/runs"))
-    env = {**os.environ, "KUBECONFIG": str(tmp_path / "missing"), "PEERLAB_STATE_DIR": str(tmp_path / "state")}
+    (tmp_path / "tmp").mkdir()
+    env = {**os.environ, "KUBECONFIG": str(tmp_path / "missing"), "PEERLAB_STATE_DIR": str(tmp_path / "state"),
+           "TMPDIR": str(tmp_path / "tmp")}
     missing = subprocess.run([sys.executable, "-m", "orchestrator.cli", "run", str(scenario), "--backend",
                               "kubernetes", "--no-report"], capture_output=True, text=True, env=env, cwd=ROOT,
                              timeout=patient(120))
@@ -192,3 +194,4 @@ def test_unreachable_or_missing_cluster_is_a_clear_error(tmp_path: Path):
     assert refused.returncode == 1, refused.stderr
     assert "API server at https://127.0.0.1:1 does not answer" in refused.stderr, refused.stderr[-2000:]
     assert "Traceback" not in refused.stderr
+    assert not list((tmp_path / "tmp" / "peerlab").glob("*"))  # nor a scratch directory
