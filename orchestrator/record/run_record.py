@@ -30,6 +30,10 @@ class RunError(RuntimeError):
     """A run that could not go on; the message names the node and shows its last output."""
 
 
+class RunInterrupted(RuntimeError):
+    """SIGINT or SIGTERM stopped the run; everything was torn down."""
+
+
 RESERVE = ".reserve"
 
 

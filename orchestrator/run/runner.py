@@ -33,7 +33,7 @@ from orchestrator.model.link_shape import link_shapes
 from orchestrator.model.plan import FaultEvent, RunPlan
 from orchestrator.model.scenario import Scenario
 from orchestrator.record.host_state import RunState, forget_run, record_run, scratch_root
-from orchestrator.record.run_record import RunError, RunRecord
+from orchestrator.record.run_record import RunError, RunInterrupted, RunRecord
 from orchestrator.run import admission, clock, interrupts, link_sampler, node_configs, priority
 from orchestrator.run.calibrate import calibrate
 from orchestrator.run.link_sampler import LinkSampler
@@ -41,10 +41,6 @@ from orchestrator.run.live_faults import LiveFaults
 from orchestrator.run.memory_watch import MemoryWatch, record_peak
 from orchestrator.run.node_exits import ALLOW, NodeExits, summary
 from orchestrator.run.readiness import Readiness
-
-
-class RunInterrupted(RuntimeError):
-    """SIGINT or SIGTERM stopped the run; everything was torn down."""
 
 
 class Runner(Readiness, RunRecord):
