@@ -42,7 +42,7 @@ from orchestrator.backends.base import (
 from orchestrator.builds import node_image as image
 from orchestrator.control.node_client import ControlClient
 from orchestrator.record import host_state
-from orchestrator.shaping import ops, tc, tcp
+from orchestrator.shaping import ops, tc, tcp_settings
 from orchestrator.shaping.mechanisms import LinkEnds
 from orchestrator.store.durable import private_dir, write_private
 
@@ -197,7 +197,7 @@ class DockerBackend(Backend):
     def create_network(self) -> None:
         import docker.types
 
-        self.sysctls = tcp.host_namespaces_sysctls(self.ctx.plan)  # the containers' namespaces are this kernel's
+        self.sysctls = tcp_settings.host_namespaces_sysctls(self.ctx.plan)  # the containers' namespaces are this kernel's
         ipam = docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(
             subnet=f"10.{self.subnet}.0.0/16", gateway=f"10.{self.subnet}.0.1")])
         self.client.networks.create(self.prefix, driver="bridge", ipam=ipam, labels=self.labels,

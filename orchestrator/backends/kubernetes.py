@@ -44,7 +44,7 @@ from orchestrator.backends import kube_admission, kube_cluster
 from orchestrator.backends.base import Backend, RunContext
 from orchestrator.builds import node_image as image
 from orchestrator.control.node_client import ControlClient
-from orchestrator.shaping import agent, ops, tcp
+from orchestrator.shaping import agent, ops, tcp_settings
 from orchestrator.shaping.mechanisms import LinkEnds
 
 DATA_PORT = 4001
@@ -229,7 +229,7 @@ class KubernetesBackend(Backend):
             find_netns])
         # the pod's TCP (the scenario's congestion control, a dilated run's minimum RTO) set by its daemon
         # before its node opens a socket: no pod sysctl for a kubelet or Pod Security to refuse
-        sysctls = ops.Sysctls(values=tcp.netns_sysctls(self.ctx.plan.tcp_congestion, self.ctx.plan.dilation))
+        sysctls = ops.Sysctls(values=tcp_settings.netns_sysctls(self.ctx.plan.tcp_congestion, self.ctx.plan.dilation))
         self.shape_all({pod: [sysctls, ops.RedirectIngress("eth0", IFB)] for pod in self.pods.values()})
         self._say(f"  their supervisors answering, namespaces found and TCP set in {time.monotonic() - began:.1f}s")
 

@@ -33,7 +33,7 @@ from node.process import privileges
 from orchestrator.backends.base import Backend, RunContext, far_end_counters, file_tail
 from orchestrator.control.node_client import ControlClient
 from orchestrator.procfs import running as pid_running
-from orchestrator.shaping import ops, tc, tcp
+from orchestrator.shaping import ops, tc, tcp_settings
 from orchestrator.shaping.mechanisms import LinkEnds
 from orchestrator.store.durable import private_dir, write_private
 
@@ -139,7 +139,7 @@ class LocalBackend(Backend):
         return LinkEnds(self.node_netns(node_id), "eth0", self.switch, f"v{node_id[1:]}")
 
     def create_network(self) -> None:
-        sysctls = tcp.host_namespaces_sysctls(self.ctx.plan)
+        sysctls = tcp_settings.host_namespaces_sysctls(self.ctx.plan)
         netns.create(self.switch)
         with NetNS(self.switch, flags=0) as sw:
             sw.link("set", index=sw.link_lookup(ifname="lo")[0], state="up")
@@ -149,9 +149,9 @@ class LocalBackend(Backend):
             for node in self.ctx.plan.nodes:
                 self.check_stop()
                 name = self.node_netns(node.id)
-                with tcp.own_socket_tables():
+                with tcp_settings.own_socket_tables():
                     netns.create(name)
-                tcp.write_in_netns(f"{netns.NETNS_RUN_DIR}/{name}", sysctls)
+                tcp_settings.write_in_netns(f"{netns.NETNS_RUN_DIR}/{name}", sysctls)
                 port = f"v{node.index}"
                 sw.link("add", ifname=port, kind="veth",
                         peer={"ifname": "eth0", "net_ns_fd": name, "address": self.mac(node.id)})

@@ -16,7 +16,7 @@ built here, checked, and taken down leaving nothing behind but its state directo
     status   the nodes' containers, the API server, each node's condition, the store, leftovers
 
 May import: orchestrator.cluster (kind, node_image, programs, rt_budget, shaper, store, layout),
-orchestrator.builds, orchestrator.shaping.tcp (the kernel's congestion controls), node.adapters (the
+orchestrator.builds, orchestrator.shaping.tcp_settings (the kernel's congestion controls), node.adapters (the
 implementations whose images are loaded).
 """
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import Any, Callable
 from orchestrator.cluster import kind, node_image, programs, rt_budget, shaper, store
 from orchestrator.cluster import layout as L
 from orchestrator.cluster.layout import Layout
-from orchestrator.shaping import tcp
+from orchestrator.shaping import tcp_settings
 
 DEFAULT_NODES = 3
 CAPABILITY_HINT = (
@@ -143,8 +143,8 @@ def up(s: Layout, nodes: int = DEFAULT_NODES, say: Callable[[str], None] = print
             "scheduling here)")
     # the nodes are this kernel's containers: a pod's namespace may choose what its host lists (the daemon
     # sets the scenario's congestion control there, cubic by default); listing one changes no default
-    for congestion in tcp.available_congestion():
-        tcp.ensure_allowed(congestion)
+    for congestion in tcp_settings.available_congestion():
+        tcp_settings.ensure_allowed(congestion)
     deadline = time.monotonic() + 180
     ready = nodes_ready(s)
     while not (len(ready) == nodes and all(v == "True" for v in ready.values())):

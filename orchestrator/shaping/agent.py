@@ -24,7 +24,7 @@ and every handle. Every pod's tree, partitions, counters and the node's delay li
 stream.
 
 `ShaperAgent` is the orchestrator's side, over any channel that sends and receives lines: an exec
-stream of the API server (kube_exec.ExecLines) or a local process's pipes (lines.PipeLines, e.g.
+stream of the API server (kube_exec.ExecLines) or a local process's pipes (line_channel.PipeLines, e.g.
 `docker exec -i`).
 """
 from __future__ import annotations
@@ -39,7 +39,7 @@ from typing import Any
 
 from orchestrator.shaping import cri, ops, realtime, tc
 from orchestrator.shaping.delayline import DelayLineProcess
-from orchestrator.shaping.lines import Lines
+from orchestrator.shaping.line_channel import Lines
 
 ARGV = ["python3", "-m", "orchestrator.shaping", "--serve"]
 TIMEOUT = 60  # seconds one request may take (the first waits for the agent's own start)

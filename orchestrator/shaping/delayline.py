@@ -47,7 +47,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 from orchestrator.shaping import native_build
-from orchestrator.shaping.lines import PipeLines
+from orchestrator.shaping.line_channel import PipeLines
 
 LATE_WARN = 0.01          # share of packets released 10 ms or more late above which a run warns
 # `python -m orchestrator.shaping.delayline` would warn that the package imported the module first

@@ -27,7 +27,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Protocol
 
 from orchestrator.shaping import delayline, ops
-from orchestrator.shaping.links import DELAYLINE, NETEM, TRANSPORT
+from orchestrator.shaping.modes import DELAYLINE, NETEM, TRANSPORT
 
 if TYPE_CHECKING:
     from orchestrator.model.link_shape import LinkShape

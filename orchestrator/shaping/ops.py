@@ -1,5 +1,5 @@
 """Shaping operations: one typed request for each thing done to a link's tc tree or to its namespace's
-TCP (tcp.py's sysctls), and their wire format; nothing here runs them. tc.py's `apply` does, on a
+TCP (tcp_settings.py's sysctls), and their wire format; nothing here runs them. tc.py's `apply` does, on a
 pyroute2 handle opened in the namespace they belong to. A backend with the handle at hand (local
 namespaces) applies them itself; a container backend sends them to the shaper entry point in the
 node's namespace (`python -m orchestrator.shaping`), and that crossing is the only place they are

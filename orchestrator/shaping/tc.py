@@ -39,7 +39,7 @@ Kernels without sch_netem keep the HTB trees without bucket classes; latency is 
 mechanism's (orchestrator/shaping/mechanisms.py). `probe_netem` finds out; never assume. Callers
 reach these functions through typed operations (orchestrator/shaping/ops.py, which also cross into a
 container's namespace as plain data): `apply` runs them here, on a handle in their namespace.
-Imports ops.py and tcp.py (a namespace's sysctls), pyroute2 and the standard library.
+Imports ops.py and tcp_settings.py (a namespace's sysctls), pyroute2 and the standard library.
 """
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ from typing import Any, Sequence
 from pyroute2 import NetNS, netns
 from pyroute2.netlink.exceptions import NetlinkError
 
-from orchestrator.shaping import ops, tcp
+from orchestrator.shaping import ops, tcp_settings
 
 MTU_FRAME = 1514
 ETH_P_IP = 0x0800
@@ -361,7 +361,7 @@ def run(ipr: Any, op: ops.Op, netns: str | None = None) -> dict[str, Any] | None
             ok, why = try_qdisc(ipr, op.kind)
             return {"ok": ok, "why": why}
         case ops.Sysctls():
-            return {"values": tcp.write_in_netns(netns, dict(op.values))}
+            return {"values": tcp_settings.write_in_netns(netns, dict(op.values))}
         case _:
             raise ValueError(f"no such shaping operation: {op!r}")
     return None

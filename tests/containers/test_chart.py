@@ -139,13 +139,13 @@ def test_no_pod_sets_a_sysctl_their_tcp_is_the_daemons_to_set(tmp_path):
     minimum RTO, and a pod may not choose its congestion control): the kubernetes backend sends them
     to the shaping daemon as one operation per pod (ops.Sysctls), the scenario's congestion control
     and, dilated, the minimum RTO times k."""
-    from orchestrator.shaping import ops, tcp
-    assert tcp.netns_sysctls("cubic", 4) == {"net.ipv4.tcp_congestion_control": "cubic",
+    from orchestrator.shaping import ops, tcp_settings
+    assert tcp_settings.netns_sysctls("cubic", 4) == {"net.ipv4.tcp_congestion_control": "cubic",
                                              "net.ipv4.tcp_rto_min_us": "800000"}  # this kernel has both
-    assert tcp.netns_sysctls("host", 1) == {}
+    assert tcp_settings.netns_sysctls("host", 1) == {}
     with pytest.raises(ValueError, match="network.tcp_congestion: 'vegas' is not available"):
-        tcp.netns_sysctls("vegas", 1)
-    wired = ops.from_wire(ops.to_wire([ops.Sysctls(values=tcp.netns_sysctls("cubic", 4))]))
+        tcp_settings.netns_sysctls("vegas", 1)
+    wired = ops.from_wire(ops.to_wire([ops.Sysctls(values=tcp_settings.netns_sysctls("cubic", 4))]))
     assert wired == [ops.Sysctls(values={"net.ipv4.tcp_congestion_control": "cubic", "net.ipv4.tcp_rto_min_us": "800000"})]
     sets = [d for d in rendered() if d["kind"] == "StatefulSet"]
     assert sets

@@ -11,7 +11,7 @@ from pyroute2 import NetNS
 from orchestrator.shaping import ops, tc
 from orchestrator.shaping.agent import AgentDelayLine, ShaperAgent
 from orchestrator.shaping.delayline import DelayLineProcess, DelayLines, probe, summary
-from orchestrator.shaping.lines import PipeLines
+from orchestrator.shaping.line_channel import PipeLines
 from tests.support import links
 
 pytestmark = [pytest.mark.emulation, pytest.mark.exclusive]

@@ -13,7 +13,7 @@ import pytest
 from orchestrator.model.plan import make_plan
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.run.runner import Runner
-from orchestrator.shaping import ops, tcp
+from orchestrator.shaping import ops, tcp_settings
 from tests.support.cli import run_netns
 from tests.support.scenarios import scenario_text
 
@@ -39,7 +39,7 @@ class Observed(Runner):
         self.rto_min_us, self.congestion = (
             subprocess.run(["ip", "netns", "exec", ends.node_netns, "cat", path], check=True, capture_output=True,
                            text=True).stdout.strip()
-            for path in (tcp.RTO_MIN_PATH, "/proc/sys/net/ipv4/tcp_congestion_control"))
+            for path in (tcp_settings.RTO_MIN_PATH, "/proc/sys/net/ipv4/tcp_congestion_control"))
 
     async def _timeline(self) -> None:
         await super()._timeline()

@@ -24,7 +24,7 @@ from orchestrator.model.plan import make_plan
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.run import priority
 from orchestrator.run.runner import RunError, Runner
-from orchestrator.shaping import tcp
+from orchestrator.shaping import tcp_settings
 from tests.support.adapters import require_adapters
 
 pytestmark = [pytest.mark.emulation, pytest.mark.slow]
@@ -91,8 +91,8 @@ def completed(run_dir):
 def host_setting() -> str:
     """The host's value for new namespaces, read when no run beside this one (the suite runs three
     at once) has its own in place."""
-    with tcp.creating_namespaces():
-        return tcp.CHILD_EHASH_PATH.read_text()
+    with tcp_settings.creating_namespaces():
+        return tcp_settings.CHILD_EHASH_PATH.read_text()
 
 
 def test_interop_binaries_run_as_peerlab_nodes(binary, tmp_path, spark):
@@ -105,7 +105,7 @@ def test_interop_binaries_run_as_peerlab_nodes(binary, tmp_path, spark):
     # every node namespace has a TCP socket table of its own (the shims read theirs 5 times a second:
     # the host's, hundreds of thousands of buckets, took the two cores at 100 nodes); the host's
     # setting for new namespaces is as it was
-    assert runner.ehash == str(tcp.NODE_EHASH_BUCKETS) and host_setting() == host_child_ehash
+    assert runner.ehash == str(tcp_settings.NODE_EHASH_BUCKETS) and host_setting() == host_child_ehash
     # during the timeline the orchestrator outranks the nodes, a restarted one included
     assert runner.nice == {"orchestrator": priority.TIMELINE_NICE, "restarted": 0, "n0": 0}
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == 0  # put back after the run

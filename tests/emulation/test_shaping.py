@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pyroute2 import NetNS, netns
 
-from orchestrator.shaping import agent, ops, tcp
+from orchestrator.shaping import agent, ops, tcp_settings
 from orchestrator.shaping import tc as shaping
 from tests.support import links
 
@@ -150,10 +150,10 @@ def test_a_namespaces_tcp_is_set_from_outside_by_the_agent_and_read_back(veth_pa
     the kernel lacks is refused by name, the rest of the batch not done."""
     a, _ = veth_pair
     own = {name: (Path("/proc/sys") / name.replace(".", "/")).read_text().strip()
-           for name in (tcp.CONGESTION_SYSCTL, tcp.RTO_MIN_SYSCTL)}
-    wanted = {tcp.CONGESTION_SYSCTL: "reno" if own[tcp.CONGESTION_SYSCTL] != "reno" else "cubic",
-              tcp.RTO_MIN_SYSCTL: "1600000"}
-    tcp.ensure_allowed(wanted[tcp.CONGESTION_SYSCTL])
+           for name in (tcp_settings.CONGESTION_SYSCTL, tcp_settings.RTO_MIN_SYSCTL)}
+    wanted = {tcp_settings.CONGESTION_SYSCTL: "reno" if own[tcp_settings.CONGESTION_SYSCTL] != "reno" else "cubic",
+              tcp_settings.RTO_MIN_SYSCTL: "1600000"}
+    tcp_settings.ensure_allowed(wanted[tcp_settings.CONGESTION_SYSCTL])
     path = f"/run/netns/{a}"
     requests = [{"batch": [{"netns": path, "ops": ops.to_wire([ops.Sysctls(values=wanted), ops.Describe("eth0")])}]},
                 {"batch": [{"netns": path, "ops": ops.to_wire([ops.Sysctls(values={"net.ipv4.no_such_thing": "1"})])}]}]
@@ -161,9 +161,9 @@ def test_a_namespaces_tcp_is_set_from_outside_by_the_agent_and_read_back(veth_pa
     agent.serve(io.StringIO("".join(json.dumps(r) + "\n" for r in requests)), out)
     done, refused = (json.loads(line) for line in out.getvalue().splitlines())
     assert done["done"][0][0] == {"op": "sysctls", "ifname": "lo", "values": wanted}
-    read = subprocess.run(["ip", "netns", "exec", a, "sysctl", "-n", tcp.CONGESTION_SYSCTL, tcp.RTO_MIN_SYSCTL],
+    read = subprocess.run(["ip", "netns", "exec", a, "sysctl", "-n", tcp_settings.CONGESTION_SYSCTL, tcp_settings.RTO_MIN_SYSCTL],
                           capture_output=True, text=True, check=True).stdout.split()
-    assert read == [wanted[tcp.CONGESTION_SYSCTL], "1600000"]
+    assert read == [wanted[tcp_settings.CONGESTION_SYSCTL], "1600000"]
     assert {name: (Path("/proc/sys") / name.replace(".", "/")).read_text().strip() for name in own} == own
     assert refused == {"error": "RuntimeError: net.ipv4.no_such_thing: this machine's kernel has no such sysctl",
                        "item": 0}

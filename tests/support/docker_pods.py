@@ -30,7 +30,7 @@ from orchestrator.backends.kube_exec import ExecResult
 from orchestrator.control.node_client import ControlClient
 from orchestrator.helm import helm_binary
 from orchestrator.shaping import agent
-from orchestrator.shaping.lines import PipeLines
+from orchestrator.shaping.line_channel import PipeLines
 
 MACHINE = "docker"  # the one cluster node
 
