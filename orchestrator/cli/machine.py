@@ -61,7 +61,8 @@ def add(sub: argparse._SubParsersAction) -> None:
                                 "networks and volumes labelled peerlab.run; each run's event logs are stored "
                                 "into its run directory first. With --kubernetes: the Helm releases pl<short> "
                                 "in the namespace whose lease (renewed by a live orchestrator every 15 s) "
-                                "lapsed, or that have none. A run whose lease is held (its orchestrator lives), "
+                                "lapsed, or that have none (a dead run's state file on this machine goes with "
+                                "its release). A run whose lease is held (its orchestrator lives), "
                                 "or that has none, is never touched unless --force names it; a run's scratch "
                                 "copies of its logs go only once every log is stored and checked.")
     p.add_argument("--force", nargs="*", metavar="RUN",
@@ -150,6 +151,7 @@ def clean_kubernetes(args: argparse.Namespace) -> int:
         return 1
     now = kube_lease.now_utc()
     found = failed = 0
+    cleaned: set[str] = set()
     for owner in owners:
         what = f"release {owner.release} in namespace {namespace}" if owner.installed else \
             f"lease {owner.release} in namespace {namespace} (no release)"
@@ -160,12 +162,29 @@ def clean_kubernetes(args: argparse.Namespace) -> int:
         try:
             cluster.uninstall(owner.release)
             found += 1
+            cleaned.add(owner.release.removeprefix("pl"))
         except Exception as e:  # noqa: BLE001 - the others are still cleaned
             err.print(f"error: {e}", markup=False)
             failed += 1
+    forget_dead_runs(cleaned)
     if not found and not failed:
         err.print(f"nothing to clean in namespace {namespace}")
     return 1 if failed else 0
+
+
+def forget_dead_runs(shorts: set[str]) -> None:
+    """The state files on this host of the runs whose release `clean --kubernetes` removed, when their
+    orchestrator is dead (its lease free): the run directory says it crashed, and nothing of the run
+    stays in the state directory (a later `peerlab clean` would find it there)."""
+    from orchestrator.record.host_state import find_runs, forget_run, mark_status
+
+    for run in find_runs():  # (a free lease is claimed: ours until forget_run, or until this process ends)
+        if run.short in shorts and run.lease.state == "free":
+            if run.state:
+                mark_status(run.state.run_dir, "crashed", "orchestrator died; its release removed by "
+                            "`peerlab clean --kubernetes`")
+                err.print(f"run {run.state.run_id}: marked crashed", markup=False, highlight=False)
+            forget_run(run.short)
 
 
 def forced(args: argparse.Namespace, *names: str) -> bool:

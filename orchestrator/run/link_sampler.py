@@ -31,6 +31,7 @@ class LinkSampler:
         self.dilation = dilation
         self.samples = 0
         self._took = 0.0
+        self._stamped = time.monotonic()  # the instant the last sample is stamped at (the middle of its read)
         self._lock = threading.Lock()  # a mark and the periodic sample may overlap
         self._marks: list[asyncio.Task] = []
         self._manifest: dict[str, object] | None = None
@@ -50,6 +51,7 @@ class LinkSampler:
         if counters is None:
             return False
         self._took = time.monotonic() - began
+        self._stamped = began + self._took / 2
         now = (began_ns + self.dilation.time_ns()) // 2  # a slow read (a round trip per pod) is stamped at its middle
         with self._lock, open(self.path, "a") as f:
             for node, c in sorted(counters.items()):
@@ -65,11 +67,12 @@ class LinkSampler:
         return interval
 
     async def _loop(self) -> None:
+        """Each sample read no sooner than an interval after the last one's stamp, so stamps are never
+        closer than that: counted from when the last read began instead, a read whose thread was
+        starved (stamped late) was followed by one on time, under a second after it."""
         loop = asyncio.get_running_loop()
-        started = time.monotonic()
         while True:
-            await asyncio.sleep(max(0.0, self._interval() - (time.monotonic() - started)))
-            started = time.monotonic()
+            await asyncio.sleep(max(0.0, self._interval() - (time.monotonic() - self._stamped)))
             await loop.run_in_executor(None, self.sample)
 
     def mark_at(self, when_ns: int) -> None:

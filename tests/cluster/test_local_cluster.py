@@ -30,6 +30,7 @@ from analysis.job import analyse
 from orchestrator.cluster import layout as L
 from orchestrator.cluster import lifecycle, shaper, store
 from orchestrator.cluster.layout import Layout
+from orchestrator.record.host_state import STATE_DIR
 from tests.support import mixed
 from tests.support.adapters import require_adapters
 from tests.support.cli import ROOT, peerlab
@@ -345,6 +346,9 @@ def test_clean_after_a_sigkilled_orchestrator_leaves_nothing_of_the_run(cluster,
     assert done.returncode == 0, done.stderr
     assert "no such process on this host" in " ".join(done.stderr.split())
     assert not credentials.exists() and list(tmp.glob(f"peerlab-kube-{other.pid}-*"))  # the live one's kept
+    assert not (STATE_DIR / f"{short}.json").exists()  # nor the dead run's state file here
+    (killed_dir,) = (tmp_path / "runs").glob(f"*-{short}")
+    assert json.loads((killed_dir / "status").read_text())["status"] == "crashed"
     left = kubectl(env, "get", "statefulsets,pods,services,configmaps,secrets,leases", "-n", NAMESPACE,
                    "-l", f"peerlab.run={short}", "-o", "name").stdout.split()
     helm_secrets = kubectl(env, "get", "secrets", "-n", NAMESPACE, "-l", f"owner=helm,name=pl{short}",
