@@ -55,8 +55,7 @@ def get_spark(master: str = "local[*]", app: str = "peerlab-analysis", conf: dic
            jvm_archive.use_options(conf) if java_options is None else java_options]
     if scratch:  # the JVM's own temporary files too (native libraries, session artifacts)
         jvm.append(f"-Djava.io.tmpdir={scratch}")
-    small = input_bytes is not None and input_bytes < SMALL_INPUT_BYTES
-    if small:
+    if input_bytes is not None and input_bytes < SMALL_INPUT_BYTES:
         jvm += SMALL_INPUT_JVM
         conf = {**SMALL_INPUT_CONF, **conf}
     builder = (SparkSession.builder.master(master).appName(app)

@@ -47,7 +47,7 @@ from node.adapters import INTEROP, PEERLAB
 from node.protocols import PROTOCOLS
 from orchestrator.fidelity import probes as fidelity_probes
 from orchestrator.model import dilation as dilation_rules
-from orchestrator.model.overlays import zipf_interest
+from orchestrator.model.overlays import members_of, zipf_interest
 from orchestrator.model.scenario import Scenario
 from orchestrator.model.traffic import Interest, RoundRobin, Zipf
 
@@ -167,7 +167,8 @@ def estimate(scenario: Scenario, backend: str = "local") -> Estimate:
     messages = scenario.workload.messages()
     table = costs()["backends"][backend]
     rate = messages / max(scenario.workload.duration, 1e-9)  # published per second, network-wide
-    handled = rate * interest(scenario)  # of which a node handles its topics'
+    share = interest(scenario)  # of the stream, what a node handles: its topics'
+    handled = rate * share
     held_mib = (table.get("held_s") or 0.0) * rate * scenario.workload.mean_size() / MIB
     nodes_mib = sum((node_mib(backend, k) + held_mib) * c for k, c in mix.items())
     before_t0, after_t0 = probe_processes(scenario, mix)
@@ -180,7 +181,7 @@ def estimate(scenario: Scenario, backend: str = "local") -> Estimate:
         memory_mib=round(table["fixed_mib"] + nodes_mib + probes * probe_mib, 1),
         cpu_cores=table.get("fixed_cores", 0.0) + (sum((node_cores(backend, k) + node_cores_per_msg(backend, k) * handled)
                                                      * c for k, c in mix.items())
-                                          + traffic_cores(scenario, n, table)) / scenario.dilation,
+                                          + traffic_cores(scenario, n, table, share)) / scenario.dilation,
         fds=ORCHESTRATOR_FDS + ORCHESTRATOR_FDS_PER_NODE * n,
         disk_mib=n * messages * EVENTS_PER_NODE_PER_MESSAGE * EVENT_BYTES / MIB,
         fixed_mib=table["fixed_mib"], dilation=scenario.dilation, fixed_cores=table.get("fixed_cores", 0.0),
@@ -203,13 +204,14 @@ def probe_processes(scenario: Scenario, mix: dict[str, int]) -> tuple[float, flo
     return float(before), n * (1 - (1 - 1 / n) ** draws)
 
 
-def traffic_cores(scenario: Scenario, nodes: int, table: dict[str, Any]) -> float:
-    """Cores' worth of moving what the run publishes (experiment time: the caller divides by dilation)."""
+def traffic_cores(scenario: Scenario, nodes: int, table: dict[str, Any], share: float | None = None) -> float:
+    """Cores' worth of moving what the run publishes (experiment time: the caller divides by dilation);
+    `share`: the scenario's `interest`, when the caller has it already."""
     per_mib, copies = table.get("cpu_s_per_mib_sent"), table.get("copies_sent")
     if not per_mib or not copies:
         return 0.0
     published = scenario.workload.messages() * scenario.workload.mean_size() / max(scenario.workload.duration, 1e-9)
-    return published * nodes * interest(scenario) * copies / MIB * per_mib
+    return published * nodes * (interest(scenario) if share is None else share) * copies / MIB * per_mib
 
 
 def interest(scenario: Scenario) -> float:
@@ -229,12 +231,9 @@ def interest(scenario: Scenario) -> float:
     if not isinstance(subs, Zipf):
         return 1.0
     sample = min(scenario.nodes.count, INTEREST_SAMPLE)
-    members = [0] * count
-    for chosen in zipf_interest(sample, count, subs.alpha, subs.size, random.Random("peerlab:admission:interest")):
-        for t in chosen:
-            members[t] += 1
-    share = [m / sample for m in members]
-    weight = share if scenario.workload.publish_topics == "subscribed" else [1.0 if m else 0.0 for m in members]
+    drawn = zipf_interest(sample, count, subs.alpha, subs.size, random.Random("peerlab:admission:interest"))
+    share = [len(m) / sample for m in members_of(drawn, count)]
+    weight = share if scenario.workload.publish_topics == "subscribed" else [1.0 if q else 0.0 for q in share]
     return sum(w * q for w, q in zip(weight, share)) / sum(weight)
 
 
