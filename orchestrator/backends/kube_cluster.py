@@ -6,7 +6,7 @@ daemon sees it (found through the CRI), a Python there.
 
 Only this module and its kube_exec speak to Kubernetes (the kubernetes client, helm through
 orchestrator/helm.py); the backend on top of it (`orchestrator.backends.kubernetes`) knows nodes, not API
-objects. Tests replace it with the chart's pods run by Docker (tests/support/docker_pods.py), which has the same methods.
+objects. Its tests run against the local 3-node cluster (tests/cluster/).
 
 Exec itself (a command to its end, a command kept open and spoken to in lines, a local process
 bridged to one in a pod) is orchestrator/backends/kube_exec.py; the client's settings (the kubeconfig

@@ -173,18 +173,30 @@ def clean_kubernetes(args: argparse.Namespace) -> int:
 
 
 def forget_dead_runs(shorts: set[str]) -> None:
-    """The state files on this host of the runs whose release `clean --kubernetes` removed, when their
-    orchestrator is dead (its lease free): the run directory says it crashed, and nothing of the run
-    stays in the state directory (a later `peerlab clean` would find it there)."""
+    """What stays on this host of the runs whose release `clean --kubernetes` removed, when their
+    orchestrator is dead (its lease free): the logs its scratch directory had fetched are stored into
+    the run directory, which says it crashed; the scratch directory (the release's values, with the
+    run's token) and the state file go (a later `peerlab clean` would find it there). A scratch
+    directory whose logs cannot be stored stays with its state file, for the next `peerlab clean`."""
     from orchestrator.record.host_state import find_runs, forget_run, mark_status
+    from orchestrator.record.salvage import salvage_logs
 
     for run in find_runs():  # (a free lease is claimed: ours until forget_run, or until this process ends)
-        if run.short in shorts and run.lease.state == "free":
-            if run.state:
-                mark_status(run.state.run_dir, "crashed", "orchestrator died; its release removed by "
-                            "`peerlab clean --kubernetes`")
-                err.print(f"run {run.state.run_id}: marked crashed", markup=False, highlight=False)
-            forget_run(run.short)
+        if run.short not in shorts or run.lease.state != "free":
+            continue
+        if run.state:
+            saved = salvage_logs(run.state.run_dir, [Path(run.state.scratch) / "events"])
+            detail = "orchestrator died; its release removed by `peerlab clean --kubernetes`"
+            if saved.stored:
+                detail += f", which stored {len(saved.stored)} event logs its orchestrator had fetched"
+            mark_status(run.state.run_dir, "crashed", detail)
+            err.print(f"run {run.state.run_id}: marked crashed", markup=False, highlight=False)
+            if not saved.complete:
+                err.print(f"run {run.short}: {len(saved.missing)} event logs kept in {run.state.scratch} "
+                          f"({saved.problem}; `peerlab clean` again stores them)", markup=False, highlight=False)
+                continue
+            shutil.rmtree(run.state.scratch, ignore_errors=True)
+        forget_run(run.short)
 
 
 def forced(args: argparse.Namespace, *names: str) -> bool:

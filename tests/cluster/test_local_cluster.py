@@ -12,6 +12,8 @@ import base64
 import gzip
 import json
 import os
+import pwd
+import shutil
 import signal
 import ssl
 import subprocess
@@ -30,9 +32,9 @@ from analysis.job import analyse
 from orchestrator.cluster import layout as L
 from orchestrator.cluster import lifecycle, shaper, store
 from orchestrator.cluster.layout import Layout
-from orchestrator.record.host_state import STATE_DIR
+from orchestrator.record.host_state import STATE_DIR, scratch_root
 from tests.support import mixed
-from tests.support.adapters import require_adapters
+from tests.support.adapters import ADAPTERS, require_adapters
 from tests.support.cli import ROOT, peerlab
 
 pytestmark = [pytest.mark.emulation, pytest.mark.cluster, pytest.mark.slow, pytest.mark.exclusive]
@@ -282,6 +284,23 @@ def test_gossipsub_mixed_on_the_local_cluster(cluster, tmp_path, spark):
     # (verdict UNFAITHFUL: a py-libp2p pod's restart took 9-11 s, the partition came 9 s late) and one
     # run of two missed one delivery to a py node 170 ms after it first connected (0.9985)
     assert metrics["delivery_ratio_up"] >= 0.99
+    # each killed node restarted in its own pod (its supervisor started it again: two starts in one log)
+    for fault in manifest["faults_executed"]:
+        if fault["action"] == "kill":
+            assert [e["type"] for e in events[fault["node"]]].count("start") == 2, fault
+    # every pod's packets went through its cluster node's delay line, none refused
+    line = manifest["shaping"]["delay_line"]
+    assert sorted(line["packets"]) == sorted(f"n{i}" for i in range(12)) and line["errors"] == []
+    assert min(line["packets"].values()) > 100, line["packets"]
+    # delayed: no delivery quicker than one 25 ms link (the three kind nodes read one clock)
+    published = {e["msg_id"]: e for evs in events.values() for e in evs if e["type"] == "publish_message"}
+    delivered = [e for evs in events.values() for e in evs if e["type"] == "deliver_message"]
+    assert min(e["ts"] - published[e["msg_id"]]["ts"] for e in delivered) >= 0.9 * 25e6
+    # across implementations: each one's nodes took first copies from another's, and gave them
+    implementation = {n["id"]: n["implementation"] for n in manifest["plan"]["nodes"]}
+    crossings = {(implementation[e["peer"]], implementation[e["node"]]) for e in delivered}
+    for name in ADAPTERS:
+        assert any(b == name != a for a, b in crossings) and any(a == name != b for a, b in crossings), (name, crossings)
 
 
 DELAY_LINES = ("import os\n"
@@ -299,19 +318,49 @@ def delay_lines(env: dict[str, str]) -> dict[str, list[str]]:
                                            DELAY_LINES).stdout.split() for d in daemons}
 
 
-def test_clean_after_a_sigkilled_orchestrator_leaves_nothing_of_the_run(cluster, tmp_path):
+NOBODY = pwd.getpwnam("nobody")
+AS_NOBODY = ["setpriv", f"--reuid={NOBODY.pw_uid}", f"--regid={NOBODY.pw_gid}", "--clear-groups", "--inh-caps=-all"]
+
+
+def nobodys_home(request, env: dict[str, str], scenario: str) -> tuple[Path, dict[str, str]]:
+    """A home of user nobody's own holding the scenario (its store in that home) and a copy of the
+    cluster's kubeconfig, and the environment an unprivileged user of the cluster runs peerlab in:
+    no root, no capability, no group; a state directory in that home. The checkout and its venv must be
+    readable by other users: a clone under a private home directory says so rather than pass."""
+    probe = subprocess.run([*AS_NOBODY, sys.executable, "-c", "import orchestrator.cli"], cwd=ROOT,
+                           capture_output=True, text=True)
+    assert probe.returncode == 0, ("user nobody cannot run this checkout's Python: clone it where other "
+                                   f"users can read it ({probe.stderr.strip()[-200:]})")
+    home = Path(tempfile.mkdtemp(prefix="peerlab-nobody-"))  # pytest's tmp_path is root's alone
+    request.addfinalizer(lambda: shutil.rmtree(home, ignore_errors=True))
+    (home / scenario).write_text((ROOT / "scenarios" / scenario).read_text().replace(
+        "file://./runs", f"file://{home}/runs"))
+    shutil.copyfile(env["KUBECONFIG"], home / "kubeconfig")
+    for path in (home, home / scenario, home / "kubeconfig"):
+        os.chown(path, NOBODY.pw_uid, NOBODY.pw_gid)
+    user_env = {k: v for k, v in os.environ.items() if k not in ("XDG_RUNTIME_DIR", "PEERLAB_STATE_DIR")}
+    user_env.update(env, HOME=str(home), KUBECONFIG=str(home / "kubeconfig"), PYTHONDONTWRITEBYTECODE="1")
+    return home, user_env
+
+
+def test_clean_after_a_sigkilled_orchestrator_leaves_nothing_of_the_run(request, cluster, tmp_path, spark):
     """An orchestrator killed with SIGKILL while its pods run leaves its release; `peerlab clean
     --kubernetes` sees its lease's holder is gone (same host, no such process) and removes the
     release, its pods, service, config map, secret and lease. A second run in the same namespace,
-    started meanwhile, is left alone and completes."""
+    started meanwhile by an unprivileged user (user nobody: no root, no capability, its state directory
+    in its own home), is left alone and completes: ci-smoke whole, its shaping, calibration, clock
+    offsets, kill/restart and partition acting in the pods, every log collected, nothing of it left."""
     state, env = cluster
     scenario = tmp_path / "ci-smoke.yaml"
     scenario.write_text((ROOT / "scenarios" / "ci-smoke.yaml").read_text().replace(
         "file://./runs", f"file://{tmp_path}/runs"))
+    home, users_env = nobodys_home(request, env, "ci-smoke.yaml")
 
-    def orchestrator() -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(scenario), "--backend",
-                                 "kubernetes", "--no-report"], cwd=ROOT, env={**os.environ, **env},
+    def orchestrator(as_nobody: bool = False) -> subprocess.Popen:
+        argv = [sys.executable, "-m", "orchestrator.cli", "run", str(home / "ci-smoke.yaml" if as_nobody else scenario),
+                "--backend", "kubernetes", "--no-report"]
+        return subprocess.Popen([*AS_NOBODY, *argv] if as_nobody else argv, cwd=ROOT,
+                                env=users_env if as_nobody else {**os.environ, **env},
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
     def pods(*selector: str) -> list[dict]:
@@ -330,7 +379,7 @@ def test_clean_after_a_sigkilled_orchestrator_leaves_nothing_of_the_run(cluster,
     while not any(delay_lines(env).values()):  # the daemons' lines, once the run shapes
         assert killed.poll() is None and time.monotonic() < deadline
         time.sleep(1)
-    other = orchestrator()
+    other = orchestrator(as_nobody=True)
     deadline = time.monotonic() + 300
     while len([p for p in pods(f"peerlab.run!={short}") if p["status"]["phase"] == "Running"]) < 8:
         assert other.poll() is None, other.communicate()[1].decode()[-2000:]
@@ -347,6 +396,7 @@ def test_clean_after_a_sigkilled_orchestrator_leaves_nothing_of_the_run(cluster,
     assert "no such process on this host" in " ".join(done.stderr.split())
     assert not credentials.exists() and list(tmp.glob(f"peerlab-kube-{other.pid}-*"))  # the live one's kept
     assert not (STATE_DIR / f"{short}.json").exists()  # nor the dead run's state file here
+    assert not (scratch_root() / short).exists()  # nor its scratch directory (the release's values, its token)
     (killed_dir,) = (tmp_path / "runs").glob(f"*-{short}")
     assert json.loads((killed_dir / "status").read_text())["status"] == "crashed"
     left = kubectl(env, "get", "statefulsets,pods,services,configmaps,secrets,leases", "-n", NAMESPACE,
@@ -358,9 +408,35 @@ def test_clean_after_a_sigkilled_orchestrator_leaves_nothing_of_the_run(cluster,
     # the other run, untouched: it goes on to its end
     out, err = other.communicate(timeout=600)
     assert other.returncode == 0, err.decode()[-3000:]
-    manifest = json.loads((Path(out.decode().strip().splitlines()[-1]) / "manifest.json").read_text())
+    run_dir = Path(out.decode().strip().splitlines()[-1])
+    assert run_dir.parent == home / "runs" and run_dir.stat().st_uid == NOBODY.pw_uid
+    manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["status"] == "completed" and not manifest["run_id"].endswith(short)
     assert not list(tmp.glob(f"peerlab-kube-{other.pid}-*"))  # removed by its orchestrator as it ended
+    # ci-smoke's steps, acted inside the unprivileged user's pods by the shaping daemons
+    assert "ifb" in manifest["shaping"]["bandwidth"] and "cluster node" in manifest["shaping"]["probe"], manifest["shaping"]
+    clock = manifest["clock"]
+    assert clock["method"].startswith("NTP-style") and set(clock["offsets_ns"]) == {f"n{i}" for i in range(8)}
+    assert [(f["action"], f.get("node")) for f in manifest["faults_executed"]] == [
+        ("kill", "n7"), ("restart", "n7"), ("partition", None), ("heal", None)]
+    cal = manifest["calibration"]
+    assert len(cal["rtt"]) == 4 and len(cal["throughput"]) == 2
+    for r in cal["throughput"]:  # download capped on the pod's ifb, upload on its eth0 (load only slows a round)
+        assert r["measured_mbit"] >= 45.0 and min(r["rounds_mbit"]) <= 55.0, r
+    for r in cal["rtt"]:  # the quickest ping: the shaping's own delay (load only adds)
+        assert abs(r["min_ms"] - 40.0) <= 0.1 * 40.0 + 1, r
+    assert len(list((run_dir / "events").glob("n*.jsonl.gz"))) == 8
+    assert (run_dir / "events" / "n7.jsonl.gz").stat().st_size > 0  # the killed node's log, both its lives
+    metrics = analyse(run_dir, spark)
+    print("ci-smoke on the cluster by user nobody:", json.dumps({k: metrics[k] for k in
+                                                                ("messages", "delivery_ratio", "latency_ms")}))
+    assert metrics["messages"] == 64
+    assert metrics["delivery_ratio"] >= 0.9  # the only losses: what n7 missed while down
+    assert 20.0 <= metrics["latency_ms"]["p50"] <= 35.0  # over 20 ms links
+    # the state directory is the user's own, and the run's lease in it is gone
+    users_state = home / ".local" / "state" / "peerlab"
+    assert users_state.is_dir() and users_state.stat().st_uid == NOBODY.pw_uid
+    assert [p for p in users_state.rglob("*") if p.is_file()] == []
     assert kubectl(env, "get", "pods,leases", "-n", NAMESPACE, "-l", "peerlab.run", "-o", "name").stdout == ""
     # and nothing of either in the shaping daemons: the exec streams ended with their orchestrators, and
     # with them each node's agent and delay line

@@ -4,6 +4,8 @@ lapsed, or none) are uninstalled, a live run's release is left alone unless --fo
 created before its release and renewed while it lives."""
 from __future__ import annotations
 
+import gzip
+import json
 import os
 import re
 import socket
@@ -171,3 +173,46 @@ def test_clean_removes_the_credentials_of_an_orchestrator_killed_with_sigkill(ap
     finally:
         live.kill()
         live.wait()
+
+
+REGISTER_AND_WAIT = """
+import sys, time
+from pathlib import Path
+from orchestrator.record import host_state
+host_state.STATE_DIR = Path(sys.argv[1])
+host_state.record_run(host_state.RunState(short="abc124", run_id="r-dead", pid=0, run_dir=sys.argv[2], scratch=sys.argv[3]))
+print("registered", flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("run_dir_left", [True, False])
+def test_a_dead_kubernetes_runs_fetched_logs_are_stored_and_its_scratch_removed(tmp_path, monkeypatch, run_dir_left):
+    """What `clean --kubernetes` leaves of a run whose orchestrator died (SIGKILL) once its release is
+    removed: the logs its scratch directory had fetched go into the run directory, which says it
+    crashed; the scratch directory (the release's values, with the run's token) and the state file go.
+    Without a run directory to store into, the logs, the scratch directory and the state file stay."""
+    from orchestrator.cli.machine import forget_dead_runs
+    from orchestrator.record import host_state
+
+    state, run_dir, scratch = tmp_path / "state", tmp_path / "runs" / "r-dead", tmp_path / "scratch" / "abc124"
+    (scratch / "events").mkdir(parents=True)
+    (scratch / "events" / "n0.jsonl").write_text('{"ts": 1, "node": "n0", "type": "start"}\n')
+    (scratch / "values.yaml").write_text("run: {token: secret}\n")
+    if run_dir_left:
+        run_dir.mkdir(parents=True)
+    orchestrator = subprocess.Popen([sys.executable, "-c", REGISTER_AND_WAIT, str(state), str(run_dir), str(scratch)],
+                                    cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    assert orchestrator.stdout.readline().strip() == "registered"
+    orchestrator.kill()
+    orchestrator.wait()
+    monkeypatch.setattr(host_state, "STATE_DIR", state)
+    forget_dead_runs({"abc124"})
+    if run_dir_left:
+        with gzip.open(run_dir / "events" / "n0.jsonl.gz", "rt") as f:
+            assert json.loads(f.read())["type"] == "start"
+        status = json.loads((run_dir / "status").read_text())
+        assert status["status"] == "crashed" and "stored 1 event logs" in status["detail"]
+        assert not scratch.exists() and not (state / "abc124.json").exists() and not (state / "abc124.lease").exists()
+    else:
+        assert (scratch / "events" / "n0.jsonl").exists() and (state / "abc124.json").exists()
