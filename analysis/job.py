@@ -89,7 +89,8 @@ def _write_tables(run: RunData, extra_tables: dict[str, Any], progress: Analysis
 def analyse(run_dir: str | Path, spark: SparkSession | None = None, console: Console | None = None,
             master: str = "local[*]", conf: dict[str, str] | None = None,
             after_session: Callable[[], None] | None = None,
-            session: Future[SparkSession] | None = None, remote: RemoteRun | None = None) -> dict[str, Any]:
+            session: Future[SparkSession] | None = None, remote: RemoteRun | None = None,
+            where: Callable[[], Any] | None = None) -> dict[str, Any]:
     """Analyse a run directory; writes analysis/metrics.json, analysis/report.html and
     analysis/timings.json (each stage's and step's wall time); returns the metrics. Without `spark`,
     starts a session on `master` with `conf`, sized for the run. `console`: where progress goes (a
@@ -98,7 +99,8 @@ def analyse(run_dir: str | Path, spark: SparkSession | None = None, console: Con
     calls before importing this module, so that the JVM boots while Python loads the analysis); without
     it and `spark`, one is started here. Either way the logs are converted while the JVM boots.
     `remote`: the logs stay in an object store and Spark reads them there (run_dir holds the manifest);
-    the session must have the s3a settings (analysis/s3a.py)."""
+    the session must have the s3a settings (analysis/s3a.py). `where`: what says where the session's
+    executors ran (pods and their cluster nodes), asked before the session ends, kept in timings.json."""
     run_dir = Path(run_dir)
     manifest = load_manifest(run_dir)
     progress = AnalysisProgress(console, steps(manifest["plan"]["protocol"]))
@@ -115,6 +117,7 @@ def analyse(run_dir: str | Path, spark: SparkSession | None = None, console: Con
         if after_session is not None:
             after_session()
         result, plots = compute(spark, run_dir, progress=progress, refreshed=refreshed, remote=remote)
+        executors = where() if where is not None else None
         progress.step("report")
         out = run_dir / "analysis"
         out.mkdir(exist_ok=True)
@@ -122,7 +125,8 @@ def analyse(run_dir: str | Path, spark: SparkSession | None = None, console: Con
         (out / "report.html").write_text(render(result, manifest, plots))
     finally:
         timings = progress.close()
-    (out / "timings.json").write_text(json.dumps({"stages": timings, "steps": progress.steps}, indent=1) + "\n")
+    ran = {"master": spark.sparkContext.master, **({"executors": executors} if executors else {})}
+    (out / "timings.json").write_text(json.dumps({"stages": timings, "steps": progress.steps, **ran}, indent=1) + "\n")
     return result
 
 

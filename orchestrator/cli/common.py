@@ -18,6 +18,8 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from orchestrator import spark_on_k8s
+
 err = Console(stderr=True, soft_wrap=True)
 
 
@@ -127,7 +129,25 @@ def report(run_dir: Path, args: argparse.Namespace, remote: Any = None) -> dict[
         except s3a.S3aUnavailable as e:
             err.print(f"[bold red]error:[/] {said(e)} (or report a local copy: --local-copy)", highlight=False)
             return None
-    session = start_session(args.master, conf, remote.logs_bytes if remote else logs_bytes(run_dir))
+    master, cluster = args.master, None
+    if spark_on_k8s.wants_k8s(master):
+        if remote is None:
+            raise UsageError("--master k8s: the executors read the run from its object store; report it as "
+                             "s3://BUCKET/PREFIX/RUN_ID (without --local-copy)")
+        from orchestrator.backends.kube_cluster import settings
+
+        opts = settings()
+        try:
+            cluster = spark_on_k8s.prepare(master, opts["namespace"], opts["context"],
+                                           spark_on_k8s.with_s3a_jars_in_image(conf),
+                                           lambda m: err.print(m, markup=False, highlight=False))
+        except (spark_on_k8s.SparkOnK8sError, RuntimeError) as e:
+            err.print(f"[bold red]error:[/] {said(e)}", highlight=False)
+            return None
+        master, conf = cluster.master, cluster.conf
+        err.print(f"[bold cyan]analysis:[/] executors as pods of {said(cluster.image)} in namespace "
+                  f"{said(cluster.namespace)} (label {spark_on_k8s.LABEL}={cluster.report_id})")
+    session = start_session(master, conf, remote.logs_bytes if remote else logs_bytes(run_dir))
     from analysis.job import analyse
 
     stopped = threading.Event()
@@ -142,11 +162,11 @@ def report(run_dir: Path, args: argparse.Namespace, remote: Any = None) -> dict[
     def handle_signals() -> dict[int, Any]:  # again once the session is up: PySpark sets its own SIGINT handler
         return {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
 
-    err.print(f"[bold cyan]analysis:[/] PySpark ({said(args.master)}) on {said(run_dir)}")
+    err.print(f"[bold cyan]analysis:[/] PySpark ({said(master)}) on {said(run_dir)}")
     previous = handle_signals()
     try:
-        return analyse(run_dir, console=err, master=args.master, session=session, after_session=handle_signals,
-                       remote=remote)
+        return analyse(run_dir, console=err, master=master, session=session, after_session=handle_signals,
+                       remote=remote, where=cluster.executors if cluster else None)
     except BaseException:
         if not stopped.is_set():
             raise
@@ -156,6 +176,10 @@ def report(run_dir: Path, args: argparse.Namespace, remote: Any = None) -> dict[
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         logging.disable(logging.NOTSET)
+        if cluster is not None:  # the session's end deletes its executors; then the Secret and any left
+            if not stopped.is_set() and session.done() and session.exception() is None:
+                session.result().stop()
+            cluster.finish()
 
 
 def close_analysis() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 from orchestrator.cli.common import UsageError, add_command, err, key_values
@@ -20,7 +21,8 @@ def add(sub: argparse._SubParsersAction) -> None:
                               "peerlab image build --implementation all     # and every adapter's",
                               "peerlab image build --tag-only               # the tag it would have",
                               "peerlab image build --shaper                 # the shaping daemon's, for charts/peerlab-shaper",
-                              "peerlab image build --orchestrator           # a Job's, for `helm install --set-file scenario=`"])
+                              "peerlab image build --orchestrator           # a Job's, for `helm install --set-file scenario=`",
+                              "peerlab image build --spark                  # Spark's executors, for `report --master k8s`"])
     p.add_argument("action", choices=["build"])
     p.add_argument("--implementation", default="peerlab", metavar="NAME",
                    help="whose image: peerlab (default), an adapter (go-libp2p, rust-libp2p, js-libp2p, py-libp2p: `peerlab contract "
@@ -35,6 +37,10 @@ def add(sub: argparse._SubParsersAction) -> None:
                    help="the orchestrator's image instead (peerlab's node image with the run's packages, the "
                         "chart and helm), whose Job runs an experiment inside the cluster: "
                         "docs/backends.md#an-experiment-in-the-cluster")
+    p.add_argument("--spark", action="store_true",
+                   help="the image of a report's Spark executors on Kubernetes instead (Java 17, this "
+                        "machine's PySpark jars, the s3a jars): `peerlab report s3://... --master k8s`; "
+                        "docs/analysis.md#spark-on-kubernetes")
     p.set_defaults(func=cmd_image)
 
     from orchestrator.tools.prepare import PLAYBOOKS
@@ -93,13 +99,14 @@ def cmd_image(args: argparse.Namespace) -> int:
             err.print(f"error: {e}", style="bold red", markup=False, highlight=False)
             return 1
         return 0
-    if args.orchestrator:
-        from orchestrator.builds import orchestrator_image
+    if args.orchestrator or args.spark:  # the images built FROM the node image or the base
+        from orchestrator.builds import orchestrator_image, spark_image
+        builder = orchestrator_image if args.orchestrator else spark_image
         if args.tag_only:
-            print(orchestrator_image.image_tag(base))
+            print(builder.image_tag(base))
             return 0
         try:
-            print(orchestrator_image.build(docker_client(), base, lambda m: err.print(m, markup=False, highlight=False)))
+            print(builder.build(docker_client(), base, lambda m: err.print(m, markup=False, highlight=False)))
         except RuntimeError as e:
             err.print(f"error: {e}", style="bold red", markup=False, highlight=False)
             return 1
@@ -167,9 +174,33 @@ def clean_kubernetes(args: argparse.Namespace) -> int:
             err.print(f"error: {e}", markup=False)
             failed += 1
     forget_dead_runs(cleaned)
+    found += clean_reports(cluster.core, namespace, args)
     if not found and not failed:
         err.print(f"nothing to clean in namespace {namespace}")
     return 1 if failed else 0
+
+
+def clean_reports(core, namespace: str, args: argparse.Namespace) -> int:
+    """The executors and Secret of reports on the cluster (`peerlab report --master k8s`) whose driver
+    died on this host (or whose Secret is gone); a live driver's, or another host's, only if --force
+    names the report. How many were removed."""
+    from orchestrator import spark_on_k8s
+    from orchestrator.record.host_state import holder_here
+
+    removed = 0
+    for report_id, driver in spark_on_k8s.reports(core, namespace).items():
+        alive = holder_here(driver) if driver else False
+        if alive is not False and not forced(args, report_id):
+            err.print(f"report {report_id} in namespace {namespace}: driver {driver} "
+                      + ("alive; left alone" if alive else "on another host; left alone (--force to clean it)"))
+            continue
+        spark_on_k8s.remove(core, namespace, report_id)
+        for template in Path(tempfile.gettempdir()).glob(f"peerlab-report-{report_id}-*.json"):
+            template.unlink(missing_ok=True)  # the executors' pod template its driver wrote
+        err.print(f"report {report_id} in namespace {namespace}: driver {driver or 'finished'} gone; "
+                  "its executors and Secret removed")
+        removed += 1
+    return removed
 
 
 def forget_dead_runs(shorts: set[str]) -> None:

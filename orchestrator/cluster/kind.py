@@ -121,15 +121,16 @@ def normalised(tag: str) -> str:
     return name if "." in name.split("/")[0] or ":" in name.split("/")[0] else f"docker.io/{name}"
 
 
-def load(tags: list[str], say=print) -> list[str]:
-    """`kind load docker-image` of the tags some node lacks; the ones loaded."""
-    held = images_on_nodes()
+def load(tags: list[str], say=print, nodes: list[str] | None = None) -> list[str]:
+    """`kind load docker-image` of the tags some node (of `nodes`, default all) lacks; the ones loaded."""
+    held = {node: have for node, have in images_on_nodes().items() if nodes is None or node in nodes}
     todo = [t for t in tags if not all(normalised(t) in have for have in held.values())]
     missing = [t for t in todo if not node_image.has(t)]
     if missing:
         raise KindError(f"the Docker engine has no image {', '.join(missing)}: build it first "
                         "(`peerlab image build --implementation all` builds the node images)")
     if todo:  # one call: one archive of them all, imported into the nodes side by side
-        say(f"  loading {', '.join(todo)} into the cluster's nodes")
-        run("load", "docker-image", "--name", L.NAME, *todo, timeout=1200)
+        say(f"  loading {', '.join(todo)} into the cluster's nodes" + (f" {', '.join(nodes)}" if nodes else ""))
+        run("load", "docker-image", "--name", L.NAME, *(["--nodes", ",".join(nodes)] if nodes else []), *todo,
+            timeout=1200)
     return todo

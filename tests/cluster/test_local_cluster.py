@@ -196,7 +196,8 @@ def test_quickstart_on_the_local_cluster_into_its_store_and_reported_from_there(
     One cluster node's clock reads 250 ms ahead (the chart's clockShiftNs moves it for every node
     there): the run measures that node's offset, the manifest records it, and the report's latencies
     stay right. Its logs go to the cluster's own S3 store (the peerlab-store release `cluster up`
-    installed) and the report is made from there: Spark reads them in place through s3a."""
+    installed) and the report is made from there: Spark reads them in place through s3a, in this
+    process and then as a Spark application whose executors are pods on the workers (`--master k8s`)."""
     state, env = cluster
     s3 = store.credentials(state)
     writer = {**os.environ, **env, **s3, "PEERLAB_CACHE": str(tmp_path / "writer"),
@@ -243,7 +244,9 @@ def test_quickstart_on_the_local_cluster_into_its_store_and_reported_from_there(
     # two offsets (sender's and receiver's) the manifest states; that error well under the link's delay
     error_ms = clock["max_error_ns"] / 1e6
     print("clock offsets' stated error:", error_ms, "ms")
-    assert error_ms <= 10.0, clock
+    # (best of 5 round trips through the API server's proxy, on 2 cores with 30 pods: 2-13 ms seen; under
+    # 20, the check below still shows the 50 ms link: no delivery in under 10 ms)
+    assert error_ms <= 20.0, clock
     assert metrics["latency_ms"]["min"] >= 50.0 - 2 * error_ms, (metrics["latency_ms"], clock)
     # every pod's link counters, read inside the pods: what the sockets carried from T0 on is what the
     # nodes logged they sent (the probes of the fidelity watch and the headers' options on top)
@@ -254,6 +257,41 @@ def test_quickstart_on_the_local_cluster_into_its_store_and_reported_from_there(
     assert 0.98 <= kernel["payload_over_logged"] <= 1.1, kernel
     left = kubectl(env, "get", "pods,services,configmaps,leases", "-n", NAMESPACE, "-l", "peerlab.run", "-o", "name")
     assert left.stdout.strip() == ""
+
+    # the same report as a Spark application on the cluster: the driver here, its executors pods of
+    # peerlab's Spark image on the two workers, reading the logs where they lie in the cluster's store
+    # and writing the tables back there; the same metrics; nothing of it left
+    k8s_cache = tmp_path / "k8s-reader"
+    k8s_cache.mkdir()
+    (k8s_cache / "jars").symlink_to(s3a.jar_dir())
+    on_cluster = {**os.environ, **env, **s3, "PEERLAB_CACHE": str(k8s_cache)}
+    report = peerlab("report", f"s3://peerlab/cluster-tests/{run_id}", "--master", "k8s", timeout=900, env=on_cluster)
+    assert report.returncode == 0, report.stderr[-3000:]
+    print(report.stderr[-1200:])
+    there = k8s_cache / "s3" / "peerlab" / "cluster-tests" / run_id / "analysis"
+    assert json.loads((there / "metrics.json").read_text()) == metrics
+    timings = json.loads((there / "timings.json").read_text())
+    assert timings["master"].startswith("k8s://https://"), timings["master"]
+    assert sorted(e["node"] for e in timings["executors"]) == L.node_names(NODES)[1:], timings["executors"]
+    assert all(e["pod"].startswith("peerlab-report-") for e in timings["executors"])
+    assert kubectl(env, "get", "pods,secrets", "-n", NAMESPACE, "-l", "peerlab.report", "-o", "name").stdout == ""
+
+    # a report whose driver is SIGKILLed: `peerlab clean --kubernetes` removes what it left on the cluster
+    killed = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "report", f"s3://peerlab/cluster-tests/{run_id}",
+                               "--master", "k8s"], cwd=ROOT, env=on_cluster, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 180
+    while "Running" not in kubectl(env, "get", "pods", "-n", NAMESPACE, "-l", "peerlab.report",
+                                   "-o", "jsonpath={.items[*].status.phase}").stdout:
+        assert killed.poll() is None and time.monotonic() < deadline
+        time.sleep(1)
+    killed.send_signal(signal.SIGKILL)
+    killed.wait()
+    done = peerlab("clean", "--kubernetes", "--namespace", NAMESPACE, env={**os.environ, **env}, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "its executors and Secret removed" in " ".join(done.stderr.split()), done.stderr
+    assert kubectl(env, "get", "pods,secrets", "-n", NAMESPACE, "-l", "peerlab.report", "-o", "name").stdout == ""
+    assert not list(Path(tempfile.gettempdir()).glob("peerlab-report-*.json"))
 
 
 def test_gossipsub_mixed_on_the_local_cluster(cluster, tmp_path, spark):
