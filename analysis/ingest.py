@@ -107,13 +107,33 @@ class RemoteRun:
     url: str          # s3a://bucket/prefix/<run id>
     logs_bytes: int   # the logs' compressed size, which sizes the analysis
     nodes: tuple[str, ...] = ()  # the nodes that have a log there
+    log_sizes: dict[str, int] | None = None  # each log's name (n0.jsonl.gz) and size in the store
+    table_stamp: dict[str, Any] | None = None  # the stored events table's _source.json, when it is whole
+
+    def table_current(self, manifest: dict[str, Any]) -> bool:
+        """Was the stored events table made from exactly these logs (names and sizes), with the
+        manifest's clock offsets and this event schema? Then the report reads it, not the logs."""
+        stamp = (self.table_stamp or {}).get("source")
+        if not stamp or self.log_sizes is None:
+            return False
+        return (sorted([name, size] for name, size, *_ in stamp.get("logs", [])) == sorted(
+                    [name, size] for name, size in self.log_sizes.items())
+                and stamp.get("offsets_ns") == ((manifest.get("clock") or {}).get("offsets_ns") or {})
+                and stamp.get("schema") == _schema_fields())
 
 
-def ingest_remote(spark: SparkSession, remote: RemoteRun, manifest: dict[str, Any]) -> tuple[DataFrame, dict[str, Any]]:
-    """The logs read by Spark where they lie (no local copy), clock offsets applied, written as the
-    events table beside them (partitioned by run, as locally) and read back from it. A line that is
-    not an event counts as dropped (Spark's reader does not say which line it was)."""
+def ingest_remote(spark: SparkSession, remote: RemoteRun, manifest: dict[str, Any],
+                  run_dir: Path | None = None) -> tuple[DataFrame, dict[str, Any]]:
+    """The run's events where they lie (no local copy): from the events table in the store when it
+    was made from these logs (compacted as the run was stored, or by an earlier report), else the
+    logs read by Spark, clock offsets applied, written as the events table beside them (partitioned by
+    run, as locally) and read back from it, its stamp left in `run_dir`'s analysis/tables/events for
+    the upload that follows the report. A line that is not an event counts as dropped (Spark's reader
+    does not say which line it was)."""
     table = f"{remote.url}/analysis/tables/events"
+    if remote.table_current(manifest):
+        found = {k: v for k, v in remote.table_stamp.items() if k != "source"}  # type: ignore[union-attr]
+        return read_events(spark, table).drop("run"), {**found, "converted": False}
     raw = spark.read.schema(event_struct()).json(f"{remote.url}/events/*.jsonl.gz")
     good = raw.filter(F.col("type").isNotNull() & F.col("node").isNotNull() & F.col("ts").isNotNull())
     offsets = {n: int(o) for n, o in (((manifest.get("clock") or {}).get("offsets_ns")) or {}).items() if o}
@@ -123,7 +143,14 @@ def ingest_remote(spark: SparkSession, remote: RemoteRun, manifest: dict[str, An
     good.withColumn("run", F.lit(manifest["run_id"])).write.mode("overwrite").partitionBy("run").parquet(table)
     events = read_events(spark, table).drop("run")
     kept = events.count()
-    return events, {"converted": True, "events": kept, "dropped": raw.count() - kept, "problems": []}
+    found = {"events": kept, "dropped": raw.count() - kept, "problems": []}
+    if run_dir is not None and remote.log_sizes is not None:
+        stamp = run_dir / "analysis" / "tables" / "events" / "_source.json"
+        stamp.parent.mkdir(parents=True, exist_ok=True)
+        source = {"logs": [[name, size, 0] for name, size in sorted(remote.log_sizes.items())],
+                  "offsets_ns": (manifest.get("clock") or {}).get("offsets_ns") or {}, "schema": _schema_fields()}
+        stamp.write_text(json.dumps({"source": source, **found}))
+    return events, {**found, "converted": True}
 
 
 def read_events(spark: SparkSession, table: Path | str) -> DataFrame:

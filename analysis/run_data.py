@@ -102,7 +102,7 @@ class RunData:
     @shared
     def events(self) -> DataFrame:
         if self.remote:
-            frame, self.ingest = ingest_remote(self.spark, self.remote, self.manifest)
+            frame, self.ingest = ingest_remote(self.spark, self.remote, self.manifest, self.run_dir)
         else:
             frame, self.ingest = events_table(self.spark, self.run_dir, self.manifest, self.ingest or None)
         return frame  # not cached: the Parquet table is the cache (Spark's in-memory one cost twice the scans)

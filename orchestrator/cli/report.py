@@ -53,9 +53,12 @@ def cmd_report(args: argparse.Namespace) -> int:
             else:
                 from analysis.ingest import RemoteRun
 
-                run_dir, url, size, nodes = store.open_in_place(run_id)
-                remote = RemoteRun(url, size, tuple(nodes))
-                err.print(f"reading {said(args.run_dir)} in place through s3a ({size / 1e6:.1f} MB of logs)")
+                opened = store.open_in_place(run_id)
+                run_dir, size = opened.local, sum(opened.log_sizes.values())
+                remote = RemoteRun(opened.url, size, tuple(opened.nodes), opened.log_sizes, opened.table_stamp)
+                err.print(f"reading {said(args.run_dir)} in place through s3a ({size / 1e6:.1f} MB of logs"
+                          + (", compacted into Parquet)" if remote.table_current(json.loads(
+                              (run_dir / "manifest.json").read_text())) else ")"))
         except (ValueError, FileNotFoundError) as e:
             raise UsageError(str(e)) from None
         except StoreError as e:

@@ -149,6 +149,8 @@ class RunRecord:
         self.store.write_json(self.run_id, "manifest.json", self.manifest)
         mark_status(str(self.run_dir), status, detail)
         self.step(f"collected {collected} event logs into {self.run_dir}")
+        if collected and self.store.url.startswith("s3://"):
+            self.compact()
         try:
             uploaded = self.store.sync(self.run_id)
         except StoreError as err:
@@ -156,6 +158,24 @@ class RunRecord:
         if uploaded:
             self.step(f"uploaded {uploaded} files to {self.store.url}/{self.run_id}")
         return ""
+
+    def compact(self) -> None:
+        """The logs also as the events table (Parquet, analysis/tables/events: analysis/ingest.py), put
+        up with them, so that a report in place reads a few columnar objects instead of a log per node.
+        Where the analysis is not installed (the orchestrator's image in a cluster), or the conversion
+        fails, the logs alone go up: the first report in place compacts them."""
+        try:
+            from analysis.ingest import refresh_events_table
+        except ImportError:
+            return
+        started = time.monotonic()
+        try:
+            found = refresh_events_table(self.run_dir, self.manifest)
+        except Exception as err:  # noqa: BLE001 - the logs are what counts; a report converts them again
+            self.step(f"the logs not compacted into Parquet ({err}); a report in place reads them whole")
+            return
+        self.step(f"compacted {found['events']:,} events into analysis/tables/events (Parquet) in "
+                  f"{time.monotonic() - started:.1f}s, for reports in place")
 
 
 def store_failed(store: Store, run_id: str, error: str) -> str:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -92,6 +93,20 @@ class FileStore(Store):
 
 
 CHECKSUMMED = ("events/", "analysis/")   # what the manifest's checksums cover (not itself, nor status)
+EVENTS_TABLE = "analysis/tables/events"  # the logs compacted into Parquet (analysis/ingest.py), with its _source.json
+
+
+@dataclass(frozen=True)
+class InPlace:
+    """A run opened where it lies (`S3Store.open_in_place`)."""
+    local: Path                  # its top-level files, fetched
+    url: str                     # s3a://bucket/prefix/<run id>
+    log_sizes: dict[str, int]    # each event log's name (n0.jsonl.gz) and size in the store
+    table_stamp: dict | None     # what the stored events table was made from, when all of it is as recorded
+
+    @property
+    def nodes(self) -> list[str]:
+        return sorted(name.removesuffix(".jsonl.gz") for name in self.log_sizes)
 MULTIPART = 8 * 2**20                     # larger files go up in 8 MiB parts, retried part by part
 UPLOADS = 8                               # files going up at once
 
@@ -233,11 +248,12 @@ class S3Store(Store):
         except Exception as err:
             raise self.explain(err, f"listing {run_id} in") from None
 
-    def open_in_place(self, run_id: str) -> tuple[Path, str, int, list[str]]:
+    def open_in_place(self, run_id: str) -> InPlace:
         """For an analysis that reads the logs where they lie: the run's top-level files (manifest,
         status, link counters) fetched into the cache, the logs checked against the ETags the manifest
-        recorded (one listing, no log downloaded). Returns (the local directory, the run's s3a:// URL,
-        the logs' size in bytes, the nodes that have a log)."""
+        recorded (one listing, no log downloaded); the events table in the store (the logs compacted
+        into Parquet: analysis/tables/events) offered when every object of it has the ETag the
+        manifest recorded, with the stamp that says what it was made from."""
         local = self.run_dir(run_id)
         start = self._key(run_id, "") + "/"
         try:
@@ -264,8 +280,18 @@ class S3Store(Store):
                         "--local-copy)" if rel not in want else "does not match its ETag in the manifest "
                         "(changed or damaged in the store)")
                 raise StoreError(f"{self.url}/{run_id}: {rel} {what}")
-        nodes = sorted(rel.removeprefix("events/").removesuffix(".jsonl.gz") for rel in logs)
-        return local, f"s3a://{self.bucket}/{start.rstrip('/')}", sum(obj["Size"] for obj in logs.values()), nodes
+        table = {obj["Key"][len(start):]: obj for obj in listing
+                 if obj["Key"][len(start):].startswith(EVENTS_TABLE + "/")}
+        stamp = None
+        if table and all(want.get(rel) == obj["ETag"].strip('"') for rel, obj in table.items()) \
+                and f"{EVENTS_TABLE}/_source.json" in table:
+            try:
+                stamp = json.loads(self.s3.get_object(Bucket=self.bucket, Key=start + EVENTS_TABLE + "/_source.json")
+                                   ["Body"].read())
+            except Exception as err:
+                raise self.explain(err, f"fetching {run_id}'s events table stamp from") from None
+        return InPlace(local, f"s3a://{self.bucket}/{start.rstrip('/')}",
+                       {rel.removeprefix("events/"): obj["Size"] for rel, obj in logs.items()}, stamp)
 
     def fetch(self, run_id: str) -> Path:
         """Download the run and check every file against the manifest's checksums."""

@@ -220,3 +220,38 @@ def test_store_serve_runs_the_bundled_server_until_told_to_stop(tmp_path: Path):
     assert "S3 server stopped" in proc.stderr.read()
     assert not list(Path("/tmp").glob(f"seaweedfs-*-{port}.sock"))
     assert (tmp_path / "data").is_dir()   # the data stays
+
+
+@pytest.mark.spark
+def test_a_run_stored_to_s3_is_compacted_and_its_report_in_place_reads_the_compacted_table(s3_endpoint, tmp_path: Path):
+    """A run stored to s3:// without its report: its logs also go up compacted into the events table
+    (Parquet), which a report in place reads instead of a log per node, with the same metrics as a
+    report of the logs. A table that is not what the manifest recorded (an object changed) is not
+    trusted: the logs are read again and the table rewritten."""
+    result = peerlab("run", "scenarios/quickstart.yaml", "--backend", "sim", "--no-report",
+                     "--set", "output.store=s3://peerlab/compact", timeout=300,
+                     env={**os.environ, "PEERLAB_CACHE": str(tmp_path / "writer")})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "events into analysis/tables/events (Parquet)" in result.stderr
+    run_id = Path(result.stdout.strip().splitlines()[-1]).name
+    prefix = f"compact/{run_id}/analysis/tables/events/"
+    parts = [o["Key"] for o in s3_endpoint.list_objects_v2(Bucket="peerlab", Prefix=prefix)["Contents"]
+             if o["Key"].endswith(".parquet")]
+    assert parts and all(f"/run={run_id}/" in k for k in parts)
+
+    def report(cache: str) -> tuple[str, dict]:
+        done = peerlab("report", f"s3://peerlab/compact/{run_id}", timeout=300,
+                       env={**os.environ, "PEERLAB_CACHE": str(tmp_path / cache)})
+        assert done.returncode == 0, done.stderr[-2000:]
+        reader = tmp_path / cache / "s3" / "peerlab" / "compact" / run_id
+        return " ".join(done.stderr.split()), json.loads((reader / "analysis" / "metrics.json").read_text())
+
+    said, compacted = report("reader")
+    assert "compacted into Parquet" in said and "read from analysis/tables/events" in said, said
+    assert compacted["events"] > 50_000 and compacted["delivery_ratio"] == 1.0
+    # one of the table's objects replaced: not the one the manifest recorded, so the logs are read
+    s3_endpoint.put_object(Bucket="peerlab", Key=parts[0], Body=b"not what was stored")
+    said, from_logs = report("second-reader")
+    assert "compacted into Parquet" not in said and "logs converted into" in said, said
+    for key in sorted(set(compacted) - {"ingest"}):
+        assert from_logs.get(key) == compacted[key], key
