@@ -115,6 +115,7 @@ def prepare(master: str, namespace: str, context: str | None, conf: dict[str, st
         raise SparkOnK8sError(f"the store's settings are not in the environment ({', '.join(missing)}): the "
                               "executors read the run from the store with them (on the local cluster: "
                               ". /var/lib/peerlab/cluster/store/credentials.env)")
+    driver = driver_address(core)  # before anything is made in the cluster: its error leaves nothing there
     report_id = secrets.token_hex(3)
     analysis = ClusterAnalysis(url, namespace, report_id, image, {}, core)
     analysis.secret = f"peerlab-report-{report_id}"
@@ -140,7 +141,7 @@ def prepare(master: str, namespace: str, context: str | None, conf: dict[str, st
         "spark.executor.instances": str(min(EXECUTORS, len(workers)) if workers else EXECUTORS),
         "spark.executor.cores": "1",
         "spark.executor.memory": EXECUTOR_MEMORY,
-        "spark.driver.host": driver_address(core),
+        "spark.driver.host": driver,
         # the executors are the report's workers: none is lost to a slow start
         "spark.scheduler.minRegisteredResourcesRatio": "1.0",
         "spark.scheduler.maxRegisteredResourcesWaitingTime": "300s",
