@@ -55,6 +55,16 @@ def image_tag(base: str | None = None, implementation: str = PEERLAB) -> str:
     return f"{repository}:{digest.hexdigest()[:12]}"
 
 
+def build_context(tag: str, context: Path | str) -> str:
+    """`docker build` of a prepared context (its Dockerfile and files) into `tag`, for the images
+    built FROM the node image or the base (orchestrator, Spark, shaping daemon, S3 store). A failed
+    build leaves no container behind (--force-rm). "" when built, else the end of its error output."""
+    import subprocess
+
+    done = subprocess.run(["docker", "build", "-q", "--force-rm", "-t", tag, str(context)], capture_output=True, text=True)
+    return "" if done.returncode == 0 else (done.stderr.strip() or done.stdout.strip())[-800:]
+
+
 def present(client, tag: str) -> bool:
     """Whether the Docker engine of `client` has the image `tag`."""
     import docker.errors

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import Callable
@@ -85,7 +84,7 @@ def build(client, base: str | None = None, say: Callable[[str], None] = print) -
         shutil.copy2(REQUIREMENTS, context / "requirements.txt")
         images = " ".join(f"{k}={v}" for k, v in sorted(node_images(base).items()))
         (context / "Dockerfile").write_text(DOCKERFILE.format(node=node, images=images))
-        done = subprocess.run(["docker", "build", "-q", "-t", tag, str(context)], capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"docker build of {tag} failed: {done.stderr.strip()[-800:]}")
+        failed = node_image.build_context(tag, context)
+    if failed:
+        raise RuntimeError(f"docker build of {tag} failed: {failed}")
     return tag

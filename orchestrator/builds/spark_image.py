@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import Callable
@@ -86,7 +85,7 @@ def build(client, base: str | None = None, say: Callable[[str], None] = print) -
                 shutil.copy2(jar, context / "jars" / jar.name)
         shutil.copy2(ENTRY, context / "spark_executor_entry.py")
         (context / "Dockerfile").write_text(DOCKERFILE.format(base=base, uid=UID))
-        done = subprocess.run(["docker", "build", "-q", "-t", tag, str(context)], capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"docker build of {tag} failed: {done.stderr.strip()[-800:]}")
+        failed = node_image.build_context(tag, context)
+    if failed:
+        raise RuntimeError(f"docker build of {tag} failed: {failed}")
     return tag

@@ -63,9 +63,9 @@ def build_image(say: Callable[[str], None] = print, base: str | None = None) -> 
     with tempfile.TemporaryDirectory(dir=crictl.parent) as tmp:
         os.link(crictl, Path(tmp) / "crictl")
         Path(tmp, "Dockerfile").write_text(f"FROM {node_tag}\nUSER 0:0\nCOPY crictl /usr/local/bin/crictl\n")
-        done = subprocess.run(["docker", "build", "-q", "-t", tag, tmp], capture_output=True, text=True)
-    if done.returncode != 0:
-        raise ShaperError(f"docker build of {tag} failed: {done.stderr.strip()[-500:]}")
+        failed = node_image.build_context(tag, tmp)
+    if failed:
+        raise ShaperError(f"docker build of {tag} failed: {failed}")
     return tag
 
 

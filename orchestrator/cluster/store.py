@@ -86,9 +86,9 @@ def build_image(say: Callable[[str], None]) -> str:
     with tempfile.TemporaryDirectory(dir=binary.parent) as tmp:
         os.link(binary, Path(tmp) / "weed")  # same file system: no copy of its 230 MB
         Path(tmp, "Dockerfile").write_text(f"FROM {base}\nCOPY weed /usr/local/bin/weed\n")
-        done = subprocess.run(["docker", "build", "-q", "-t", tag, tmp], capture_output=True, text=True)
-    if done.returncode != 0:
-        raise StoreError(f"docker build of {tag} failed: {done.stderr.strip()[-500:]}\n(is the base image {base} "
+        failed = node_image.build_context(tag, tmp)
+    if failed:
+        raise StoreError(f"docker build of {tag} failed: {failed}\n(is the base image {base} "
                          "there? without a registry, build one with .ci/docker-base and set "
                          "PEERLAB_BASE_IMAGE=peerlab-base:bookworm)")
     return tag
