@@ -132,7 +132,7 @@ def ingest_remote(spark: SparkSession, remote: RemoteRun, manifest: dict[str, An
     does not say which line it was)."""
     table = f"{remote.url}/analysis/tables/events"
     if remote.table_current(manifest):
-        found = {k: v for k, v in remote.table_stamp.items() if k != "source"}  # type: ignore[union-attr]
+        found = {k: v for k, v in remote.table_stamp.items() if k not in ("source", "files")}  # type: ignore[union-attr]
         return read_events(spark, table).drop("run"), {**found, "converted": False}
     raw = spark.read.schema(event_struct()).json(f"{remote.url}/events/*.jsonl.gz")
     good = raw.filter(F.col("type").isNotNull() & F.col("node").isNotNull() & F.col("ts").isNotNull())
@@ -141,16 +141,19 @@ def ingest_remote(spark: SparkSession, remote: RemoteRun, manifest: dict[str, An
         shift = F.create_map(*[F.lit(x) for node, off in offsets.items() for x in (node, off)])
         good = good.withColumn("ts", F.col("ts") - F.coalesce(shift[F.col("node")], F.lit(0)))
     good.withColumn("run", F.lit(manifest["run_id"])).write.mode("overwrite").partitionBy("run").parquet(table)
-    events = read_events(spark, table).drop("run")
+    events = read_events(spark, table)
     kept = events.count()
     found = {"events": kept, "dropped": raw.count() - kept, "problems": []}
     if run_dir is not None and remote.log_sizes is not None:
-        stamp = run_dir / "analysis" / "tables" / "events" / "_source.json"
-        stamp.parent.mkdir(parents=True, exist_ok=True)
+        # the stamp goes up with the report (its upload); no other file of a local table may go with it
+        local = run_dir / "analysis" / "tables" / "events"
+        shutil.rmtree(local, ignore_errors=True)
+        local.mkdir(parents=True)
         source = {"logs": [[name, size, 0] for name, size in sorted(remote.log_sizes.items())],
                   "offsets_ns": (manifest.get("clock") or {}).get("offsets_ns") or {}, "schema": _schema_fields()}
-        stamp.write_text(json.dumps({"source": source, **found}))
-    return events, {**found, "converted": True}
+        files = sorted(f.removeprefix(table + "/") for f in events.inputFiles())
+        (local / "_source.json").write_text(json.dumps({"source": source, **found, "files": files}))
+    return events.drop("run"), {**found, "converted": True}
 
 
 def read_events(spark: SparkSession, table: Path | str) -> DataFrame:
@@ -163,7 +166,9 @@ PROBLEMS_LISTED = 20  # lines named in metrics.json; the count covers them all
 
 
 def convert_logs(run_dir: Path, manifest: dict[str, Any], table: Path, files: int) -> dict[str, Any]:
-    """Every log into `table`/run=<run id>/ as `files` Parquet files, clock offsets applied."""
+    """Every log into `table`/run=<run id>/ as `files` Parquet files, clock offsets applied; what it
+    found, and the files' paths in the table (the stamp names them: a table in a store is trusted only
+    if it holds exactly those)."""
     offsets = {n: int(o) for n, o in (((manifest.get("clock") or {}).get("offsets_ns")) or {}).items() if o}
     with ThreadPoolExecutor() as pool:  # inflating and parsing release the GIL
         parsed = list(pool.map(read_log, event_logs(run_dir)))
@@ -174,9 +179,12 @@ def convert_logs(run_dir: Path, manifest: dict[str, Any], table: Path, files: in
     part = table / f"run={manifest['run_id']}"
     part.mkdir(parents=True)
     rows = -(-events.num_rows // max(1, files)) or 1
+    written = []
     for i, start in enumerate(range(0, max(events.num_rows, 1), rows)):
         pq.write_table(events.slice(start, rows), part / f"part-{i:05d}.parquet")
-    return {"events": events.num_rows, "dropped": len(problems), "problems": problems[:PROBLEMS_LISTED]}
+        written.append(f"{part.name}/part-{i:05d}.parquet")
+    return {"events": events.num_rows, "dropped": len(problems), "problems": problems[:PROBLEMS_LISTED],
+            "files": written}
 
 
 def read_log(path: Path) -> tuple[pa.Table, list[dict[str, Any]]]:

@@ -117,7 +117,10 @@ def analyse(run_dir: str | Path, spark: SparkSession | None = None, console: Con
         if after_session is not None:
             after_session()
         result, plots = compute(spark, run_dir, progress=progress, refreshed=refreshed, remote=remote)
-        executors = where() if where is not None else None
+        try:  # where it ran is said when it can be: an API that does not answer now fails nothing
+            executors = where() if where is not None else None
+        except Exception:  # noqa: BLE001
+            executors = None
         progress.step("report")
         out = run_dir / "analysis"
         out.mkdir(exist_ok=True)

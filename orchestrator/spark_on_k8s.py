@@ -15,7 +15,7 @@ object store through s3a and writing the tables back there.
   them to `peerlab clean --kubernetes`, which deletes every pod with that label whose report is over).
 
 May import: orchestrator.backends.kube_cluster, orchestrator.record.host_state (the holder),
-orchestrator.builds.spark_image and orchestrator.cluster
+orchestrator.builds.spark_image, orchestrator.backends.docker and orchestrator.cluster
 (lazily, for the local cluster), the kubernetes client, pyroute2; nothing of analysis/ but its s3a.
 """
 from __future__ import annotations
@@ -34,6 +34,7 @@ EXECUTORS = 2
 EXECUTOR_MEMORY = "1g"
 EXECUTOR_CPU_REQUEST = "0.25"  # a report's tasks are short; the run's pods keep their requests
 STORE_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+SESSION_KEY = "AWS_SESSION_TOKEN"  # temporary credentials' third part, given to the executors when set
 IMAGE_ENV = "PEERLAB_SPARK_IMAGE"
 CONTROL_PLANE_ROLE = "node-role.kubernetes.io/control-plane"
 
@@ -116,6 +117,7 @@ def prepare(master: str, namespace: str, context: str | None, conf: dict[str, st
                               "executors read the run from the store with them (on the local cluster: "
                               ". /var/lib/peerlab/cluster/store/credentials.env)")
     driver = driver_address(core)  # before anything is made in the cluster: its error leaves nothing there
+    keys = [*STORE_KEYS, *([SESSION_KEY] if os.environ.get(SESSION_KEY) else [])]
     report_id = secrets.token_hex(3)
     analysis = ClusterAnalysis(url, namespace, report_id, image, {}, core)
     analysis.secret = f"peerlab-report-{report_id}"
@@ -123,7 +125,7 @@ def prepare(master: str, namespace: str, context: str | None, conf: dict[str, st
         core.create_namespaced_secret(namespace, client.V1Secret(
             metadata=client.V1ObjectMeta(name=analysis.secret, labels={LABEL: report_id},
                                          annotations={HOLDER: holder()}),
-            string_data={k: os.environ[k] for k in STORE_KEYS}), _request_timeout=30)
+            string_data={k: os.environ[k] for k in keys}), _request_timeout=30)
     except ApiException as e:
         raise SparkOnK8sError(f"could not create the Secret {analysis.secret} in namespace {namespace} "
                               f"({e.status} {e.reason}): a report on the cluster needs the rights to create "
@@ -138,6 +140,9 @@ def prepare(master: str, namespace: str, context: str | None, conf: dict[str, st
         f"spark.kubernetes.executor.label.{LABEL}": report_id,
         "spark.kubernetes.executor.podNamePrefix": f"peerlab-report-{report_id}",
         "spark.kubernetes.executor.request.cores": EXECUTOR_CPU_REQUEST,
+        # no ConfigMap of Spark's own for the executors (in client mode it has no owner: a killed driver
+        # would leave it); they take the driver's settings when they register
+        "spark.kubernetes.executor.disableConfigMap": "true",
         "spark.executor.instances": str(min(EXECUTORS, len(workers)) if workers else EXECUTORS),
         "spark.executor.cores": "1",
         "spark.executor.memory": EXECUTOR_MEMORY,
@@ -145,7 +150,7 @@ def prepare(master: str, namespace: str, context: str | None, conf: dict[str, st
         # the executors are the report's workers: none is lost to a slow start
         "spark.scheduler.minRegisteredResourcesRatio": "1.0",
         "spark.scheduler.maxRegisteredResourcesWaitingTime": "300s",
-        **{f"spark.kubernetes.executor.secretKeyRef.{k}": f"{analysis.secret}:{k}" for k in STORE_KEYS},
+        **{f"spark.kubernetes.executor.secretKeyRef.{k}": f"{analysis.secret}:{k}" for k in keys},
         "spark.executorEnv.AWS_DEFAULT_REGION": os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
         **conf,
     }

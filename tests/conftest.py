@@ -94,7 +94,13 @@ def s3_server(tmp_path_factory):
 def s3_endpoint(s3_server, tmp_path_factory):
     """A boto3 client of the real S3 server; the AWS_* variables pointing at it, for this process and
     the CLIs it starts."""
-    env = {**s3_server.env(), "PEERLAB_CACHE": str(tmp_path_factory.mktemp("s3cache"))}
+    from analysis import s3a
+
+    jars = s3a.jar_dir()  # the s3a jars set-up fetched (690 MB): the tests' caches link them, not fetch them again
+    cache = tmp_path_factory.mktemp("s3cache")
+    if jars.is_dir():
+        (cache / "jars").symlink_to(jars.resolve())
+    env = {**s3_server.env(), "PEERLAB_CACHE": str(cache)}
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:

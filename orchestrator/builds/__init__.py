@@ -5,5 +5,5 @@ programs installed under .tools/ (adapter_programs.py), the node images (node_im
 orchestrator's image (orchestrator_image.py) and the image of a report's Spark executors on
 Kubernetes (spark_image.py, with its entry point spark_executor_entry.py).
 
-May import: node/ (paths, the adapters), orchestrator/helm.py; never orchestrator.backends, which
-imports builds (its images)."""
+May import: node/ (paths, the adapters), orchestrator/helm.py, and for the Spark image analysis.s3a
+and pyspark (the jars it holds); never orchestrator.backends, which imports builds (its images)."""

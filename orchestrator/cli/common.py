@@ -117,9 +117,6 @@ def report(run_dir: Path, args: argparse.Namespace, remote: Any = None) -> dict[
     is not). The events table is rebuilt next time unless it was complete. `remote` (an
     analysis.ingest.RemoteRun): the logs are read in their object store through s3a; None (and why)
     if s3a's jars are not there."""
-    from analysis.ingest import logs_bytes
-    from analysis.spark import kill_jvm, start_session
-
     conf = key_values(args.spark_conf, "--spark-conf", "spark.executor.memory=4g")
     if remote is not None:
         from analysis import s3a
@@ -141,12 +138,42 @@ def report(run_dir: Path, args: argparse.Namespace, remote: Any = None) -> dict[
             cluster = spark_on_k8s.prepare(master, opts["namespace"], opts["context"],
                                            spark_on_k8s.with_s3a_jars_in_image(conf),
                                            lambda m: err.print(m, markup=False, highlight=False))
-        except (spark_on_k8s.SparkOnK8sError, RuntimeError) as e:
+        except Exception as e:  # noqa: BLE001 - SparkOnK8sError, the API's errors, no cluster: one line
             err.print(f"[bold red]error:[/] {said(e)}", highlight=False)
             return None
         master, conf = cluster.master, cluster.conf
         err.print(f"[bold cyan]analysis:[/] executors as pods of {said(cluster.image)} in namespace "
                   f"{said(cluster.namespace)} (label {spark_on_k8s.LABEL}={cluster.report_id})")
+    try:
+        return _analysis(run_dir, master, conf, remote, cluster)
+    finally:
+        if cluster is not None:
+            _end_on_cluster(cluster)
+
+
+def _end_on_cluster(cluster: Any) -> None:
+    """The session stopped (which deletes its executors), then the report's Secret and any pod left;
+    what cannot be removed is said, with the command that removes it."""
+    from pyspark import SparkContext
+
+    try:  # the process's one context (made in the session's starting thread: not this thread's "active" one)
+        context = SparkContext._active_spark_context
+        if context is not None:
+            context.stop()  # before finish: a live driver would replace the executors finish deletes
+    except Exception:  # noqa: BLE001 - a JVM that died or was killed: its executors are deleted below
+        pass
+    try:
+        cluster.finish()
+    except Exception as e:  # noqa: BLE001 - the analysis is done; what is left, `clean` removes
+        err.print(f"[bold yellow]warning:[/] could not remove the report's Secret and executors ({said(e)}): "
+                  f"`peerlab clean --kubernetes --namespace {cluster.namespace}` removes them", highlight=False)
+
+
+def _analysis(run_dir: Path, master: str, conf: dict[str, str], remote: Any, cluster: Any) -> dict[str, Any]:
+    """The analysis itself, on `master` with `conf`; signals stop it (report's docstring)."""
+    from analysis.ingest import logs_bytes
+    from analysis.spark import kill_jvm, start_session
+
     session = start_session(master, conf, remote.logs_bytes if remote else logs_bytes(run_dir))
     from analysis.job import analyse
 
@@ -176,10 +203,6 @@ def report(run_dir: Path, args: argparse.Namespace, remote: Any = None) -> dict[
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         logging.disable(logging.NOTSET)
-        if cluster is not None:  # the session's end deletes its executors; then the Secret and any left
-            if not stopped.is_set() and session.done() and session.exception() is None:
-                session.result().stop()
-            cluster.finish()
 
 
 def close_analysis() -> None:

@@ -174,7 +174,12 @@ def clean_kubernetes(args: argparse.Namespace) -> int:
             err.print(f"error: {e}", markup=False)
             failed += 1
     forget_dead_runs(cleaned)
-    found += clean_reports(cluster.core, namespace, args)
+    try:
+        found += clean_reports(cluster.core, namespace, args)
+    except Exception as e:  # noqa: BLE001 - the API's errors: the releases are cleaned all the same
+        err.print(f"error: could not clean the reports' executors and Secrets in namespace {namespace}: {e}",
+                  markup=False)
+        failed += 1
     if not found and not failed:
         err.print(f"nothing to clean in namespace {namespace}")
     return 1 if failed else 0

@@ -25,6 +25,7 @@ import os
 import shutil
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
@@ -154,25 +155,31 @@ def up(s: Layout, nodes: int = DEFAULT_NODES, say: Callable[[str], None] = print
         time.sleep(1)
         ready = nodes_ready(s)
     say(f"nodes Ready: {', '.join(sorted(ready))}")
-    try:
+
+    def load_node_images() -> None:
         found = node_images()
         if not found:
             say("  no node image of this checkout in the Docker engine: `peerlab image build "
                 "--implementation all`, then `peerlab cluster load TAG...` (or up again)")
         kind.load([*found, *(load or [])], say)
-    except kind.KindError as err:
-        raise ClusterError(str(err)) from None
-    say("starting the shaping daemon (one per node: charts/peerlab-shaper)")
-    try:
+
+    def start_shaper() -> None:
+        say("starting the shaping daemon (one per node: charts/peerlab-shaper)")
         shaper.up(s, _api(s), nodes, say)
-    except shaper.ShaperError as err:
-        raise ClusterError(str(err)) from None
-    if with_store:
+
+    def start_store() -> None:
         say("starting the S3 store (SeaweedFS in a pod on the control-plane node)")
-        try:
-            store.up(s, _api(s), say)
-        except store.StoreError as err:
+        store.up(s, _api(s), say)
+
+    # side by side: each loads its own images into the nodes and waits for its own pods
+    with ThreadPoolExecutor(3, thread_name_prefix="cluster-up") as pool:
+        steps = [pool.submit(step) for step in (load_node_images, start_shaper, *([start_store] if with_store else []))]
+    for step in steps:
+        err = step.exception()
+        if isinstance(err, (kind.KindError, shaper.ShaperError, store.StoreError)):
             raise ClusterError(str(err)) from None
+        if err is not None:
+            raise err
     say(f"cluster up in {time.monotonic() - started:.0f} s; kubeconfig {s.kubeconfig} (context {L.CONTEXT}):\n"
         f"  export KUBECONFIG={s.kubeconfig}")
 

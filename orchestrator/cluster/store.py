@@ -181,7 +181,7 @@ def up(s: Layout, api, say: Callable[[str], None] = print) -> None:
     started = time.monotonic()
     tag = build_image(say)
     try:
-        kind.load([tag], say)
+        kind.load([tag], say, nodes=[L.CONTROL_PLANE])  # its one pod runs there
     except kind.KindError as err:
         raise StoreError(str(err)) from None
     s.store_data.mkdir(parents=True, exist_ok=True)

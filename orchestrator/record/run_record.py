@@ -172,6 +172,7 @@ class RunRecord:
         try:
             found = refresh_events_table(self.run_dir, self.manifest)
         except Exception as err:  # noqa: BLE001 - the logs are what counts; a report converts them again
+            shutil.rmtree(self.run_dir / "analysis" / "tables" / "events", ignore_errors=True)  # nothing half-made goes up
             self.step(f"the logs not compacted into Parquet ({err}); a report in place reads them whole")
             return
         self.step(f"compacted {found['events']:,} events into analysis/tables/events (Parquet) in "

@@ -253,7 +253,8 @@ class S3Store(Store):
         status, link counters) fetched into the cache, the logs checked against the ETags the manifest
         recorded (one listing, no log downloaded); the events table in the store (the logs compacted
         into Parquet: analysis/tables/events) offered when every object of it has the ETag the
-        manifest recorded, with the stamp that says what it was made from."""
+        manifest recorded and the table holds exactly the files its stamp (_source.json) names, with
+        that stamp, which says what it was made from."""
         local = self.run_dir(run_id)
         start = self._key(run_id, "") + "/"
         try:
@@ -290,6 +291,10 @@ class S3Store(Store):
                                    ["Body"].read())
             except Exception as err:
                 raise self.explain(err, f"fetching {run_id}'s events table stamp from") from None
+            data = {rel.removeprefix(EVENTS_TABLE + "/") for rel in table
+                    if not rel.endswith("/")} - {"_source.json", "_SUCCESS"}  # (s3a's directory markers end in /)
+            if set(stamp.get("files") or ()) != data:  # a file more or less than it was made of: not that table
+                stamp = None
         return InPlace(local, f"s3a://{self.bucket}/{start.rstrip('/')}",
                        {rel.removeprefix("events/"): obj["Size"] for rel, obj in logs.items()}, stamp)
 

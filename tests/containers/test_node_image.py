@@ -3,6 +3,8 @@ and its tag follows its content and base."""
 import shutil
 import tomllib
 
+import pytest
+
 from orchestrator.builds import node_image as image
 from tests.support.cli import ROOT
 
@@ -41,3 +43,22 @@ def test_tag_follows_content_and_base(monkeypatch, tmp_path):
     assert image.image_tag("python:3.12-slim") != tag  # the delay line is in the image too
     monkeypatch.setenv("PEERLAB_BASE_IMAGE", "peerlab-base:bookworm")
     assert image.base_image() == "peerlab-base:bookworm"
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_failed_build_says_why_and_leaves_no_container(docker_engine, tmp_path):
+    """The one `docker build` of the images made from a context (orchestrator, Spark, shaping daemon,
+    S3 store): a step that fails is named with its output, and the step's container is removed with
+    it (the engine keeps it otherwise: one stopped container per failed build)."""
+    base = image.base_image()
+    if not image.present(docker_engine, base):
+        base = "peerlab-base:bookworm"
+    before = {c.id for c in docker_engine.containers.list(all=True)}
+    (tmp_path / "Dockerfile").write_text(f"FROM {base}\nRUN echo the step that fails >&2 && exit 3\n")
+    failed = image.build_context("peerlab-test-failing:1", tmp_path)
+    assert "the step that fails" in failed and "3" in failed, failed
+    assert {c.id for c in docker_engine.containers.list(all=True)} - before == set()
+    (tmp_path / "Dockerfile").write_text(f"FROM {base}\nRUN true\n")
+    assert image.build_context("peerlab-test-built:1", tmp_path) == ""
+    docker_engine.images.remove("peerlab-test-built:1")
