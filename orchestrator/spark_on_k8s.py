@@ -68,17 +68,8 @@ class ClusterAnalysis:
                 for p in pods]
 
     def finish(self) -> None:
-        """The Secret and the pod template gone; any executor pod Spark left, deleted."""
-        from kubernetes.client.exceptions import ApiException
-
-        try:
-            if self.secret:
-                self.core.delete_namespaced_secret(self.secret, self.namespace, _request_timeout=30)
-        except ApiException as e:
-            if e.status != 404:
-                raise
-        self.core.delete_collection_namespaced_pod(self.namespace, label_selector=f"{LABEL}={self.report_id}",
-                                                   grace_period_seconds=0, _request_timeout=30)
+        """The Secret and any executor pod Spark left deleted (as `clean` does), and the pod template."""
+        remove(self.core, self.namespace, self.report_id)
         if self.template:
             Path(self.template).unlink(missing_ok=True)
 
