@@ -135,12 +135,20 @@ def every_message_reaches_every_node_that_was_up_through_the_shaped_links(manife
     delivered = [e for evs in logs.values() for e in evs if e["type"] == "deliver_message"]
     # senders and origins named by node id: the contract's peer ids (ed25519 seeded by the index) mapped back
     assert {e["peer"] for e in delivered} <= set(logs) and {e["origin"] for e in delivered} <= set(logs)
-    # no copy sooner than one 20 ms link (the delay line's); those of messages published once their
-    # publisher had a mesh (2 s after it was up; a restarted node's library sends what it publishes
-    # sooner at the next heartbeat: 0.9 s once) mostly within the 2-3 hops of 6 nodes
+    # no copy sooner than one 20 ms link (the delay line's) after the script's instant of its publish
+    # (the binary publishes later by as long as its runtime took to start, which the shim cannot know:
+    # 20-200 ms on a loaded machine in the suite); so, as gossipsub-interop's analysis does, the spread
+    # counts from each message's first copy: those of messages published once their publisher had a
+    # mesh (2 s after it was up; a restarted node's library sends what it publishes sooner at the next
+    # heartbeat: 0.9 s once) mostly within a few 20 ms hops of it (gossip alone, at the 0.5 s
+    # heartbeat, would be hundreds of ms a hop)
     latencies = [(e["msg_id"], (e["ts"] - published[e["msg_id"]]["ts"]) / 1e6) for e in delivered]
-    meshed = sorted(ms for m, ms in latencies if published[m]["ts"] > ready[published[m]["node"]] + 2e9)
-    assert min(ms for _, ms in latencies) >= 20 and len(meshed) >= 40 and meshed[len(meshed) // 2] < 250, meshed
+    assert min(ms for _, ms in latencies) >= 20
+    first = {}
+    for m, ms in latencies:
+        first[m] = min(first.get(m, ms), ms)
+    meshed = sorted(ms - first[m] for m, ms in latencies if published[m]["ts"] > ready[published[m]["node"]] + 2e9)
+    assert len(meshed) >= 40 and meshed[len(meshed) // 2] < 100 and meshed[len(meshed) * 9 // 10] < 150, meshed
 
 
 def the_runner_saw_the_connections_and_the_restart(manifest, logs):
