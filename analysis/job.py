@@ -24,7 +24,7 @@ from analysis.progress import AnalysisProgress
 from analysis.registry import METRICS, TABLES, compute_metrics
 from analysis.report import bandwidth_plot, by_message, coverage_plot, latency_cdf_plot, render
 from analysis.run_data import RunData
-from analysis.spark import start_session
+from analysis.spark import driver_peak_memory, start_session
 
 PLOT_SAMPLE = 2_000_000  # deliveries brought to the driver for plotting
 METRIC_WORKERS = 2  # metrics computed side by side (analysis/registry.py)
@@ -121,6 +121,7 @@ def analyse(run_dir: str | Path, spark: SparkSession | None = None, console: Con
             executors = where() if where is not None else None
         except Exception:  # noqa: BLE001
             executors = None
+        driver = driver_peak_memory(spark)
         progress.step("report")
         out = run_dir / "analysis"
         out.mkdir(exist_ok=True)
@@ -128,7 +129,7 @@ def analyse(run_dir: str | Path, spark: SparkSession | None = None, console: Con
         (out / "report.html").write_text(render(result, manifest, plots))
     finally:
         timings = progress.close()
-    ran = {"master": spark.sparkContext.master, **({"executors": executors} if executors else {})}
+    ran = {"master": spark.sparkContext.master, "driver": driver, **({"executors": executors} if executors else {})}
     (out / "timings.json").write_text(json.dumps({"stages": timings, "steps": progress.steps, **ran}, indent=1) + "\n")
     return result
 

@@ -161,3 +161,22 @@ def stop_and_wait(spark: SparkSession, timeout: float = 120.0) -> None:
         proc.wait(timeout)
     SparkContext._gateway = None
     SparkContext._jvm = None
+
+
+def driver_peak_memory(spark: SparkSession) -> dict[str, float]:
+    """The driver's peak resident memory so far, in MiB: its JVM's (VmHWM of the JVM PySpark
+    launched; absent when the session came from elsewhere) and this Python process's (ru_maxrss),
+    with the JVM's heap ceiling (spark.driver.memory): what bounds a report of a run larger than
+    this machine's memory is whether these stay put while the executors do the work."""
+    import resource
+
+    peak = {"python_peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+    proc = getattr(spark.sparkContext._gateway, "proc", None)  # noqa: SLF001 - PySpark's launched JVM
+    try:
+        for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines() if proc is not None else ():
+            if line.startswith("VmHWM:"):
+                peak["jvm_peak_rss_mib"] = round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    peak["jvm_heap_max_mib"] = round(spark.sparkContext._jvm.java.lang.Runtime.getRuntime().maxMemory() / 2**20, 1)  # noqa: SLF001
+    return peak

@@ -75,6 +75,10 @@ def cmd_report(args: argparse.Namespace) -> int:
         return 1
     manifest = json.loads((run_dir / "manifest.json").read_text())
     dilation = (manifest.get("dilation") or {}).get("factor", 1)
+    driver = json.loads((run_dir / "analysis" / "timings.json").read_text()).get("driver") or {}
+    if driver:
+        err.print(f"analysis: the driver's peak memory: JVM {driver.get('jvm_peak_rss_mib', '?')} MiB resident "
+                  f"(heap at most {driver['jvm_heap_max_mib']:.0f} MiB), Python {driver['python_peak_rss_mib']} MiB")
     err.print(f"[bold green]summary:[/] {summary(metrics, dilation)}")
     err.print(fidelity(manifest))
     print(run_dir / "analysis" / "report.html")

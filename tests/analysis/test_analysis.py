@@ -20,6 +20,10 @@ def test_metrics_match_hand_computation(tmp_path, spark):
     lat = m["latency_ms"]  # latencies 10, 30, 50, 20, 40, 5
     assert lat["mean"] == pytest.approx(155 / 6)
     assert lat["max"] == pytest.approx(50) and lat["min"] == pytest.approx(5)
+    # the driver's peak memory is kept beside the stages' times: the JVM's resident peak (a JVM holds
+    # well over 100 MiB) and its heap ceiling, this process's
+    driver = json.loads((tmp_path / "analysis" / "timings.json").read_text())["driver"]
+    assert driver["jvm_peak_rss_mib"] > 100 and driver["jvm_heap_max_mib"] > 256 and driver["python_peak_rss_mib"] > 50
     assert lat["p50"] == pytest.approx(25)  # exact percentile, linear interpolation
     cov = m["coverage_latency_ms"]
     # L50: m1 needs 2 of 3 -> 30; m2 2 of 3 -> 40; m3 1 of 1 -> 5  => mean 25
