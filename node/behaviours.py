@@ -4,8 +4,8 @@ section V-D, the GossipSub paper on v1.1 hardening and v1.2 IDONTWANT).
 The core runs unchanged. `build()` gives an honest node its core as is; an attacker gets an
 `AttackerCore` proxy that sees every input before the core (frames, peers up/down, start) and a
 `BehaviourIO` between the core and the real ProtocolIO that edits what it sends. Runtime
-(node/process/runtime.py) and simulator (node/memory/virtual_network.py) both build cores here, so a behaviour is the same
-in emulation and simulation.
+(node/process/runtime.py) and simulator (node/simulated/virtual_network.py) both build cores here, so a
+behaviour is the same in emulation and simulation.
 
 Forwarding attacks (any protocol; what a frame carries is read with the core's `frame_topics`):
 - topic-drop: subscribed to the victim topic (the planner adds it) but never forwards its messages.

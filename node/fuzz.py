@@ -119,7 +119,7 @@ def _rpc_target() -> Target:
 
 
 def _core_target(name: str) -> Target:
-    from node.memory.virtual_network import MemNetwork
+    from node.simulated.virtual_network import MemNetwork
 
     cls = PROTOCOLS[name]
     net = MemNetwork(seed=1, latency=0.001)

@@ -14,6 +14,10 @@ saying how to launch it, which protocols and parameters it takes, and how it is 
 A scenario names implementations only: never a path. Scenarios arrive in pull requests and CI runs
 them as root, so a path there would run any program on the machine; what a scenario may run is what
 the machine's owner installed or registered.
+
+May import: node.paths, and node.interop.script (inside interop_adapter, for the contract's parameter
+names); nothing of orchestrator or analysis. The adapters' programs themselves (go-libp2p/, js-libp2p/,
+py-libp2p/, rust-libp2p/) import nothing of peerlab: each runs alone, in its own image.
 """
 from __future__ import annotations
 

@@ -10,4 +10,7 @@ interop:NAME`, registered outside the scenario; docs/interop.md).
     shim.py      `python -m node.interop --binary BIN --config FILE`: runs the binary as one peerlab
                  node (host name node<ID>, /etc/hosts, aligned start, events, SIGTERM)
     instructions.schema.json   the contract's instructions, restated as a JSON Schema
+
+May import: node.contract, node.eventlog, node.ids and node.process (its privileges, for the shim);
+nothing of node.protocols (the binary is the protocol), nor of orchestrator or analysis.
 """

@@ -1,4 +1,11 @@
-"""Registry of protocol cores by scenario name; the orchestrator validates `protocol.params` with it."""
+"""Registry of protocol cores by scenario name; the orchestrator validates `protocol.params` with it.
+
+May import: node.identity (keys and peer ids, for signatures) and its own modules; nothing of the
+drivers (node.process, node.simulated) nor of orchestrator or analysis: the cores are sans-IO. Among
+its packages, base.py is the bottom: content/ imports none of them; pubsub/ base; gossipsub/ and
+overlays/ base and pubsub/; topiary/ overlays/; dht/ base and content/; pulsarcast/ base and dht/;
+scoutsubs/ dht/ and content/; fastdelivery/ base, dht/ and content/.
+"""
 from __future__ import annotations
 
 from node.protocols.base import Params, ProtocolCore, ProtocolIO, Unsupported

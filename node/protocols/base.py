@@ -3,7 +3,8 @@
 A core is a plain object driven by inputs - peer up/down, frame received, timer fired, app
 subscribe/unsubscribe/publish - that acts only through the injected `ProtocolIO`. It is given a
 clock (seconds, float) and a `random.Random`; it never touches sockets, asyncio or the wall clock.
-The asyncio runtime (`node.process.runtime`) is one driver, the in-memory network (`node.memory.virtual_network`) another.
+The asyncio runtime (`node.process.runtime`) is one driver, the simulated network
+(`node.simulated.virtual_network`) another.
 """
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # a frame's window; a type hint only (tcp_window.py takes MSS from here)
-    from node.memory.tcp_window import TcpWindow
+    from node.simulated.tcp_window import TcpWindow
 
 MSS = 1448            # TCP payload per segment (1500 MTU, timestamps option)
 SEGMENT_HEADERS = 66  # Ethernet 14 + IPv4 20 + TCP 32: what HTB counts beside the payload

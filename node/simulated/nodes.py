@@ -1,4 +1,4 @@
-"""A node of the discrete-event network (node/memory/virtual_network.py): its record (core, events, deliveries, up or
+"""A node of the discrete-event network (node/simulated/virtual_network.py): its record (core, events, deliveries, up or
 down) and the ProtocolIO its core acts through."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from node.identity import Identities
 from node.protocols.base import ProtocolCore
 
 if TYPE_CHECKING:
-    from node.memory.virtual_network import MemNetwork
+    from node.simulated.virtual_network import MemNetwork
 
 
 @dataclass

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from node.memory.access_link import MSS
+from node.simulated.access_link import MSS
 
 RTO_MIN = 0.2         # Linux TCP's minimum retransmission timeout
 IW_SEGMENTS = 10      # Linux's initial congestion window (RFC 6928)

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from node.memory.access_link import AccessLink, Sending, wire_bytes
-from node.memory.tcp_window import RTO_MIN, TcpWindow
+from node.simulated.access_link import AccessLink, Sending, wire_bytes
+from node.simulated.tcp_window import RTO_MIN, TcpWindow
 
 if TYPE_CHECKING:  # the network owns the clock and hands frames over; a type hint only
-    from node.memory.virtual_network import MemNetwork
+    from node.simulated.virtual_network import MemNetwork
 
 
 class Uplinks:

@@ -37,10 +37,10 @@ from node.linkmodel import (
     next_backoff,
     release_time,
 )
-from node.memory.nodes import MemIO, MemNode
-from node.memory.tcp_window import RTO_MIN
-from node.memory.uplinks import Uplinks
 from node.protocols.base import ProtocolCore
+from node.simulated.nodes import MemIO, MemNode
+from node.simulated.tcp_window import RTO_MIN
+from node.simulated.uplinks import Uplinks
 
 EventSink = Callable[[str, dict[str, Any]], None]
 

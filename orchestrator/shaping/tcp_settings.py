@@ -4,7 +4,7 @@ Congestion control (`network.tcp_congestion`, default cubic): machines differ in
 one's is bbr, which has no slow start restart after idle and sizes its window from measured bandwidth),
 and the default decides how fast a 50 KB message leaves a cold or idle connection. Each node's
 namespace gets the scenario's, so a run means the same thing on every machine, and the simulator's
-window (node/memory/access_link.py, cubic's slow start and idle restart) models what the emulation runs.
+window (node/simulated/access_link.py, cubic's slow start and idle restart) models what the emulation runs.
 
 A dilated run's links are k times slower in real time (docs/dilation.md), so TCP measures round trips
 k times longer and its retransmission timeout follows them, but its floor does not: Linux's minimum

@@ -1,4 +1,5 @@
-"""A RunPlan executed in virtual time on the discrete-event network (node/memory/virtual_network.py): the `sim` backend.
+"""A RunPlan executed in virtual time on the discrete-event network (node/simulated/virtual_network.py):
+the `sim` backend.
 
 The same plan a real backend deploys (latency per pair as shaping applies it, per-node bandwidth,
 jitter, loss, subscriptions, dial lists, attackers, publish schedules, the fault timeline) drives the
@@ -23,8 +24,8 @@ from typing import Any, Callable
 
 from node import ids
 from node.lifecycle import NodeLifecycle
-from node.memory.virtual_network import MemNetwork
 from node.protocols import get_protocol
+from node.simulated.virtual_network import MemNetwork
 from orchestrator import fault_rules
 from orchestrator.model.plan import FaultEvent, RunPlan
 

@@ -20,7 +20,7 @@ from orchestrator.sim.engine import EventFiles, Simulation
 # latency, rate and timer by k and every timestamp back by 1/k, for the same events (docs/dilation.md)
 NO_DILATION = ("recorded, not applied: the simulator's virtual time is experiment time and its CPU is "
                "infinitely fast, so a dilated run gives the undilated run's events")
-# node/memory/access_link.py's window is slow start with Linux's idle restart and window validation: cubic's and
+# node/simulated/access_link.py's window is slow start with Linux's idle restart and window validation: cubic's and
 # reno's behaviour without loss, not bbr's (docs/shaping.md#tcp)
 TCP_MODEL = "slow start from 10 segments, restart after an idle RTO, window validation (cubic or reno without loss)"
 

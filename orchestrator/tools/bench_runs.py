@@ -159,9 +159,9 @@ def bench_router(sizes: list[int], messages: int, mesh: int = 8) -> list[dict[st
     """CPU time of one GossipSub relay per message: decode, dedupe, verify the signature, IDONTWANT,
     cache and relay to a mesh of `mesh` peers, on the in-memory network (no sockets: the router's own
     cost)."""
-    from node.memory.virtual_network import MemNetwork
     from node.protocols.gossipsub.core import GossipSub, GossipSubParams
     from node.protocols.pubsub.pubsub_pb2 import RPC
+    from node.simulated.virtual_network import MemNetwork
 
     results = []
     for size in sizes:

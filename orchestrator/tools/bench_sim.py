@@ -13,8 +13,8 @@ from typing import Any
 
 from rich.console import Console
 
-from node.memory.virtual_network import MemNetwork
 from node.protocols.base import ProtocolCore
+from node.simulated.virtual_network import MemNetwork
 from orchestrator.model.plan import make_plan
 from orchestrator.model.scenario import load_scenario
 from orchestrator.sim.engine import EventFiles, Simulation

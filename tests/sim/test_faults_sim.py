@@ -63,8 +63,8 @@ def test_a_joining_node_is_absent_then_receives():
 
 
 def test_frames_across_a_partition_are_released_at_the_next_retransmission():
-    from node.memory.virtual_network import MemNetwork
     from node.protocols import FloodSub
+    from node.simulated.virtual_network import MemNetwork
 
     net = MemNetwork(seed=1, latency=0.05)
     for n in ("a", "b"):

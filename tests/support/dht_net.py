@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import random
 
-from node.memory.virtual_network import MemNetwork
 from node.protocols.base import Params, ProtocolCore
+from node.simulated.virtual_network import MemNetwork
 
 
 def dht_network(core: type[ProtocolCore], params: Params, n: int, seed: int, settle: float = 5.0,

@@ -7,10 +7,10 @@ import random
 
 import pytest
 
-from node.memory.virtual_network import MemNetwork
 from node.protocols import Unsupported
 from node.protocols.content.predicates import Predicate, group_predicates
 from node.protocols.fastdelivery.core import FastDelivery, FastDeliveryParams
+from node.simulated.virtual_network import MemNetwork
 from tests.support.dht_net import dht_network
 
 FILTERS = ["ipfs T", "surf T/bali T/trip T/price R 1000 1500", "surf T/price R 0 800", "bali T/trip T",

@@ -3,9 +3,9 @@ import random
 
 import pytest
 
-from node.memory.virtual_network import MemNetwork
 from node.protocols.floodsub import FloodSub
 from node.protocols.pubsub.wire import RPC, encode_rpc, make_message
+from node.simulated.virtual_network import MemNetwork
 
 
 def mesh(n: int, seed: int = 1, latency=0.01) -> MemNetwork:

@@ -5,9 +5,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from node.memory.virtual_network import MemNetwork
 from node.protocols.gossipsub.core import GossipSub, GossipSubParams
 from node.protocols.pubsub.pubsub_pb2 import RPC, ControlGraft, ControlIDontWant, ControlMessage
+from node.simulated.virtual_network import MemNetwork
 from tests.support.pubsub import authored, wire_ids
 
 

@@ -8,11 +8,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from pydantic import ValidationError
 
 from node import contract
-from node.memory.virtual_network import MemNetwork
 from node.protocols.gossipsub.core import GossipSub, GossipSubParams
 from node.protocols.gossipsub.params import GO_DEFAULTS
 from node.protocols.pubsub import pubsub_pb2 as pb
 from node.protocols.pubsub.messages import SIGN_PREFIX
+from node.simulated.virtual_network import MemNetwork
 from tests.support.pubsub import authored, wire_ids
 from tests.unit.test_gossipsub import network
 

@@ -4,8 +4,8 @@ promises, IWANT retransmission, IDONTWANT expiry, unsubscriptions, one-fragment 
 test cites the spec rule (libp2p/specs pubsub/gossipsub v1.1/v1.2) or the go behaviour it follows."""
 import pytest
 
-from node.memory.virtual_network import MemNetwork
 from node.protocols.pubsub import pubsub_pb2 as pb
+from node.simulated.virtual_network import MemNetwork
 from tests.support.pubsub import authored, wire_ids
 from tests.unit.test_gossipsub import network
 

@@ -6,10 +6,10 @@ import random
 
 import pytest
 
-from node.memory.virtual_network import MemNetwork
 from node.protocols.dht.core import DhtCore
 from node.protocols.dht.kademlia import DhtParams
 from node.protocols.dht.table import RoutingTable, content_key, node_key
+from node.simulated.virtual_network import MemNetwork
 from tests.support.dht_net import dht_network
 
 

@@ -1,13 +1,13 @@
-"""The discrete-event network model (node/memory/virtual_network.py) that the sim backend runs on: serialisation at
+"""The discrete-event network model (node/simulated/virtual_network.py) that the sim backend runs on: serialisation at
 the upload rate shared by the connections sending, each in order with a priority lane, the download
 FIFO, header overhead, TCP's window, jitter that never reorders, loss, crash/restart with redial."""
 from __future__ import annotations
 
 import pytest
 
-from node.memory.access_link import MSS, SEGMENT_HEADERS, wire_bytes
-from node.memory.virtual_network import MemNetwork
 from node.protocols.base import ProtocolCore
+from node.simulated.access_link import MSS, SEGMENT_HEADERS, wire_bytes
+from node.simulated.virtual_network import MemNetwork
 
 MBIT = 1_000_000
 

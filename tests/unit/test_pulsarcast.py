@@ -7,10 +7,10 @@ import random
 
 import pytest
 
-from node.memory.virtual_network import MemNetwork
 from node.protocols.dht.table import node_key
 from node.protocols.pulsarcast.core import PulsarCast, PulsarCastParams, descriptor_id
 from node.protocols.pulsarcast.pulsarcast_pb2 import EventDescriptor
+from node.simulated.virtual_network import MemNetwork
 from tests.support.dht_net import dht_network
 
 

@@ -7,9 +7,9 @@ import random
 
 import pytest
 
-from node.memory.virtual_network import MemNetwork
 from node.protocols.content.predicates import Predicate
 from node.protocols.scoutsubs.core import ScoutSubs, ScoutSubsParams
+from node.simulated.virtual_network import MemNetwork
 from tests.support.dht_net import dht_network
 
 FILTERS = ["ipfs T", "surf T/bali T/trip T/price R 1000 1500", "surf T/price R 0 800", "bali T",

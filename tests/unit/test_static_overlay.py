@@ -2,9 +2,9 @@
 TTL rules are checked on both cores)."""
 import pytest
 
-from node.memory.virtual_network import MemNetwork
 from node.protocols.overlays.static import StaticOverlay, StaticOverlayParams
 from node.protocols.topiary.core import Topiary
+from node.simulated.virtual_network import MemNetwork
 
 CORES = pytest.mark.parametrize("core", [StaticOverlay, Topiary])
 

@@ -7,10 +7,10 @@ import statistics
 
 import pytest
 
-from node.memory.virtual_network import MemNetwork
 from node.protocols import get_protocol
 from node.protocols.topiary import score as ts
 from node.protocols.topiary.core import Topiary, TopiaryParams
+from node.simulated.virtual_network import MemNetwork
 
 W = ts.Weights(coverage=1.0, delay=10.0, waste=0.0)
 
