@@ -98,7 +98,7 @@ test: dev s3-server s3a-jars cluster-programs
 	$(MAKE) --no-print-directory test-cluster
 	$(MAKE) --no-print-directory test-netem
 
-# the tests on the local 3-node Kubernetes cluster (tests/cluster: the module brings it up with kind,
+# the tests on the local 3-node Kubernetes cluster (tests/cluster: its conftest brings it up once with kind,
 # runs the kubernetes backend's paths on it, takes it down and checks nothing is left), one at a time
 test-cluster: dev s3-server cluster-programs
 	$(PY) -m pytest --no-skips --durations=12 -m cluster

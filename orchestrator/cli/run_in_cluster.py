@@ -20,7 +20,7 @@ from orchestrator.cli.common import UsageError, err, said
 
 RUN_ID = re.compile(r"\d{8}-\d{6}-[\w.-]+-[0-9a-f]{6}$")
 LOCAL_STORE = "s3://peerlab/runs"  # the local cluster's bundled store (peerlab cluster up)
-LOCAL_STORE_SECRET = "peerlab-store"  # its client settings for pods (orchestrator/cluster/store.py CLIENT_SECRET)
+LOCAL_STORE_SECRET = "peerlab-store"  # its client settings for pods (orchestrator/cluster/store_release.py CLIENT_SECRET)
 TIMEOUT_S = 3600  # the chart's experiment.activeDeadlineSeconds
 
 
@@ -48,7 +48,7 @@ def _local_store_env() -> None:
     """The local cluster's store as seen from this machine, where no AWS_* settings say otherwise."""
     if os.environ.get("AWS_ENDPOINT_URL"):
         return
-    from orchestrator.cluster import store
+    from orchestrator.cluster import store_release as store
     from orchestrator.cluster.layout import Layout
 
     if store.credentials_file(Layout.default()).exists():

@@ -8,14 +8,14 @@ built here, checked, and taken down leaving nothing behind but its state directo
              all N) -> an RT budget for each node's delay line where the kernel needs one
              (rt_budget.py) -> every congestion control of the kernel the nodes share allowed in
              namespaces (a run's daemon sets the scenario's in each pod) -> peerlab's node images
-             loaded -> the shaping daemon on every node (shaper.py) -> the S3 store in a pod (store.py); writes
-             <state>/kubeconfig (context kind-peerlab) and <state>/store/credentials.env
+             loaded -> the shaping daemon on every node (shaper.py) -> the S3 store in a pod
+             (store_release.py); writes <state>/kubeconfig (context kind-peerlab) and <state>/store/credentials.env
     down     kind delete (the node containers and their volumes, with every pod, mount, cgroup,
              veth and iptables rule inside them), Docker's RT budget as it was, then the nodes'
              Docker network
     status   the nodes' containers, the API server, each node's condition, the store, leftovers
 
-May import: orchestrator.cluster (kind, node_image, programs, rt_budget, shaper, store, layout),
+May import: orchestrator.cluster (kind, node_image, programs, rt_budget, shaper, store_release, layout),
 orchestrator.builds, orchestrator.shaping.tcp_settings (the kernel's congestion controls), node.adapters (the
 implementations whose images are loaded).
 """
@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
-from orchestrator.cluster import kind, node_image, programs, rt_budget, shaper, store
+from orchestrator.cluster import kind, node_image, programs, rt_budget, shaper, store_release
 from orchestrator.cluster import layout as L
 from orchestrator.cluster.layout import Layout
 from orchestrator.shaping import tcp_settings
@@ -107,7 +107,7 @@ def _preflight() -> None:
 def up(s: Layout, nodes: int = DEFAULT_NODES, say: Callable[[str], None] = print, load: list[str] | None = None,
        with_store: bool = True) -> None:
     """Bring the cluster of `nodes` nodes up (one already up is kept, if it has as many); load the node
-    images Docker has, and `load`; then the bundled S3 store in it (store.py) unless not `with_store`."""
+    images Docker has, and `load`; then the bundled S3 store in it (store_release.py) unless not `with_store`."""
     if os.geteuid() != 0:
         raise ClusterError("the local cluster runs as root (Docker's privileged containers): "
                            "run peerlab cluster up with sudo")
@@ -169,14 +169,14 @@ def up(s: Layout, nodes: int = DEFAULT_NODES, say: Callable[[str], None] = print
 
     def start_store() -> None:
         say("starting the S3 store (SeaweedFS in a pod on the control-plane node)")
-        store.up(s, _api(s), say)
+        store_release.up(s, _api(s), say)
 
     # side by side: each loads its own images into the nodes and waits for its own pods
     with ThreadPoolExecutor(3, thread_name_prefix="cluster-up") as pool:
         steps = [pool.submit(step) for step in (load_node_images, start_shaper, *([start_store] if with_store else []))]
     for step in steps:
         err = step.exception()
-        if isinstance(err, (kind.KindError, shaper.ShaperError, store.StoreError)):
+        if isinstance(err, (kind.KindError, shaper.ShaperError, store_release.StoreError)):
             raise ClusterError(str(err)) from None
         if err is not None:
             raise err
@@ -228,7 +228,8 @@ def status(s: Layout) -> dict[str, Any]:
     all_ready = bool(ready) and all(v == "True" for v in ready.values())
     return {"state_dir": str(s.root), "cluster": L.NAME if up_now else None, "containers": containers,
             "api_ready": bool(ready), "nodes": ready, "nodes_ready": all_ready,
-            "store": {"endpoint": store.endpoint(), "answers": store.answers(s),
-                      "settings": str(store.credentials_file(s))} if all_ready and store.credentials_file(s).exists() else None,
+            "store": {"endpoint": store_release.endpoint(), "answers": store_release.answers(s),
+                      "settings": str(store_release.credentials_file(s))}
+            if all_ready and store_release.credentials_file(s).exists() else None,
             "kubeconfig": str(s.kubeconfig) if s.kubeconfig.exists() else None,
             "leftovers": [] if up_now else leftovers()}

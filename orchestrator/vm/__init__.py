@@ -7,4 +7,7 @@ as root and hands back that command's exit status.
 
     image.py   builds the guest from Debian packages (kernel, root filesystem, initramfs), cached
     guest.py   boots it, runs a command in it, reads the result from its console
+
+May import: node.paths (the cache) and the standard library; nothing else of peerlab (cli/vm.py and
+`doctor` import it).
 """

@@ -1,6 +1,6 @@
 """The kubernetes backend's parts that need no pods: the node supervisor (each pod's main process) as a
 real process, the chart's values for a plan (rendered by the real helm), and the errors without a
-cluster. Runs on a real cluster: tests/cluster/test_local_cluster.py."""
+cluster. Runs on a real cluster: tests/cluster/ (test_runs_on_the_cluster.py and the others)."""
 from __future__ import annotations
 
 import json

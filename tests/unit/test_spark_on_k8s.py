@@ -2,7 +2,7 @@
 turns the environment Spark gives an executor pod into the executor backend's command line (and
 names what is missing), the executors' pod template meets Pod Security `restricted`, s3a's jars stay
 off the wire, and `--master k8s` asks for a run in an object store. On the cluster itself:
-tests/cluster/test_local_cluster.py (the quickstart's report)."""
+tests/cluster/test_runs_on_the_cluster.py (the quickstart's report)."""
 from __future__ import annotations
 
 import json

@@ -2,6 +2,8 @@
 
 `build(name, subs, topics, rng, degree, groups)` returns an `Overlay`; the planner uses the same registry
 for scenario topologies, `peerlab overlay` for the seed's experiments.
+
+May import: its own modules, numpy and the standard library; nothing else of peerlab.
 """
 from __future__ import annotations
 
