@@ -43,13 +43,20 @@ def run(scenario_text: str, store: Path):
     return run_dir, manifest, logs
 
 
-@pytest.fixture(scope="module", params=ADAPTERS)
-def adapter_run(request, tmp_path_factory):
-    require_adapters(request.param)
-    return run(SCENARIO.replace("IMPLEMENTATION", request.param), tmp_path_factory.mktemp("runs"))
+@pytest.mark.parametrize("implementation", ADAPTERS)
+def test_each_adapter_runs_as_peerlab_nodes(implementation, tmp_path):
+    """One run per adapter, its checks in the helpers below (a module fixture would run once per xdist
+    worker that takes one of its tests: under work stealing, twice for some adapters)."""
+    require_adapters(implementation)
+    adapter_run = run(SCENARIO.replace("IMPLEMENTATION", implementation), tmp_path)
+    the_run_completes_with_latency_applied_outside_the_nodes(adapter_run)
+    every_message_reaches_every_node_that_was_up(adapter_run)
+    every_log_follows_the_contract(adapter_run)
+    a_restarted_node_keeps_its_peer_id(adapter_run)
+    traffic_and_memory_are_measured_outside_and_inside_the_node(adapter_run)
 
 
-def test_the_run_completes_with_latency_applied_outside_the_nodes(adapter_run):
+def the_run_completes_with_latency_applied_outside_the_nodes(adapter_run):
     run_dir, manifest, logs = adapter_run
     assert json.loads((run_dir / "status").read_text())["status"] == "completed"
     assert manifest["shaping"]["mode"] in ("netem", "delayline")
@@ -68,7 +75,7 @@ def test_the_run_completes_with_latency_applied_outside_the_nodes(adapter_run):
     assert min(e["ts"] - published[e["msg_id"]]["ts"] for e in delivered) >= 20e6
 
 
-def test_every_message_reaches_every_node_that_was_up(adapter_run):
+def every_message_reaches_every_node_that_was_up(adapter_run):
     _, manifest, logs = adapter_run
     events = {n: [json.loads(line) for line in lines] for n, lines in logs.items()}
     planned = {n["id"]: len(n["schedule"]) for n in manifest["plan"]["nodes"]}
@@ -88,13 +95,13 @@ def test_every_message_reaches_every_node_that_was_up(adapter_run):
             assert expected <= got, f"{node} missed {sorted(expected - got)}"
 
 
-def test_every_log_follows_the_contract(adapter_run):
+def every_log_follows_the_contract(adapter_run):
     _, _, logs = adapter_run
     for node, lines in logs.items():
         assert contract.check_log(lines) == [], node
 
 
-def test_a_restarted_node_keeps_its_peer_id(adapter_run):
+def a_restarted_node_keeps_its_peer_id(adapter_run):
     _, manifest, logs = adapter_run
     n5 = [json.loads(line) for line in logs["n5"]]
     assert [e["type"] for e in n5].count("start") == 2
@@ -117,7 +124,7 @@ def test_an_adapter_that_is_not_installed_says_how_to_install_it(name, tmp_path,
         Runner(scenario, make_plan(scenario)).run()
 
 
-def test_traffic_and_memory_are_measured_outside_and_inside_the_node(adapter_run):
+def traffic_and_memory_are_measured_outside_and_inside_the_node(adapter_run):
     run_dir, manifest, logs = adapter_run
     with gzip.open(run_dir / "kernel_traffic.jsonl.gz", "rt") as f:
         samples = [json.loads(line) for line in f]
