@@ -1,14 +1,17 @@
 """The fault timeline's actions on a live run (the `FaultExecutor` of orchestrator/fault_rules.py): node
-processes killed, stopped and started through the backend; partitions, rates, latency and loss as the
-next shapes of the links (orchestrator/link_faults.py), given to the run's link shaper
-(orchestrator/shaping/mechanisms.py, `apply_all`), whatever its mechanism.
+processes killed, stopped and started through the backend; every action that changes links (a row of
+orchestrator/model/fault_actions.py whose `changes` is LINKS) as the next shapes of the links, computed
+by the run's link faults (orchestrator/link_faults.py, the method of the row's name) and given whole to
+the run's link shaper (orchestrator/shaping/mechanisms.py, `apply_all`), whatever its mechanism: a new
+link action needs nothing here.
 
 It is given the parts of the run it acts on, not the runner: the backend, the shaper, the nodes'
 clients, the run's link faults (which know what is degraded) and how the run restarts a node."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
+from orchestrator.model.fault_actions import ACTIONS, LINKS
 from orchestrator.run.interrupts import blocking
 
 if TYPE_CHECKING:
@@ -17,6 +20,8 @@ if TYPE_CHECKING:
     from orchestrator.control.node_client import ControlClient
     from orchestrator.link_faults import LinkFaults
     from orchestrator.shaping import LinkShaper
+
+LINK_METHODS = frozenset(a.method for a in ACTIONS.values() if a.changes == LINKS)
 
 
 class LiveFaults:
@@ -40,14 +45,12 @@ class LiveFaults:
         await self.restart(node)
         await self.shaper.restarted(node)
 
-    async def partition(self, groups: list[list[str]]) -> None:
-        await self.shaper.apply_all(self.links.partition(groups))
+    def __getattr__(self, method: str) -> Callable[..., Awaitable[None]]:
+        """A row's method that changes links: its next shapes from the run's link faults, applied whole."""
+        if method not in LINK_METHODS:
+            raise AttributeError(f"{type(self).__name__} has no {method!r}")
+        next_shapes = getattr(self.links, method)
 
-    async def heal(self) -> None:
-        await self.shaper.apply_all(self.links.heal())
-
-    async def degrade(self, node: str, delay_ms: float, loss: float, bandwidth: int | None) -> None:
-        await self.shaper.apply_all(self.links.degrade(node, delay_ms, loss, bandwidth))
-
-    async def restore(self, node: str) -> None:
-        await self.shaper.apply_all(self.links.restore(node))
+        async def apply(*args: Any) -> None:
+            await self.shaper.apply_all(next_shapes(*args))
+        return apply

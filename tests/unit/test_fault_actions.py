@@ -13,8 +13,9 @@ import pytest
 from orchestrator import fault_rules
 from orchestrator.cli.scenario import _fault_target
 from orchestrator.fidelity import rule
+from orchestrator.link_faults import LinkFaults
 from orchestrator.model import fault_actions, limits
-from orchestrator.model.fault_actions import ACTIONS, GROUPS, NAMES, FaultExecutor
+from orchestrator.model.fault_actions import ACTIONS, GROUPS, LINKS, NAMES, FaultExecutor
 from orchestrator.model.plan import FaultEvent, make_plan
 from orchestrator.model.scenario import ScenarioError, parse_scenario
 from orchestrator.model.sections import Fault
@@ -88,9 +89,12 @@ def test_an_action_whose_condition_does_not_hold_is_skipped_saying_why(name):
 @pytest.mark.parametrize("name", NAMES)
 def test_every_method_a_row_calls_is_the_executors_with_the_rows_arguments(name):
     row = ACTIONS[name]
-    for executor in (FaultExecutor, Simulation, LiveFaults):
+    # the live run's link actions are its link faults' next shapes, applied whole (LiveFaults.__getattr__)
+    live = LinkFaults if row.changes == LINKS else LiveFaults
+    for executor in (FaultExecutor, Simulation, live):
         params = list(inspect.signature(getattr(executor, row.method)).parameters)[1:]
         assert tuple(params) == row.args, (executor, row.method)
+    assert callable(getattr(LiveFaults(None, None, {}, LinkFaults({}, 1), None), row.method))
 
 
 @pytest.mark.parametrize("name", NAMES)
