@@ -162,29 +162,76 @@ def read_events(spark: SparkSession, table: Path | str) -> DataFrame:
     return spark.read.schema(event_struct().add("run", T.StringType())).parquet(str(table))
 
 
+ROW_GROUP_ROWS = 1_000_000  # events per row group of the events table (a few hundred MB of Arrow at most)
 PROBLEMS_LISTED = 20  # lines named in metrics.json; the count covers them all
 
 
 def convert_logs(run_dir: Path, manifest: dict[str, Any], table: Path, files: int) -> dict[str, Any]:
     """Every log into `table`/run=<run id>/ as `files` Parquet files, clock offsets applied; what it
     found, and the files' paths in the table (the stamp names them: a table in a store is trusted only
-    if it holds exactly those)."""
+    if it holds exactly those). Streamed with bounded memory: a few logs parsed at a time (side by
+    side), written as row groups of at most ROW_GROUP_ROWS events, the logs shared out among the files
+    by their compressed size; a run larger than the machine's memory converts as a small one does."""
     offsets = {n: int(o) for n, o in (((manifest.get("clock") or {}).get("offsets_ns")) or {}).items() if o}
-    with ThreadPoolExecutor() as pool:  # inflating and parsing release the GIL
-        parsed = list(pool.map(read_log, event_logs(run_dir)))
-    problems = [p for _, found in parsed for p in found]
-    events = pa.concat_tables([t for t, _ in parsed]) if parsed else event_arrow_schema().empty_table()
-    events = correct_clocks(events, offsets)
+    logs = event_logs(run_dir)
     shutil.rmtree(table, ignore_errors=True)
     part = table / f"run={manifest['run_id']}"
     part.mkdir(parents=True)
-    rows = -(-events.num_rows // max(1, files)) or 1
-    written = []
-    for i, start in enumerate(range(0, max(events.num_rows, 1), rows)):
-        pq.write_table(events.slice(start, rows), part / f"part-{i:05d}.parquet")
-        written.append(f"{part.name}/part-{i:05d}.parquet")
-    return {"events": events.num_rows, "dropped": len(problems), "problems": problems[:PROBLEMS_LISTED],
-            "files": written}
+    sizes = [p.stat().st_size for p in logs]
+    per_file = max(1, -(-sum(sizes) // max(1, files)))
+    out = _PartFiles(part)
+    problems: list[dict[str, Any]] = []
+    window = 2 * (os.cpu_count() or 1)
+    done_bytes = 0
+    with ThreadPoolExecutor() as pool:  # inflating and parsing release the GIL
+        for first in range(0, len(logs), window):
+            for size, (events, found) in zip(sizes[first:first + window],
+                                             pool.map(read_log, logs[first:first + window])):
+                problems += found
+                out.add(correct_clocks(events, offsets), done_bytes // per_file)
+                done_bytes += size
+    written = out.close()
+    return {"events": out.rows, "dropped": len(problems), "problems": problems[:PROBLEMS_LISTED], "files": written}
+
+
+class _PartFiles:
+    """The table's part files, written in order: events buffered up to ROW_GROUP_ROWS, then a row group
+    of the current file; a new file when `add` names the next one. At least one file (empty for a run
+    without events), as Spark expects of a table."""
+
+    def __init__(self, part: Path):
+        self.part, self.rows, self.index = part, 0, -1
+        self.writer: pq.ParquetWriter | None = None
+        self.buffer: list[pa.Table] = []
+        self.buffered = 0
+        self.written: list[str] = []
+
+    def add(self, events: pa.Table, index: int) -> None:
+        if self.writer is None or index > self.index:  # the next file
+            self._flush()
+            if self.writer is not None:
+                self.writer.close()
+            name = f"part-{len(self.written):05d}.parquet"
+            self.writer, self.index = pq.ParquetWriter(self.part / name, event_arrow_schema()), index
+            self.written.append(f"{self.part.name}/{name}")
+        self.buffer.append(events.cast(event_arrow_schema()))
+        self.buffered += events.num_rows
+        self.rows += events.num_rows
+        if self.buffered >= ROW_GROUP_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self.buffer and self.writer is not None:
+            self.writer.write_table(pa.concat_tables(self.buffer))
+        self.buffer, self.buffered = [], 0
+
+    def close(self) -> list[str]:
+        if self.writer is None:
+            self.add(event_arrow_schema().empty_table(), 0)
+        self._flush()
+        assert self.writer is not None
+        self.writer.close()
+        return self.written
 
 
 def read_log(path: Path) -> tuple[pa.Table, list[dict[str, Any]]]:
