@@ -31,6 +31,7 @@ from typing import Any, Callable
 LABEL = "peerlab.report"
 HOLDER = "peerlab.report/holder"  # the Secret's annotation: the driver's host/pid, as a run's lease holds it
 EXECUTORS = 2
+DIRECT_RESULT = "120m"  # under spark.rpc.message.maxSize (128 MiB), which carries it
 EXECUTOR_MEMORY = "1g"
 EXECUTOR_CPU_REQUEST = "0.25"  # a report's tasks are short; the run's pods keep their requests
 STORE_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
@@ -138,6 +139,10 @@ def prepare(master: str, namespace: str, context: str | None, conf: dict[str, st
         "spark.executor.cores": "1",
         "spark.executor.memory": EXECUTOR_MEMORY,
         "spark.driver.host": driver,
+        # the driver (outside the pod network) reaches no executor's block manager: a task's result goes
+        # back on the executor's own connection up to this size, not fetched from it (above 1 MiB, Spark's
+        # default, the marks of a 109 M-event run failed with "Failed to connect to <pod ip>")
+        "spark.task.maxDirectResultSize": DIRECT_RESULT,
         # the executors are the report's workers: none is lost to a slow start
         "spark.scheduler.minRegisteredResourcesRatio": "1.0",
         "spark.scheduler.maxRegisteredResourcesWaitingTime": "300s",
