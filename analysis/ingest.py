@@ -163,11 +163,12 @@ def read_events(spark: SparkSession, table: Path | str) -> DataFrame:
 
 
 ROW_GROUP_ROWS = 1_000_000  # events per row group of the events table (a few hundred MB of Arrow at most)
+PARSED_AT_ONCE = 8  # logs parsed side by side while converting, whatever the machine's cores
 PROBLEMS_LISTED = 20  # lines named in metrics.json; the count covers them all
 
 
 def convert_logs(run_dir: Path, manifest: dict[str, Any], table: Path, files: int) -> dict[str, Any]:
-    """Every log into `table`/run=<run id>/ as `files` Parquet files, clock offsets applied; what it
+    """Every log into `table`/run=<run id>/ as at most `files` Parquet files, clock offsets applied; what it
     found, and the files' paths in the table (the stamp names them: a table in a store is trusted only
     if it holds exactly those). Streamed with bounded memory: a few logs parsed at a time (side by
     side), written as row groups of at most ROW_GROUP_ROWS events, the logs shared out among the files
@@ -181,16 +182,20 @@ def convert_logs(run_dir: Path, manifest: dict[str, Any], table: Path, files: in
     per_file = max(1, -(-sum(sizes) // max(1, files)))
     out = _PartFiles(part)
     problems: list[dict[str, Any]] = []
-    window = 2 * (os.cpu_count() or 1)
+    window = min(PARSED_AT_ONCE, 2 * len(os.sched_getaffinity(0)))
     done_bytes = 0
-    with ThreadPoolExecutor() as pool:  # inflating and parsing release the GIL
-        for first in range(0, len(logs), window):
-            for size, (events, found) in zip(sizes[first:first + window],
-                                             pool.map(read_log, logs[first:first + window])):
-                problems += found
-                out.add(correct_clocks(events, offsets), done_bytes // per_file)
-                done_bytes += size
-    written = out.close()
+    try:
+        with ThreadPoolExecutor(window) as pool:  # inflating and parsing release the GIL
+            for first in range(0, len(logs), window):
+                for size, (events, found) in zip(sizes[first:first + window],
+                                                 pool.map(read_log, logs[first:first + window])):
+                    problems += found
+                    out.add(correct_clocks(events, offsets), done_bytes // per_file)
+                    done_bytes += size
+        written = out.close()
+    except BaseException:
+        out.abandon()
+        raise
     return {"events": out.rows, "dropped": len(problems), "problems": problems[:PROBLEMS_LISTED], "files": written}
 
 
@@ -222,8 +227,14 @@ class _PartFiles:
 
     def _flush(self) -> None:
         if self.buffer and self.writer is not None:
-            self.writer.write_table(pa.concat_tables(self.buffer))
+            self.writer.write_table(pa.concat_tables(self.buffer), row_group_size=ROW_GROUP_ROWS)
         self.buffer, self.buffered = [], 0
+
+    def abandon(self) -> None:
+        """A failed conversion: the open file closed (the caller's stamp is never written, so nothing
+        trusts what is there)."""
+        if self.writer is not None:
+            self.writer.close()
 
     def close(self) -> list[str]:
         if self.writer is None:

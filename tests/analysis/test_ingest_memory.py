@@ -25,8 +25,9 @@ found = ingest.convert_logs(run, manifest, run / "table", files=4)
 peak = pa.default_memory_pool().max_memory()
 files = sorted((run / "table").rglob("*.parquet"))
 groups = [pq.ParquetFile(f).num_row_groups for f in files]
+written = [str(f.relative_to(run / "table")) for f in files]
 whole = pq.read_table(run / "table" / f"run={manifest['run_id']}").nbytes
-print(json.dumps({"events": found["events"], "files": found["files"], "groups": groups, "peak": peak, "whole": whole}))
+print(json.dumps({"events": found["events"], "files": found["files"], "groups": groups, "written": written, "peak": peak, "whole": whole}))
 """
 
 
@@ -46,3 +47,4 @@ def test_a_large_runs_logs_convert_in_memory_bounded_by_a_row_group(tmp_path):
     # table it made (held whole, as before, the peak was more than the table)
     assert found["peak"] < found["whole"] / 3, found
     assert len(found["files"]) == 4 and all(g >= 2 for g in found["groups"]), found
+    assert found["files"] == found["written"], found  # the stamp names exactly the files there

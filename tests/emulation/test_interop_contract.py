@@ -144,11 +144,16 @@ def every_message_reaches_every_node_that_was_up_through_the_shaped_links(manife
     # heartbeat, would be hundreds of ms a hop)
     latencies = [(e["msg_id"], (e["ts"] - published[e["msg_id"]]["ts"]) / 1e6) for e in delivered]
     assert min(ms for _, ms in latencies) >= 20
-    first = {}
+    copies: dict[str, list[float]] = {}
     for m, ms in latencies:
-        first[m] = min(first.get(m, ms), ms)
-    meshed = sorted(ms - first[m] for m, ms in latencies if published[m]["ts"] > ready[published[m]["node"]] + 2e9)
-    assert len(meshed) >= 40 and meshed[len(meshed) // 2] < 100 and meshed[len(meshed) * 9 // 10] < 150, meshed
+        copies.setdefault(m, []).append(ms)
+    # every copy after each meshed message's first: most are hops further from the publisher than the
+    # first (3-8 of the 19 came at the first's hop in a run here): 20 ms a hop when shaped, a few ms
+    # unshaped; and mostly within a few hops
+    meshed = sorted(ms - min(got) for m, got in copies.items() if published[m]["ts"] > ready[published[m]["node"]] + 2e9
+                    for ms in sorted(got)[1:])
+    assert len(meshed) >= 40 and sum(ms >= 15 for ms in meshed) >= len(meshed) / 3, meshed
+    assert meshed[len(meshed) // 2] < 100 and meshed[len(meshed) * 9 // 10] < 150, meshed
 
 
 def the_runner_saw_the_connections_and_the_restart(manifest, logs):
