@@ -117,11 +117,14 @@ def analyse(run_dir: str | Path, spark: SparkSession | None = None, console: Con
         if after_session is not None:
             after_session()
         result, plots = compute(spark, run_dir, progress=progress, refreshed=refreshed, remote=remote)
-        try:  # where it ran is said when it can be: an API that does not answer now fails nothing
+        try:  # where it ran and what the driver held are said when they can be: nothing fails for them
             executors = where() if where is not None else None
         except Exception:  # noqa: BLE001
             executors = None
-        driver = driver_peak_memory(spark)
+        try:
+            driver = driver_peak_memory(spark)
+        except Exception:  # noqa: BLE001
+            driver = {}
         progress.step("report")
         out = run_dir / "analysis"
         out.mkdir(exist_ok=True)
