@@ -4,6 +4,7 @@ cluster), one node's clock shifted; gossipsub-mixed with the four libp2p impleme
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import os
 import signal
@@ -135,6 +136,41 @@ def test_quickstart_on_the_local_cluster_into_its_store_and_reported_from_there(
     assert "its executors and Secret removed" in " ".join(done.stderr.split()), done.stderr
     assert kubectl(env, "get", "pods,secrets", "-n", NAMESPACE, "-l", "peerlab.report", "-o", "name").stdout == ""
     assert not list(Path(tempfile.gettempdir()).glob("peerlab-report-*.json"))
+
+
+# a task result over Spark's default 1 MiB from each of the two executors; asked of a session made as
+# a report's (`peerlab report --master k8s`) in a process of its own (this one may hold a local session)
+LARGE_RESULTS = """
+import sys
+from orchestrator import spark_on_k8s
+from orchestrator.backends.kube_cluster import settings
+from analysis.spark import get_spark
+
+opts = settings()
+cluster = spark_on_k8s.prepare("k8s", opts["namespace"], opts["context"], {}, print)
+try:
+    spark = get_spark(cluster.master, conf=cluster.conf)
+    # digests, which no compression shrinks much: about 12 MB from each task
+    rows = spark.range(0, 400_000, numPartitions=2).selectExpr("id", "sha2(CAST(id AS string), 256) AS digest").collect()
+    print("collected", len(rows), sum(r.id for r in rows), {r.id: r.digest for r in rows}[345_678])
+    spark.stop()
+finally:
+    cluster.finish()
+"""
+
+
+def test_a_task_result_over_a_mebibyte_reaches_the_driver_outside_the_pod_network(cluster):
+    """A report on the cluster whose tasks return more than 1 MiB each (the marks of a 109 M-event run
+    did): the driver runs here, outside the pod network, where it cannot fetch a result from an
+    executor's block manager; the result comes back on the executor's own connection instead."""
+    state, env = cluster
+    done = subprocess.run([sys.executable, "-c", LARGE_RESULTS], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600, env={**os.environ, **env, **store.credentials(state)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    n = 400_000
+    digest = hashlib.sha256(b"345678").hexdigest()
+    assert f"collected {n} {n * (n - 1) // 2} {digest}" in done.stdout, done.stdout[-2000:]
+    assert kubectl(env, "get", "pods,secrets", "-n", NAMESPACE, "-l", "peerlab.report", "-o", "name").stdout == ""
 
 
 def test_gossipsub_mixed_on_the_local_cluster(cluster, tmp_path, spark):
