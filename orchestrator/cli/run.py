@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from orchestrator.backends import SIMULATOR, TARGETS
 from orchestrator.cli.common import (
     UsageError,
     add_command,
@@ -88,11 +89,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise UsageError(f"--dilate {args.dilate!r}: give a factor (1 or more, e.g. --dilate 4) or auto") from None
         args.overrides.append(f"dilation={args.dilate}")
     combos = load(args)  # invalid input (in any combination) stops here, before anything is created
-    from orchestrator.backends import BACKENDS, get_backend
+    from orchestrator.backends import get_backend
 
-    known = [*BACKENDS, "sim"]
-    if args.backend not in known:
-        raise UsageError(f"--backend {args.backend!r}: available backends are {', '.join(known)}")
+    if args.backend not in TARGETS:
+        raise UsageError(f"--backend {args.backend!r}: available backends are {', '.join(TARGETS)}")
     for option, env in (("namespace", "PEERLAB_K8S_NAMESPACE"), ("kube_context", "PEERLAB_K8S_CONTEXT"),
                         ("image", "PEERLAB_IMAGE")):
         if getattr(args, option, None):
@@ -120,7 +120,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     except AdmissionError as e:
         err.print("refused: " + str(e), style="bold red", markup=False, highlight=False)
         return 3
-    if args.backend != "sim" and get_backend(args.backend).needs_root and os.geteuid() != 0:
+    if args.backend != SIMULATOR and get_backend(args.backend).needs_root and os.geteuid() != 0:
         err.print(f"[bold red]error:[/] the {args.backend} backend creates network namespaces or containers and tc "
                   "qdiscs: run peerlab as root (or with CAP_NET_ADMIN and CAP_SYS_ADMIN), or simulate with --backend sim")
         return 1
@@ -184,7 +184,7 @@ def _attempts(args: argparse.Namespace, combo: Any, choice: Any, admitted: dict)
             why = choice.why if not earlier else f"attempt {len(earlier) + 1} of at most {auto_dilation.ATTEMPTS}"
             err.print(f"[bold cyan]dilation:[/] --dilate {k:g}, chosen by peerlab ({said(why)})")
         runner: Runner | SimRunner
-        if args.backend == "sim":
+        if args.backend == SIMULATOR:
             runner = SimRunner(combo.scenario, make_plan(combo.scenario, args.seed), console=err, label=combo.label)
         else:
             try:

@@ -1,14 +1,13 @@
 """Checking a scenario and its plan without running it: `validate`, `plan`, `schema`. `plan` refuses
 what `run` would refuse, as early: admission (orchestrator/run/admission.py) before anything is planned.
-May import: orchestrator.cli.common, orchestrator.model, orchestrator.run.admission (lazily)."""
+May import: orchestrator.cli.common, orchestrator.backends' names, orchestrator.model, orchestrator.run.admission (lazily)."""
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
+from orchestrator.backends import TARGETS
 from orchestrator.cli.common import UsageError, add_command, dilated, err, load, scenario_args, write_json
-
-BACKENDS = ("local", "docker", "kubernetes", "sim")  # as `peerlab run --backend`
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -28,7 +27,7 @@ def add(sub: argparse._SubParsersAction) -> None:
     scenario_args(p)
     p.add_argument("--seed", type=int)
     p.add_argument("--json", action="store_true", help="print the whole RunPlan as JSON")
-    p.add_argument("--backend", choices=BACKENDS, default="local",
+    p.add_argument("--backend", choices=TARGETS, default="local",
                    help="the backend whose admission applies, as for run (default local; sim: not checked)")
     p.add_argument("--force", action="store_true", help="plan even what admission refuses (as run --force)")
     p.set_defaults(func=cmd_plan)

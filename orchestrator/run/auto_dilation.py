@@ -20,6 +20,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.backends import SIMULATOR
 from orchestrator.fidelity import rule
 from orchestrator.model import dilation as dilation_rules
 from orchestrator.model.scenario import Scenario
@@ -42,7 +43,7 @@ def _undilated_cores(need: admission.Estimate) -> float:
 
 def first_choice(scenario: Scenario, backend: str, machine: admission.Machine | None = None) -> Choice:
     """The k to start from, and why (for the console and the manifest)."""
-    if backend == "sim":
+    if backend == SIMULATOR:
         return Choice(1.0, "the simulator's time is virtual: no dilation needed")
     if backend not in admission.CHECKED_BACKENDS or not admission.COSTS_FILE.exists():
         return Choice(scenario.dilation, f"no CPU model for the {backend} backend's machines: starting at "

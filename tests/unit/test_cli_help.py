@@ -56,3 +56,24 @@ def test_descriptions_are_wrapped_for_a_terminal():
     for name, parser in commands().items():
         description = help_text(parser).split("\n\n")[1]
         assert max(len(line) for line in description.splitlines()) <= 100, name
+
+
+def test_run_and_plan_take_the_same_backends_and_the_parsers_load_no_backend(tmp_path):
+    """`--backend`'s names are declared once (orchestrator/backends: the three backends and the
+    simulator): `plan` offers them, `run` refuses any other naming them; building the parsers imports
+    none of the backends' code (`peerlab --help` stays quick)."""
+    import subprocess
+    import sys
+
+    from orchestrator.backends import TARGETS
+    from tests.support.cli import ROOT, peerlab
+
+    assert TARGETS == ("local", "docker", "kubernetes", "sim")
+    plan = commands()["plan"]
+    assert next(a for a in plan._actions if a.dest == "backend").choices == TARGETS
+    refused = peerlab("run", str(ROOT / "scenarios" / "quickstart.yaml"), "--backend", "nope")
+    assert refused.returncode == 2 and "available backends are local, docker, kubernetes, sim" in refused.stderr
+    loaded = subprocess.run([sys.executable, "-c", "import sys; from orchestrator.cli import build_parser; "
+                             "build_parser(); print(sorted(m for m in sys.modules if m.startswith('orchestrator.backends')))"],
+                            cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "['orchestrator.backends']", loaded
