@@ -1,6 +1,7 @@
 """Backends by name: where nodes run. `local` (network namespaces) is the default; `docker` runs
 each node in a container; `kubernetes` each node in a pod of the peerlab chart. A backend's module is
-imported only when a run asks for it.
+imported only when a run asks for it. The names `peerlab run --backend` takes (TARGETS) are declared
+here too: the three backends and `sim`, the simulator (orchestrator/sim), which is not a Backend.
 
 May import: shaping, control, store, record, builds, model, the orchestrator's own modules (procfs,
 helm) and node/; never run/ or cli/ (the floors above). shaping/ and control/ declare what they need

@@ -13,7 +13,8 @@ for another reason (a node that exited on its own) is not run again: no k would 
 Backends without a CPU model (kubernetes: the nodes' machines are not this one) start at the
 scenario's k and are raised by the verdict alone; the simulator's time is virtual and needs none.
 
-May import: orchestrator.run.admission, orchestrator.model, orchestrator.fidelity.rule."""
+May import: orchestrator.run.admission, orchestrator.model, orchestrator.fidelity.rule, orchestrator.backends'
+names (SIMULATOR)."""
 from __future__ import annotations
 
 import math

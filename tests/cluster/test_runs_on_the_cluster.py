@@ -1,6 +1,7 @@
 """Scenarios run on the local cluster with --backend kubernetes: the README's quickstart into the
 cluster's own S3 store, reported from there (in place through s3a, then as a Spark application on the
-cluster), one node's clock shifted; gossipsub-mixed with the four libp2p implementations' images."""
+cluster), one node's clock shifted; a report's Spark session on the cluster taking task results over
+1 MiB; gossipsub-mixed with the four libp2p implementations' images."""
 from __future__ import annotations
 
 import gzip
@@ -142,6 +143,7 @@ def test_quickstart_on_the_local_cluster_into_its_store_and_reported_from_there(
 # a report's (`peerlab report --master k8s`) in a process of its own (this one may hold a local session)
 LARGE_RESULTS = """
 import sys
+from pyspark import SparkContext
 from orchestrator import spark_on_k8s
 from orchestrator.backends.kube_cluster import settings
 from analysis.spark import get_spark
@@ -153,8 +155,9 @@ try:
     # digests, which no compression shrinks much: about 12 MB from each task
     rows = spark.range(0, 400_000, numPartitions=2).selectExpr("id", "sha2(CAST(id AS string), 256) AS digest").collect()
     print("collected", len(rows), sum(r.id for r in rows), {r.id: r.digest for r in rows}[345_678])
-    spark.stop()
-finally:
+finally:  # the session stopped first, as a report's end does: a live driver would replace its executors
+    if SparkContext._active_spark_context is not None:
+        SparkContext._active_spark_context.stop()
     cluster.finish()
 """
 
@@ -164,13 +167,18 @@ def test_a_task_result_over_a_mebibyte_reaches_the_driver_outside_the_pod_networ
     did): the driver runs here, outside the pod network, where it cannot fetch a result from an
     executor's block manager; the result comes back on the executor's own connection instead."""
     state, env = cluster
-    done = subprocess.run([sys.executable, "-c", LARGE_RESULTS], cwd=ROOT, capture_output=True, text=True,
-                          timeout=600, env={**os.environ, **env, **store.credentials(state)})
+    try:
+        done = subprocess.run([sys.executable, "-c", LARGE_RESULTS], cwd=ROOT, capture_output=True, text=True,
+                              timeout=900, env={**os.environ, **env, **store.credentials(state)})
+    except subprocess.TimeoutExpired:  # killed: what it made in the cluster removed as a user would
+        peerlab("clean", "--kubernetes", "--namespace", NAMESPACE, env={**os.environ, **env}, timeout=300)
+        raise
     assert done.returncode == 0, done.stderr[-3000:]
     n = 400_000
     digest = hashlib.sha256(b"345678").hexdigest()
     assert f"collected {n} {n * (n - 1) // 2} {digest}" in done.stdout, done.stdout[-2000:]
     assert kubectl(env, "get", "pods,secrets", "-n", NAMESPACE, "-l", "peerlab.report", "-o", "name").stdout == ""
+    assert not list(Path(tempfile.gettempdir()).glob("peerlab-report-*.json"))
 
 
 def test_gossipsub_mixed_on_the_local_cluster(cluster, tmp_path, spark):

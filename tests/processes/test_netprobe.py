@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import statistics
 import sys
 
 import pytest
@@ -41,11 +42,13 @@ def test_a_probe_answers_and_one_timed_out_or_cancelled_is_killed_without_a_logg
                 return spawned[-1]
 
             monkeypatch.setattr(asyncio, "create_subprocess_exec", spawn)
-            with pytest.raises(asyncio.TimeoutError):  # a bulk transfer of 1 GB cannot end in 0.5 s
-                await probes.throughput("a", "b", 1 << 30, timeout=0.5)
+            # a bulk transfer of 2 TiB cannot end in 0.5 s (loopback here moves 2 GiB in about 0.5 s:
+            # the 1 GiB asked before sometimes ended before the timeout or the cancellation below)
+            with pytest.raises(asyncio.TimeoutError):
+                await probes.throughput("a", "b", 1 << 40, timeout=0.5)
             await asyncio.wait_for(spawned[0].wait(), 10)  # killed, not left running
             # cancelled (as the run's end cancels its probe rounds): the same
-            task = asyncio.ensure_future(probes.throughput("a", "b", 1 << 30, timeout=60))
+            task = asyncio.ensure_future(probes.throughput("a", "b", 1 << 40, timeout=60))
             await asyncio.sleep(0.5)
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
@@ -59,5 +62,8 @@ def test_a_probe_answers_and_one_timed_out_or_cancelled_is_killed_without_a_logg
 
     answer = asyncio.run(scenario())
     gc.collect()
-    assert len(answer["rtt_ms"]) == 3 and all(0 < r < 1000 for r in answer["rtt_ms"]), answer
+    # three round trips over loopback; their median is what a probe reports (orchestrator/fidelity/probes.py):
+    # one may be slow when this test runs at nice 19 beside the host-timing tests (a CI run's first: 2.9 s)
+    assert len(answer["rtt_ms"]) == 3 and all(r > 0 for r in answer["rtt_ms"]), answer
+    assert statistics.median(answer["rtt_ms"]) < 1000, answer
     assert logged == [], logged
