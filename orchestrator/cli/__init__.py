@@ -6,8 +6,8 @@ Exit codes: 0 success, 1 the run failed (the message names the node), 2 the inpu
 May import: anything of peerlab (orchestrator's packages and root modules, node/, analysis/), inside
 the command that needs it: at the top of its modules only rich, yaml, orchestrator.spark_on_k8s,
 orchestrator.backends' names (TARGETS), orchestrator.model.bounded and node.paths, so that `peerlab
---help` loads little. The top floor:
-nothing of peerlab imports it (the orchestrator's image and the tests run `python -m orchestrator.cli`).
+--help` loads little. The top floor: nothing of peerlab imports it (the orchestrator's image and the
+tests run `python -m orchestrator.cli`).
 """
 from __future__ import annotations
 

@@ -143,8 +143,8 @@ def test_quickstart_on_the_local_cluster_into_its_store_and_reported_from_there(
 # a report's (`peerlab report --master k8s`) in a process of its own (this one may hold a local session)
 LARGE_RESULTS = """
 import sys
-from pyspark import SparkContext
 from orchestrator import spark_on_k8s
+from orchestrator.cli.common import _end_on_cluster
 from orchestrator.backends.kube_cluster import settings
 from analysis.spark import get_spark
 
@@ -155,10 +155,8 @@ try:
     # digests, which no compression shrinks much: about 12 MB from each task
     rows = spark.range(0, 400_000, numPartitions=2).selectExpr("id", "sha2(CAST(id AS string), 256) AS digest").collect()
     print("collected", len(rows), sum(r.id for r in rows), {r.id: r.digest for r in rows}[345_678])
-finally:  # the session stopped first, as a report's end does: a live driver would replace its executors
-    if SparkContext._active_spark_context is not None:
-        SparkContext._active_spark_context.stop()
-    cluster.finish()
+finally:  # as a report ends: the session stopped, then its Secret and any executor left deleted
+    _end_on_cluster(cluster)
 """
 
 
