@@ -8,6 +8,8 @@
     fidelity/    whether a live run's timing can be trusted
     builds/      what peerlab builds on this machine (Go and Rust programs, images)
     backends/    where nodes run: network namespaces, Docker, Kubernetes
+    faults/      the fault timeline executed: its rules (shared by run/ and sim/), a live run's
+                 executor, a link action's next link shapes
     sim/         a RunPlan in virtual time
     run/         a RunPlan executed on a real backend
     cluster/     the local multi-node Kubernetes cluster (kind)
@@ -16,11 +18,9 @@
     cli/         the `peerlab` command
     procfs.py    what /proc says of a process
     helm.py      the helm program
-    fault_rules.py, link_faults.py   the fault timeline's rules and link shapes, shared by run/ and sim/
     spark_on_k8s.py  a report's Spark executors as pods
 
 May import: this module imports nothing. Each package's docstring states what it may import; of the
-modules here, procfs.py imports nothing of peerlab, helm.py node.paths, fault_rules.py and
-link_faults.py orchestrator.model, spark_on_k8s.py (inside its functions) backends/, builds/,
-cluster/ and record/. Nothing in orchestrator/ imports cli/, the top floor.
+modules here, procfs.py imports nothing of peerlab, helm.py node.paths, spark_on_k8s.py (inside its
+functions) backends/, builds/, cluster/ and record/. Nothing in orchestrator/ imports cli/, the top floor.
 """

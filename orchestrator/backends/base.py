@@ -11,22 +11,20 @@ control.node_client, store.durable, model.plan, node.contract.
 from __future__ import annotations
 
 import abc
-import contextlib
 import sys
 import threading
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, TypeVar
-
-from pyroute2 import NetNS
+from typing import Any, Callable, Iterable, TypeVar
 
 from node.contract import ContractConfig
 from orchestrator.control.node_client import ControlClient
 from orchestrator.model.plan import RunPlan
-from orchestrator.shaping import ops, tc
+from orchestrator.shaping import tc
 from orchestrator.shaping.mechanisms import LinkEnds
+from orchestrator.shaping.namespace_access import InProcess, NamespaceAccess
 from orchestrator.store.durable import private_dir
 
 T = TypeVar("T")
@@ -101,6 +99,9 @@ class Backend(abc.ABC):
         # control sockets: no other user may enter it
         private_dir(ctx.scratch)
         self.stopping = threading.Event()  # set on SIGINT/SIGTERM: long steps stop between nodes
+        # where shaping's operations run (orchestrator/shaping/namespace_access.py): here, this machine's
+        # namespaces in process; a container backend hands its own
+        self.namespaces: NamespaceAccess = InProcess()
 
     def check_stop(self) -> None:
         """Between the nodes of a long step (deploy, shaping): stop it if the run is being stopped;
@@ -167,17 +168,6 @@ class Backend(abc.ABC):
         except FileNotFoundError:
             return b""
 
-    @contextlib.contextmanager
-    def netns(self, name: str) -> Iterator[NetNS]:
-        with NetNS(name, flags=0) as ns:
-            yield ns
-
-    def shape(self, where: str, todo: list[ops.Op]) -> list[dict[str, Any]]:
-        """Run shaping operations (orchestrator/shaping/ops.py) in network namespace `where`, as named
-        by `link_ends`. Here, tc.apply through a pyroute2 handle opened in it; container backends override."""
-        with self.netns(where) as ns:
-            return tc.apply(ns, todo)
-
     def probe_netem(self) -> tuple[bool, str]:
         """Can the kernel the nodes run on attach netem? Here: this machine's."""
         return tc.probe_netem()
@@ -189,13 +179,6 @@ class Backend(abc.ABC):
         if not self.round_trips:
             return [fn(item) for item in items]
         return side_by_side(fn, items)
-
-    def shape_all(self, work: dict[str, list[ops.Op]]) -> None:
-        """`shape` in several namespaces, stopping between two if the run is being stopped."""
-        def shape(item: tuple[str, list[ops.Op]]) -> None:
-            self.check_stop()
-            self.shape(*item)
-        self.each(shape, work.items())
 
     def start_nodes(self, configs: dict[str, ContractConfig]) -> None:
         """`start_node` for each, stopping between two if the run is being stopped."""

@@ -17,7 +17,6 @@ Everything carries the label peerlab.run=<short>: teardown and `peerlab clean` r
 """
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 import time
@@ -42,8 +41,9 @@ from orchestrator.backends.base import (
 from orchestrator.builds import node_image as image
 from orchestrator.control.node_client import ControlClient
 from orchestrator.record import host_state
-from orchestrator.shaping import ops, tc, tcp_settings
+from orchestrator.shaping import ops, tcp_settings
 from orchestrator.shaping.mechanisms import LinkEnds
+from orchestrator.shaping.namespace_access import InContainers
 from orchestrator.store.durable import private_dir, write_private
 
 DATA_PORT = 4001
@@ -160,6 +160,8 @@ class DockerBackend(Backend):
         self.sandbox_pid: dict[str, int] = {}
         self.containers: dict[str, Any] = {}
         self.node_pid: dict[str, int] = {}  # of each node container's init, as this host sees it
+        # shaping in a node's sandbox by an exec of the shaping entry point there; the bridge's side here
+        self.namespaces = InContainers(self._exec_as_root, HOST, self.each)
         # progress on stderr: stdout's last line is the run directory
         say = lambda m: print(f"  {m}", file=sys.stderr, flush=True)  # noqa: E731
         self.image = image.build(self.client, say=say)
@@ -222,26 +224,12 @@ class DockerBackend(Backend):
                                                init=True, sysctls=self.sysctls or None))
         api.start(c["Id"])
         self.sandbox_pid[node_id] = api.inspect_container(c["Id"])["State"]["Pid"]
-        peer = self._exec_shaper(self.sandbox(node_id), [ops.PeerIndex("eth0")])
+        peer = self.namespaces.run(self.sandbox(node_id), [ops.PeerIndex("eth0")])
         return node_id, peer[0]["index"]
 
-    def _exec_shaper(self, container: str, todo: list[ops.Op]) -> list[dict[str, Any]]:
-        result = self.client.containers.get(container).exec_run(
-            ["python", "-m", "orchestrator.shaping", "--ops", json.dumps(ops.to_wire(todo))], user="0")
-        out = result.output.decode(errors="replace").strip()
-        try:
-            done = json.loads(out.splitlines()[-1])
-        except (ValueError, IndexError):
-            done = {"error": out[-2000:]}
-        if result.exit_code != 0 or isinstance(done, dict):
-            raise RuntimeError(f"shaper in {container} failed: {done.get('error') if isinstance(done, dict) else out}")
-        return done
-
-    def shape(self, where: str, todo: list[ops.Op]) -> list[dict[str, Any]]:
-        if where == HOST:
-            with IPRoute() as ipr:
-                return tc.apply(ipr, todo)
-        return self._exec_shaper(where, todo)
+    def _exec_as_root(self, container: str, argv: list[str]) -> tuple[int, bytes]:
+        result = self.client.containers.get(container).exec_run(argv, user="0")
+        return result.exit_code, result.output
 
     # nodes -------------------------------------------------------------------------------------
     def _paths(self, node_id: str) -> dict[str, Path]:

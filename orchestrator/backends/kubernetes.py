@@ -46,6 +46,7 @@ from orchestrator.builds import node_image as image
 from orchestrator.control.node_client import ControlClient
 from orchestrator.shaping import agent, ops, tcp_settings
 from orchestrator.shaping.mechanisms import LinkEnds
+from orchestrator.shaping.namespace_access import ThroughDaemons
 
 DATA_PORT = 4001
 CONTROL_PORT = 7000
@@ -119,6 +120,8 @@ class KubernetesBackend(Backend):
         self.agents: dict[str, agent.ShaperAgent] = {}  # cluster node -> its shaping daemon's agent
         self.delay_lines: dict[str, agent.AgentDelayLine] = {}  # cluster node -> its delay line
         self.netns: dict[str, str] = {}  # pod -> its network namespace file, as its daemon sees it
+        # shaping in a pod's namespace by the daemon of its cluster node, a request per cluster node
+        self.namespaces = ThroughDaemons(self.agents, self._machine, lambda pod: self.netns[pod], self.each)
         self.installed = False
         for sub in ("events", "out"):
             (ctx.scratch / sub).mkdir(parents=True, exist_ok=True)
@@ -230,7 +233,8 @@ class KubernetesBackend(Backend):
         # the pod's TCP (the scenario's congestion control, a dilated run's minimum RTO) set by its daemon
         # before its node opens a socket: no pod sysctl for a kubelet or Pod Security to refuse
         sysctls = ops.Sysctls(values=tcp_settings.netns_sysctls(self.ctx.plan.tcp_congestion, self.ctx.plan.dilation))
-        self.shape_all({pod: [sysctls, ops.RedirectIngress("eth0", IFB)] for pod in self.pods.values()})
+        self.namespaces.run_all({pod: [sysctls, ops.RedirectIngress("eth0", IFB)] for pod in self.pods.values()},
+                                self.check_stop)
         self._say(f"  their supervisors answering, namespaces found and TCP set in {time.monotonic() - began:.1f}s")
 
     @staticmethod
@@ -246,7 +250,7 @@ class KubernetesBackend(Backend):
 
     def probe_netem(self) -> tuple[bool, str]:
         first = next(iter(self.pods.values()))
-        result = self.shape(first, [ops.Probe(kind="netem")])[0]
+        result = self.namespaces.run(first, [ops.Probe(kind="netem")])[0]
         return result["ok"], f"{result['why']} on the cluster node of pod {first}"
 
     def probe_delayline(self) -> tuple[bool, str]:
@@ -257,22 +261,6 @@ class KubernetesBackend(Backend):
 
     def python_in_netns(self, node_id: str) -> list[str]:
         return self.cluster.python_in_netns(self.cluster_nodes[node_id], self.netns_path(node_id))
-
-    def shape(self, where: str, todo: list[ops.Op]) -> list[dict[str, Any]]:
-        """`where`: a pod; shaped by the daemon of its cluster node, in the pod's namespace."""
-        return self.agents[self._machine(where)].apply(todo, self.netns[where], f"pod {where}")
-
-    def shape_all(self, work: dict[str, list[ops.Op]]) -> None:
-        """One request per cluster node for all its pods' operations (a partition of 30 pods on 3 nodes:
-        3 round trips, side by side), stopping between nodes if the run is being stopped."""
-        by_machine: dict[str, list[tuple[str | None, list[ops.Op], str]]] = {}
-        for pod, todo in work.items():
-            by_machine.setdefault(self._machine(pod), []).append((self.netns[pod], todo, f"pod {pod}"))
-
-        def shape(item: tuple[str, list[tuple[str | None, list[ops.Op], str]]]) -> None:
-            self.check_stop()
-            self.agents[item[0]].apply_batch(item[1])
-        self.each(shape, by_machine.items())
 
     def delay_line_of(self, node_id: str, seed: int) -> agent.AgentDelayLine:
         """The delay line of the node's cluster node, started by its daemon at the first node there."""
@@ -286,7 +274,7 @@ class KubernetesBackend(Backend):
         not answer is left out of this sample."""
         def read(node_id: str) -> tuple[str, dict[str, int] | None]:
             try:
-                (done,) = self.shape(self.pods[node_id], [ops.Counters("eth0")])
+                (done,) = self.namespaces.run(self.pods[node_id], [ops.Counters("eth0")])
             except RuntimeError:
                 return node_id, None
             return node_id, {ours: done[theirs] for ours, theirs in COUNTERS.items()}

@@ -18,11 +18,9 @@ import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, TypeVar
 
-from pyroute2 import NetlinkError, NetNS, netns
+from pyroute2 import NetNS, netns
 from pyroute2.netlink.rtnl import ndmsg
 
 from node import ids
@@ -33,61 +31,13 @@ from node.process import privileges
 from orchestrator.backends.base import Backend, RunContext, far_end_counters, file_tail
 from orchestrator.control.node_client import ControlClient
 from orchestrator.procfs import running as pid_running
-from orchestrator.shaping import ops, tc, tcp_settings
+from orchestrator.shaping import tcp_settings
 from orchestrator.shaping.mechanisms import LinkEnds
+from orchestrator.shaping.namespace_access import InProcess
 from orchestrator.store.durable import private_dir, write_private
 
 DATA_PORT = 4001
 NUD_PERMANENT = ndmsg.states["permanent"]
-T = TypeVar("T")
-
-
-class NamespaceHandle:
-    """A netlink handle in one network namespace, opened once and used from a thread of its own.
-
-    Opening a handle in a namespace forks this process (pyroute2 enters the namespace in a child,
-    which passes the socket back), and pyroute2's handles keep per-thread state, hence the one thread.
-    The switch's handle is used every second (the link counters) and by every partition, heal and
-    rate change: opened each time, that was a fork of the orchestrator per second and per fault."""
-
-    def __init__(self, name: str):
-        self.name = name
-        self._thread = ThreadPoolExecutor(1, thread_name_prefix=f"netns-{name}")
-        self._handle: NetNS | None = None
-        self._closed = False
-
-    def call(self, fn: Callable[[NetNS], T]) -> T:
-        def run() -> T:
-            if self._closed:  # (a call queued behind the close must not open it again)
-                raise RuntimeError(f"namespace {self.name} is being removed")
-            if self._handle is None:
-                self._handle = NetNS(self.name, flags=0)
-            try:
-                return fn(self._handle)
-            except NetlinkError:
-                raise  # the kernel refused the operation: the socket itself is fine
-            except Exception:
-                self._drop()  # a broken socket: the next call opens a new one
-                raise
-        return self._thread.submit(run).result()
-
-    def _drop(self) -> None:
-        handle, self._handle = self._handle, None
-        if handle is not None:
-            handle.close()
-
-    def close(self) -> None:
-        """Before the namespace is removed: an open socket would keep it, and its links, alive."""
-        def run() -> None:
-            self._closed = True
-            self._drop()
-        try:
-            if not self._closed:
-                self._thread.submit(run).result()
-        finally:
-            self._thread.shutdown()
-
-
 ORPHAN_EXIT = -1  # the exit code of a node whose fork server died before it (its parent's to know)
 
 class LocalBackend(Backend):
@@ -107,8 +57,7 @@ class LocalBackend(Backend):
         self.exit_codes: dict[int, int] = {}    # pid -> exit code, as the fork server reports
         self._orphans: set[int] = set()         # nodes' pids whose fork server died before they did
         self._cond = threading.Condition()
-        self.switch_ns = NamespaceHandle(self.switch)
-        self.node_ns: dict[str, NamespaceHandle] = {}  # each node namespace's, from its first tc work
+        self.namespaces: InProcess = InProcess()  # the switch's handle and each node's, kept for the run
         # nodes run as the run's own unprivileged user (node/process/privileges.py): they pass through the
         # scratch folder and those of their configs and logs (0o711: no listing), and reach nothing else of
         # it; each file of theirs is theirs (0o600), the socket folder theirs alone
@@ -173,23 +122,7 @@ class LocalBackend(Backend):
         """One dump of the switch namespace: every node's port v<i>, whose receive side is what the node
         sent and whose transmit side is what it was given."""
         ports = {f"v{node.index}": node.id for node in self.ctx.plan.nodes}
-        return self.switch_ns.call(lambda sw: far_end_counters(sw, ports))
-
-    def shape(self, where: str, todo: list[ops.Op]) -> list[dict[str, Any]]:
-        """Through the namespace's one handle, kept for the run: the switch's (partitions, heals, the
-        download rates) and each node's (its uplink: deploy, then a degrade's rate), so that a live
-        change forks nothing (twenty degrades at once under load took 1.55 s, a handle opened each)."""
-        if where == self.switch:
-            return self.switch_ns.call(lambda sw: tc.apply(sw, todo))
-        with self._cond:
-            handle = self.node_ns.get(where) or self.node_ns.setdefault(where, NamespaceHandle(where))
-        return handle.call(lambda ns: tc.apply(ns, todo))
-
-    def shape_all(self, work: dict[str, list[ops.Op]]) -> None:
-        """`shape` in each namespace in turn, stopping between two if the run is being stopped."""
-        for where, todo in work.items():
-            self.check_stop()
-            self.shape(where, todo)
+        return self.namespaces.handle(self.switch).call(lambda sw: far_end_counters(sw, ports))
 
     def _paths(self, node_id: str) -> dict[str, Path]:
         s = self.ctx.scratch
@@ -310,8 +243,7 @@ class LocalBackend(Backend):
                 self.forkserver.kill()
                 self.forkserver.wait()
         try:
-            for handle in [self.switch_ns, *self.node_ns.values()]:
-                handle.close()
+            self.namespaces.close()
         finally:
             remove_run_objects(self.ctx.short)
 

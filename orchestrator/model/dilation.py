@@ -3,7 +3,7 @@
 The plan stays in experiment time. Nodes and the orchestrator run on a dilated clock (node/dilation.py),
 which scales every instant, duration and timer; what no clock can scale is the network itself, so the
 links' shapes (link_shape.py, `link_shapes`) have every latency multiplied by k and every rate divided by
-k, and so do a degrade's (orchestrator/link_faults.py, as the quantities' `kind` in fault_actions.py says).
+k, and so do a degrade's (orchestrator/faults/next_shapes.py, as the quantities' `kind` in fault_actions.py says).
 May import: the rest of orchestrator/model, node.adapters; never orchestrator/run, sim or fidelity.
 """
 from __future__ import annotations

@@ -4,7 +4,7 @@ restart; a partition's `duration`: a heal), the numbers it carries to its events
 node's process, or links), the executor method it calls and when that does not apply, and how the
 fidelity rule times it. Whatever knows about fault actions reads them here: the scenario's `Fault`
 (sections.py), the timeline (timeline.py), the limits (limits.py), the executors' rules
-(orchestrator/fault_rules.py), the fidelity rule (orchestrator/fidelity/rule.py) and `peerlab plan`
+(orchestrator/faults/rules.py), the fidelity rule (orchestrator/fidelity/rule.py) and `peerlab plan`
 (orchestrator/cli/scenario.py). A new action is a row here and its effect in the two executors
 (docs/extending.md, "Adding a fault").
 
@@ -26,7 +26,7 @@ class Quantity:
     type: Any                                  # the scenario's type (orchestrator/model/units.py)
     doc: str
     event: str
-    kind: Literal["latency", "share", "rate"]  # time dilation: times k, as is, divided by k (link_faults.py)
+    kind: Literal["latency", "share", "rate"]  # time dilation: times k, as is, divided by k (faults/next_shapes.py)
     shown: str                                 # as `peerlab plan` prints it (a rate in Mbit/s)
     scale: float = 1
     below: float | None = None                 # the scenario's exclusive upper bound (a share's 1)
@@ -79,6 +79,8 @@ class FaultAction:
     doc: str = ""                             # beside its name in the scenario's reference
     after: After | None = None
     only_if: Literal["running", "down", "degraded"] | None = None  # else skipped: the node is not so
+    leaves_node: Literal["down", "up"] | None = None  # a node action's: its process ended, or running
+    instant: bool = False                     # in effect once issued (a SIGKILL), else once done
     new_identity: bool = False                # its node is absent until it (a join)
 
     @property
@@ -119,13 +121,13 @@ ISSUED, TOOK_EFFECT = "issued", "took effect"
 ACTIONS = {a.name: a for a in (
     #           name         requires              method       changes  lateness
     FaultAction("kill",      (TARGET,),            "kill",      PROCESS, ISSUED,      doc="SIGKILL",
-                after=After("restart_after", "restart"), only_if="running"),
+                after=After("restart_after", "restart"), only_if="running", leaves_node="down", instant=True),
     FaultAction("stop",      (TARGET,),            "stop",      PROCESS, ISSUED,      doc="graceful",
-                after=After("restart_after", "restart"), only_if="running"),
+                after=After("restart_after", "restart"), only_if="running", leaves_node="down"),
     FaultAction("restart",   (TARGET,),            "start",     PROCESS, ISSUED,      doc="same identity",
-                only_if="down"),
+                only_if="down", leaves_node="up"),
     FaultAction("join",      (TARGET,),            "start",     PROCESS, ISSUED,
-                doc="a node absent until now: a new identity", only_if="down", new_identity=True),
+                doc="a node absent until now: a new identity", only_if="down", leaves_node="up", new_identity=True),
     FaultAction("partition", (SIDES,),             "partition", LINKS,   TOOK_EFFECT, after=After("duration", "heal")),
     FaultAction("heal",      (),                   "heal",      LINKS,   TOOK_EFFECT),
     FaultAction("degrade",   (TARGET, IMPAIRMENT), "degrade",   LINKS,   TOOK_EFFECT,
@@ -136,7 +138,7 @@ NAMES = tuple(ACTIONS)
 
 
 class FaultExecutor(Protocol):
-    """The rows' methods, given the event's `args`: the live run's (orchestrator/run/live_faults.py)
+    """The rows' methods, given the event's `args`: the live run's (orchestrator/faults/live_run.py)
     are coroutines, the simulator's (orchestrator/sim/engine.py) plain calls."""
 
     def kill(self, node: str) -> Any: ...              # SIGKILL: the process vanishes, logs nothing more

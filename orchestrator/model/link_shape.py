@@ -5,18 +5,17 @@ loss, and the peers a partition cuts it off from.
 
 `link_shapes` reads the planned shapes from a plan as a run dilated by k applies them (docs/dilation.md):
 latencies and jitter times k, rates divided by k (`dilated_rate`); the plan itself stays in experiment
-time. The run computes them (orchestrator/run/runner.py); they are not part of the plan, nor of the
-manifest. The live fault timeline changes them (orchestrator/link_faults.py), the shaper applies them
-(orchestrator/shaping/mechanisms.py, `apply_all`).
-May import: the rest of orchestrator/model; never orchestrator/run, shaping, sim or fidelity.
+time. The plan carries them, made when first asked (`RunPlan.link_shapes`, not a field: neither
+plan.json nor the manifest holds them). The live fault timeline changes them
+(orchestrator/faults/next_shapes.py), the shaper applies them (orchestrator/shaping/mechanisms.py, `apply_all`).
+May import: orchestrator.model's plan for its type only (plan.py imports this); never
+orchestrator/run, shaping, sim or fidelity.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING
-
-from .plan import bucketed
 
 if TYPE_CHECKING:
     from .plan import RunPlan
@@ -57,6 +56,11 @@ class LinkShape:
     def planned(self) -> LinkShape:
         """The same link with no fault on it: no degradation, no partition."""
         return replace(self, added_delay_ms=0.0, added_loss=0.0, cut_from=frozenset())
+
+
+def bucketed(ms: float, width: float) -> float:
+    """A latency rounded to the bucket width (shaping gives a bucket per latency, not per peer)."""
+    return round(round(ms / width) * width, 6)
 
 
 def dilated_rate(bps: int, k: float) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import random
+from functools import cached_property
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -19,6 +20,7 @@ from node.protocols.content.predicates import expected_topics, group_predicates
 
 from . import overlays
 from .given import GIVEN, GivenSubscriptions
+from .link_shape import LinkShape, bucketed, link_shapes
 from .scenario import Scenario, ScenarioError
 from .timeline import FaultEvent, churn_faults, in_order, planned_faults
 from .traffic import RoundRobin, Zipf
@@ -91,10 +93,12 @@ class RunPlan(BaseModel):
     def publishes(self) -> int:
         return sum(len(n.schedule) for n in self.nodes)
 
-
-def bucketed(ms: float, width: float) -> float:
-    """A latency rounded to the bucket width (shaping gives a bucket per latency, not per peer)."""
-    return round(round(ms / width) * width, 6)
+    @cached_property
+    def link_shapes(self) -> dict[str, LinkShape]:
+        """Every node's link as the run applies it before any fault (node id -> its shape, in the plan's
+        order): dilated by the plan's k and rounded (link_shape.py). Made once, when first asked; not a
+        field, so neither plan.json nor the manifest carries it."""
+        return link_shapes(self, self.dilation)
 
 
 def _stream(seed: int, label: str) -> random.Random:

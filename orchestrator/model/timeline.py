@@ -1,7 +1,7 @@
 """The fault timeline of a plan: the scenario's `faults:` and its churn (a session model or a trace)
 turned into time-ordered FaultEvents, with the nodes that join later; what each action carries and
 schedules after it, as its row in fault_actions.py says. Executed by the rules of
-orchestrator/fault_rules.py, live or simulated.
+orchestrator/faults/rules.py, live or simulated.
 May import: the rest of orchestrator/model, node.ids; never orchestrator/run, sim or fidelity."""
 from __future__ import annotations
 

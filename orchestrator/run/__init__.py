@@ -1,4 +1,5 @@
 """Executing a RunPlan on a real backend: the runner (the same steps for every backend),
-readiness, calibration, clock offsets, admission, the memory watch and the live fault timeline. The
-top floor of the orchestrator's machinery: backends, the simulator and the fidelity watch never
-import it (what they share with it is in control/, record/, fidelity/netprobe.py and procfs.py)."""
+readiness, calibration, clock offsets, admission, the memory watch, and the fault timeline's clock
+(what a fault does is faults/'s). The top floor of the orchestrator's machinery: backends, faults/,
+the simulator and the fidelity watch never import it (what they share with it is in control/,
+record/, faults/rules.py, fidelity/netprobe.py and procfs.py)."""

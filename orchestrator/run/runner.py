@@ -22,14 +22,16 @@ from rich.console import Console
 from node import contract
 from node.adapters import PEERLAB
 from node.dilation import Dilation
-from orchestrator import fault_rules, shaping
+from orchestrator import shaping
 from orchestrator.backends import Backend, RunContext, get_backend
 from orchestrator.control.contract_client import ContractClient
 from orchestrator.control.node_client import ControlClient, NodeError
+from orchestrator.faults import rules as fault_rules
+from orchestrator.faults.live_run import LiveFaults
+from orchestrator.faults.next_shapes import LinkFaults
 from orchestrator.fidelity.netprobe import NamespaceProbes
 from orchestrator.fidelity.sampler import FidelityWatch
-from orchestrator.link_faults import LinkFaults
-from orchestrator.model.link_shape import link_shapes
+from orchestrator.model.fault_actions import ACTIONS
 from orchestrator.model.plan import FaultEvent, RunPlan
 from orchestrator.model.scenario import Scenario
 from orchestrator.record.host_state import RunState, forget_run, record_run, scratch_root
@@ -37,7 +39,6 @@ from orchestrator.record.run_record import RunError, RunInterrupted, RunRecord
 from orchestrator.run import admission, clock, interrupts, link_sampler, node_configs, priority
 from orchestrator.run.calibrate import calibrate
 from orchestrator.run.link_sampler import LinkSampler
-from orchestrator.run.live_faults import LiveFaults
 from orchestrator.run.memory_watch import MemoryWatch, record_peak
 from orchestrator.run.node_exits import ALLOW, NodeExits, summary
 from orchestrator.run.readiness import Readiness
@@ -76,7 +77,7 @@ class Runner(Readiness, RunRecord):
         # experiment time (node/dilation.py): T0, the timeline and the samples, as on the nodes' clocks
         self.dilation = Dilation(self.plan.dilation, time.time_ns())
         # every link's shape, as planned and as faults change it: latencies x k, rates / k (docs/dilation.md)
-        self.links = LinkFaults(link_shapes(self.plan, self.plan.dilation), self.plan.dilation)
+        self.links = LinkFaults(self.plan.link_shapes, self.plan.dilation)
         self.manifest["dilation"] = {**self.dilation.as_dict(), "applied": self.dilation.on}
         self.sampler = LinkSampler(self.backend, self.scratch / link_sampler.FILE, self.dilation)
         self.t0_ns: int | None = None
@@ -129,7 +130,7 @@ class Runner(Readiness, RunRecord):
     async def _shape(self, mode: str) -> None:
         self.shaper = shaping.shaper_for(mode, self.plan, self.backend, self._blocking,
                                          tell=lambda node, body: self.clients[node].post("/links", body), warn=self.warn)
-        await self.shaper.apply_all(self.links.planned.values())
+        await self.shaper.apply_all(self.plan.link_shapes.values())
 
     async def _measure_clocks(self, node_ids: list[str], probes: NamespaceProbes | None = None) -> None:
         """Nodes on other machines (backend.shared_clock False): their clock offsets, into the manifest;
@@ -211,7 +212,7 @@ class Runner(Readiness, RunRecord):
         pending: dict[str, asyncio.Task] = {}
 
         assert self.shaper is not None
-        live = LiveFaults(self.backend, self.shaper, self.clients, self.links, self._restart)
+        live = LiveFaults(self.backend, self.shaper, self.clients, self.links, self._restart, self._blocking)
 
         async def execute(fault: FaultEvent) -> None:
             issued = self.dilation.time_ns()
@@ -220,13 +221,13 @@ class Runner(Readiness, RunRecord):
                 self.warn(action)
                 return
             fn, args = action
-            if fault.action in ("kill", "stop"):
+            row = ACTIONS[fault.action]
+            if row.leaves_node == "down":
                 self.exits.down(fault.node)  # before it goes: its end is the timeline's, not its own
             await fn(*args)
-            if fault.action in ("restart", "join"):
+            if row.leaves_node == "up":
                 self.exits.up(fault.node)
-            # a kill takes effect when the signal is sent; the others once they are done
-            took_effect = issued if fault.action == "kill" else self.dilation.time_ns()
+            took_effect = issued if row.instant else self.dilation.time_ns()
             self.manifest["faults_executed"].append(
                 fault_rules.record(fault, took_effect, self.t0_ns, digits=3, issued_ns=issued))
             what = fault.node or (f"into {len(fault.groups)} sides" if fault.groups else "the network")

@@ -6,10 +6,16 @@ every backend, at deploy and while faults change it.
                    each applies links' shapes (orchestrator/model/link_shape.py) with `apply_all`
     ops.py         typed operations on a link's tc tree, the only thing that enters a namespace, and their
                    wire format
+    namespace_access.py  how the operations reach a namespace: in process (local), exec'd in a container
+                   (docker), through each cluster node's shaping daemon (kubernetes); the backend hands one
     tc.py          the qdisc, class and filter trees themselves (HTB, netem, u32, ifb), and `apply`, which
                    runs the operations
     tcp_settings.py  each namespace's TCP: congestion control, and a dilated run's minimum RTO (sysctls)
-    delayline.py   the delay line's process, where the kernel has no netem
+    delayline.py   the delay line's process, where the kernel has no netem; native/ and native_build.py
+                   its C program, built once into the cache; realtime.py its real-time priority on a
+                   cluster node
+    agent.py, cri.py  the shaper agent a cluster node's shaping daemon runs, and how it finds pods'
+                   namespaces through the CRI
     line_channel.py  a process spoken to a line at a time (the delay line's and the shaper agent's channels)
     __main__.py    the shaper entry point inside a container or pod
 

@@ -11,8 +11,8 @@ has one call for it, `apply_all(shapes)`, at deploy and for every live fault: ea
 against the one last applied to its node, and only what changed is done. A node's first shape: its
 trees (and the filters of the timeline's partitions); its rates: `Rate` on both ends of its link;
 its partition: the cut, or the heal; its degradation: the mechanism's own. `restarted` tells a
-restarted node what it must know. Everything a shaper does in a namespace goes through the backend
-as typed operations (ops.py).
+restarted node what it must know. Everything a shaper does in a namespace is a typed operation
+(ops.py), run there by the access to the namespaces its backend hands it (namespace_access.py).
 
 What a shaper needs of a backend is declared here (`ShapingBackend`, with `LinkEnds`); every backend
 of orchestrator/backends is one. May import: the rest of orchestrator/shaping, orchestrator.model
@@ -28,12 +28,12 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Protocol
 
 from orchestrator.shaping import delayline, ops
 from orchestrator.shaping.modes import DELAYLINE, NETEM, TRANSPORT
+from orchestrator.shaping.namespace_access import NamespaceAccess, Work
 
 if TYPE_CHECKING:
     from orchestrator.model.link_shape import LinkShape
     from orchestrator.model.plan import RunPlan
 
-Work = dict[str, list[ops.Op]]  # namespace -> the operations done in it, in order
 
 # how a node of this run is told its links' latency and loss (transport mode): POST /links to it
 TellLinks = Callable[[str, dict[str, Any]], Awaitable[Any]]
@@ -54,18 +54,16 @@ class LinkEnds:
 
 class ShapingBackend(Protocol):
     """What a shaper asks of the backend the nodes run on (orchestrator/backends/base.py's `Backend`
-    answers all of it): where each node's link ends, its address, the typed operations run in a
-    namespace, and, for the delay line, the namespaces' files and the delay line of each machine."""
+    answers all of it): where each node's link ends, its address, the access to the namespaces the
+    typed operations run in (namespace_access.py), and, for the delay line, the namespaces' files and
+    the delay line of each machine."""
 
     delayline_per_machine: bool
+    namespaces: NamespaceAccess
 
     def address(self, node_id: str) -> str: ...
 
     def link_ends(self, node_id: str) -> LinkEnds: ...
-
-    def shape(self, where: str, todo: list[ops.Op]) -> list[dict[str, Any]]: ...
-
-    def shape_all(self, work: dict[str, list[ops.Op]]) -> None: ...
 
     def alive(self, node_id: str) -> bool: ...
 
@@ -121,7 +119,7 @@ class LinkShaper(abc.ABC):
             self.applied[shape.node] = shape
         work = self._kernel_work(first, changed)
         if work:
-            await self.blocking(self.backend.shape_all, work)
+            await self.blocking(self.backend.namespaces.run_all, work, self.backend.check_stop)
         await self._latency(first, [(b, a) for b, a in changed if _added(b) != _added(a)])
         firsts = {s.node for s in first}
         return [_what(before, after, after.node in firsts) for before, after in changed]
@@ -136,7 +134,7 @@ class LinkShaper(abc.ABC):
             _add(work, ends.node_netns,
                  ops.Egress(ends.node_ifname, shape.up_bps, buckets, shape.jitter_ms, shape.loss))
             _add(work, ends.far_netns, ops.Download(ends.far_ifname, shape.down_bps))
-        planned = [f.groups for f in self.plan.faults if f.action == "partition"] if first else []
+        planned = [f.groups for f in self.plan.faults if f.groups] if first else []  # the partitions
         for number, groups in enumerate(planned):  # the timeline's partitions are numbered first
             side = {x: i for i, g in enumerate(groups) for x in g}
             self._prepare({s.node: frozenset(p for p in self._peers(s.node) if side[p] != side[s.node])
@@ -215,7 +213,7 @@ class LinkShaper(abc.ABC):
 
     def _sent(self, node_id: str) -> int | None:
         ends = self.backend.link_ends(node_id)
-        done = self.backend.shape(ends.node_netns, [ops.Sent(ends.node_ifname)])
+        done = self.backend.namespaces.run(ends.node_netns, [ops.Sent(ends.node_ifname)])
         return done[0].get("bytes") if done else None
 
     async def restarted(self, node_id: str) -> None:

@@ -26,7 +26,7 @@ from node import ids
 from node.lifecycle import NodeLifecycle
 from node.protocols import get_protocol
 from node.simulated.virtual_network import MemNetwork
-from orchestrator import fault_rules
+from orchestrator.faults import rules as fault_rules
 from orchestrator.model.plan import FaultEvent, RunPlan
 
 FLUSH_EVERY = 200_000  # buffered event lines before they are appended to the files
@@ -179,7 +179,7 @@ class Simulation:
         self.lives[node_id].arm(int(self.t0 * 1e9))
 
     def _fault(self, fault: FaultEvent) -> None:
-        """Execute one fault by the runner's rules (orchestrator/fault_rules.py), at its exact virtual time."""
+        """Execute one fault by the runner's rules (orchestrator/faults/rules.py), at its exact virtual time."""
         action = fault_rules.step(fault, self, lambda n: n in self.net.nodes and self.net.nodes[n].up, self._degraded)
         if isinstance(action, str):
             return  # the runner warns and skips these too
@@ -187,7 +187,7 @@ class Simulation:
         fn(*args)
         self.stats.faults_executed.append(fault_rules.record(fault, int(self.net.now * 1e9), int(self.t0 * 1e9)))
 
-    # the FaultExecutor of orchestrator/fault_rules.py, on the discrete-event network
+    # the FaultExecutor of orchestrator/faults/rules.py, on the discrete-event network
     def kill(self, node: str) -> None:
         self.lives[node].disarm()  # a killed process takes its timers with it
         self.net.crash(node, reason="closed by peer")

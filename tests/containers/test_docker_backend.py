@@ -126,7 +126,7 @@ def test_containers_are_unprivileged_and_the_sandbox_keeps_shaping(tmp_path: Pat
         assert backend.alive("n0")
 
         def tree() -> list[str]:
-            return backend.shape(backend.sandbox("n0"), [shaping_ops.Describe("eth0")])[0]["lines"]
+            return backend.namespaces.run(backend.sandbox("n0"), [shaping_ops.Describe("eth0")])[0]["lines"]
 
         shaped = tree()
         assert "class htb 1:1 parent root rate 50000000bit" in shaped
@@ -136,7 +136,7 @@ def test_containers_are_unprivileged_and_the_sandbox_keeps_shaping(tmp_path: Pat
         assert backend.alive("n0")
         assert tree() == shaped  # the namespace and its tc tree outlive the node's container
         far = backend.link_ends("n0")
-        down = backend.shape(far.far_netns, [shaping_ops.Describe(far.far_ifname)])[0]["lines"]
+        down = backend.namespaces.run(far.far_netns, [shaping_ops.Describe(far.far_ifname)])[0]["lines"]
         assert any("rate 50000000bit" in line for line in down)
     finally:
         backend.teardown()

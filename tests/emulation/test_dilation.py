@@ -35,7 +35,7 @@ class Observed(Runner):
     async def _shape(self, mode: str) -> None:
         await super()._shape(mode)
         ends = self.backend.link_ends("n0")
-        self.tree = self.backend.shape(ends.node_netns, [ops.Describe(ends.node_ifname)])[0]["lines"]
+        self.tree = self.backend.namespaces.run(ends.node_netns, [ops.Describe(ends.node_ifname)])[0]["lines"]
         self.rto_min_us, self.congestion = (
             subprocess.run(["ip", "netns", "exec", ends.node_netns, "cat", path], check=True, capture_output=True,
                            text=True).stdout.strip()

@@ -6,7 +6,7 @@ import os
 import pytest
 from pyroute2 import NetlinkError, netns
 
-from orchestrator.backends.local import NamespaceHandle
+from orchestrator.shaping.namespace_access import NamespaceHandle
 
 pytestmark = pytest.mark.emulation
 

@@ -17,6 +17,7 @@ from node.config import NodeConfig
 from orchestrator.backends.base import Backend, RunContext, file_tail
 from orchestrator.control.node_client import ControlClient
 from orchestrator.shaping.mechanisms import LinkEnds
+from orchestrator.shaping.namespace_access import NamespaceAccess
 
 
 def _free_port_block(count: int) -> int:
@@ -36,6 +37,19 @@ def _free_port_block(count: int) -> int:
     raise RuntimeError("no block of free ports on 127.0.0.1")
 
 
+class RecordedOps(NamespaceAccess):
+    """No namespaces: each operation is recorded, (where, operation) in `ops` in the order asked, and
+    answered as done."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list[tuple[str, Any]] = []
+
+    def run(self, where: str, todo: list[Any]) -> list[dict[str, Any]]:
+        self.ops.extend((where, op) for op in todo)
+        return [{"op": op.op, "recorded": True} for op in todo]
+
+
 class LoopbackBackend(Backend):
     name = "loopback"
     uses_unix_control = True
@@ -44,7 +58,8 @@ class LoopbackBackend(Backend):
         super().__init__(ctx)
         self.base_port = _free_port_block(len(ctx.plan.nodes))
         self.procs: dict[str, subprocess.Popen] = {}
-        self.ops: list[tuple[str, dict[str, Any]]] = []   # (where, operation), in the order asked
+        self.namespaces = RecordedOps()
+        self.ops = self.namespaces.ops
         for sub in ("configs", "events", "out"):
             (ctx.scratch / sub).mkdir(parents=True, exist_ok=True)
 
@@ -64,9 +79,6 @@ class LoopbackBackend(Backend):
     def link_ends(self, node_id: str) -> LinkEnds:
         return LinkEnds(f"host-{node_id}", "lo", f"switch-{node_id}", "lo")
 
-    def shape(self, where: str, todo: list[Any]) -> list[dict[str, Any]]:
-        self.ops.extend((where, op) for op in todo)
-        return [{"op": op.op, "recorded": True} for op in todo]
 
     def probe_netem(self) -> tuple[bool, str]:
         return False, "loopback test backend: nothing is shaped"

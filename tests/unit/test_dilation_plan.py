@@ -1,10 +1,10 @@
 """Time dilation in the scenario and the plan (orchestrator/model/dilation.py): the plan stays in
 experiment time, the links' shapes get every latency times k and every rate divided by k (a degrade's
-too: orchestrator/link_faults.py), and adapter nodes, whose libraries' timers are not all settable, are
+too: orchestrator/faults/next_shapes.py), and adapter nodes, whose libraries' timers are not all settable, are
 refused with the timers named."""
 import pytest
 
-from orchestrator.link_faults import LinkFaults
+from orchestrator.faults.next_shapes import LinkFaults
 from orchestrator.model.link_shape import link_shapes
 from orchestrator.model.plan import make_plan
 from orchestrator.model.scenario import ScenarioError, parse_scenario

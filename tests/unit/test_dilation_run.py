@@ -15,6 +15,7 @@ from orchestrator.model.scenario import parse_scenario
 from orchestrator.run import admission, clock, link_sampler, node_configs
 from orchestrator.run.admission import Machine
 from orchestrator.shaping.mechanisms import LinkEnds, TransportShaper
+from tests.support.loopback_backend import RecordedOps
 from tests.support.scenarios import GOSSIPSUB_SIXTEEN, scenario_text
 
 SCENARIO = scenario_text("dilated", 2, GOSSIPSUB_SIXTEEN, "network: {latency: {model: constant, one_way: 20ms}, "
@@ -22,6 +23,9 @@ SCENARIO = scenario_text("dilated", 2, GOSSIPSUB_SIXTEEN, "network: {latency: {m
 
 
 class Backend:
+    def __init__(self):
+        self.namespaces = RecordedOps()  # no kernel: transport mode's latency is the node's
+
     def address(self, node):
         return "10.0.0." + node[1:]
 
@@ -37,7 +41,7 @@ class Backend:
     def link_ends(self, node):
         return LinkEnds(node, "eth0", "switch", "v" + node[1:])
 
-    def shape_all(self, work):
+    def check_stop(self):
         pass
 
     def link_counters(self):

@@ -10,16 +10,16 @@ import typing
 
 import pytest
 
-from orchestrator import fault_rules
 from orchestrator.cli.scenario import _fault_target
+from orchestrator.faults import rules as fault_rules
+from orchestrator.faults.live_run import LiveFaults
+from orchestrator.faults.next_shapes import LinkFaults
 from orchestrator.fidelity import rule
-from orchestrator.link_faults import LinkFaults
 from orchestrator.model import fault_actions, limits
-from orchestrator.model.fault_actions import ACTIONS, GROUPS, LINKS, NAMES, FaultExecutor
+from orchestrator.model.fault_actions import ACTIONS, GROUPS, LINKS, NAMES, PROCESS, FaultExecutor
 from orchestrator.model.plan import FaultEvent, make_plan
 from orchestrator.model.scenario import ScenarioError, parse_scenario
 from orchestrator.model.sections import Fault
-from orchestrator.run.live_faults import LiveFaults
 from orchestrator.sim.engine import Simulation
 
 BASE = ("name: t\nnodes: {count: 8}\nprotocol: gossipsub\n"
@@ -87,6 +87,18 @@ def test_an_action_whose_condition_does_not_hold_is_skipped_saying_why(name):
 
 
 @pytest.mark.parametrize("name", NAMES)
+def test_a_node_action_leaves_its_node_as_its_condition_foresees(name):
+    """The live run's exit watch expects a node's end from an action that leaves it down (its exit is
+    the timeline's, not a crash) and watches it again after one that leaves it up: each process row
+    says which, the one its condition implies (a running node goes down, a down one comes up); only
+    a SIGKILL is in effect once issued."""
+    row = ACTIONS[name]
+    implied = {"running": "down", "down": "up"}.get(row.only_if) if row.changes == PROCESS else None
+    assert row.leaves_node == implied
+    assert row.instant == (row.method == "kill")
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_every_method_a_row_calls_is_the_executors_with_the_rows_arguments(name):
     row = ACTIONS[name]
     # the live run's link actions are its link faults' next shapes, applied whole (LiveFaults.__getattr__)
@@ -94,7 +106,7 @@ def test_every_method_a_row_calls_is_the_executors_with_the_rows_arguments(name)
     for executor in (FaultExecutor, Simulation, live):
         params = list(inspect.signature(getattr(executor, row.method)).parameters)[1:]
         assert tuple(params) == row.args, (executor, row.method)
-    assert callable(getattr(LiveFaults(None, None, {}, LinkFaults({}, 1), None), row.method))
+    assert callable(getattr(LiveFaults(None, None, {}, LinkFaults({}, 1), None, None), row.method))
 
 
 @pytest.mark.parametrize("name", NAMES)

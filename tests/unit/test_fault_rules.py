@@ -1,6 +1,6 @@
-"""The fault timeline's rules (orchestrator/fault_rules.py), the same for the live runner and the simulator:
+"""The fault timeline's rules (orchestrator/faults/rules.py), the same for the live runner and the simulator:
 which action a planned fault becomes, and when it is skipped."""
-from orchestrator import fault_rules
+from orchestrator.faults import rules as fault_rules
 from orchestrator.model.plan import FaultEvent
 
 

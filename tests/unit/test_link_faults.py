@@ -1,4 +1,4 @@
-"""Live link faults as shapes (orchestrator/link_faults.py) and the one call that applies them
+"""Live link faults as shapes (orchestrator/faults/next_shapes.py) and the one call that applies them
 (`LinkShaper.apply_all`): only what changed is done. A bandwidth-only degrade changes the rates and
 touches no latency bucket; a degrade, restore, partition and heal each do what they did when they were
 calls of their own (Rate on both ends, netem's DegradeEgress and DegradeIngress, the delay line's
@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import pytest
 
-from orchestrator.link_faults import LinkFaults
+from orchestrator.faults.next_shapes import LinkFaults
 from orchestrator.model.link_shape import link_shapes
 from orchestrator.model.plan import make_plan
 from orchestrator.model.scenario import parse_scenario

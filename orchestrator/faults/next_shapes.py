@@ -1,6 +1,6 @@
 """The fault timeline's link actions as shapes, on a live run: what each node's link is to become
 (orchestrator/model/link_shape.py's `LinkShape`) after a degrade, a restore, a partition or a heal,
-from the planned shapes and those of now. The live executor (orchestrator/run/live_faults.py) gives
+from the planned shapes and those of now. The live executor (orchestrator/faults/live_run.py) gives
 the shapes returned to the run's shaper (`LinkShaper.apply_all`), which does only what changed.
 
 A run dilated by k degrades as it shapes (docs/dilation.md): a degrade's latency times k, its

@@ -1,45 +1,51 @@
-"""The fault timeline's actions on a live run (the `FaultExecutor` of orchestrator/fault_rules.py): node
+"""The fault timeline's actions on a live run (the `FaultExecutor` of orchestrator/faults/rules.py): node
 processes killed, stopped and started through the backend; every action that changes links (a row of
 orchestrator/model/fault_actions.py whose `changes` is LINKS) as the next shapes of the links, computed
-by the run's link faults (orchestrator/link_faults.py, the method of the row's name) and given whole to
-the run's link shaper (orchestrator/shaping/mechanisms.py, `apply_all`), whatever its mechanism: a new
+by the run's link faults (next_shapes.py, the method of the row's name) and given whole to the run's
+link shaper (orchestrator/shaping/mechanisms.py, `apply_all`), whatever its mechanism: a new
 link action needs nothing here.
 
 It is given the parts of the run it acts on, not the runner: the backend, the shaper, the nodes'
-clients, the run's link faults (which know what is degraded) and how the run restarts a node."""
+clients, the run's link faults (which know what is degraded), how the run restarts a node and how it
+blocks off its loop.
+
+May import: orchestrator.model; the parts' types only."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from orchestrator.model.fault_actions import ACTIONS, LINKS
-from orchestrator.run.interrupts import blocking
 
 if TYPE_CHECKING:
     from orchestrator.backends import Backend
     from orchestrator.control.contract_client import ContractClient
     from orchestrator.control.node_client import ControlClient
-    from orchestrator.link_faults import LinkFaults
+    from orchestrator.faults.next_shapes import LinkFaults
     from orchestrator.shaping import LinkShaper
 
+# how the run does blocking work off its event loop (orchestrator/run/interrupts.py: a cancelled run's
+# step finishes first, so teardown sees what it made)
+Blocking = Callable[..., Awaitable[Any]]
 LINK_METHODS = frozenset(a.method for a in ACTIONS.values() if a.changes == LINKS)
 
 
 class LiveFaults:
     def __init__(self, backend: Backend, shaper: LinkShaper, clients: dict[str, ControlClient | ContractClient],
-                 links: LinkFaults, restart: Callable[[str], Awaitable[None]]):
+                 links: LinkFaults, restart: Callable[[str], Awaitable[None]], blocking: Blocking):
         self.backend = backend
+        self.blocking = blocking
         self.shaper = shaper
         self.clients = clients
         self.links = links
         self.restart = restart
 
     async def kill(self, node: str) -> None:  # waiting for the exit happens off the loop: restarts go on
-        await blocking(self.backend.kill_node, node)
+        await self.blocking(self.backend.kill_node, node)
 
     async def stop(self, node: str) -> None:
         await self.clients[node].post("/stop", {"reason": "fault timeline"})
-        if await blocking(self.backend.wait_node, node, 10) is None:
-            await blocking(self.backend.kill_node, node)
+        if await self.blocking(self.backend.wait_node, node, 10) is None:
+            await self.blocking(self.backend.kill_node, node)
 
     async def start(self, node: str) -> None:
         await self.restart(node)
