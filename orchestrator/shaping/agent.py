@@ -150,7 +150,7 @@ def _start_delayline(running: DelayLineProcess | None, seed: int) -> DelayLinePr
 def _ask(delayline: DelayLineProcess | None, msg: dict[str, Any]) -> dict[str, Any]:
     if delayline is None:
         raise RuntimeError("no delay line here: send delayline_start first")
-    return delayline.request(**msg)
+    return delayline.request(ops.line_op(msg))
 
 
 # the orchestrator's side -----------------------------------------------------------------------
@@ -220,8 +220,8 @@ class AgentDelayLine:
         if "error" in answer:
             raise RuntimeError(f"delay line in {agent.where}: {answer['error']}")
 
-    def request(self, **msg: Any) -> dict[str, Any]:
-        answer = self.agent.request({"delayline": msg})
+    def request(self, op: ops.LineOp) -> dict[str, Any]:
+        answer = self.agent.request({"delayline": ops.wire(op)})
         if "error" in answer:  # the agent's DelayLineProcess names the delay line and the operation
             raise RuntimeError(f"{answer['error']} (in {self.agent.where})")
         return answer

@@ -16,7 +16,8 @@ without their latency. GSO packets are queued whole, so a bulk transfer costs fe
 
 The packet path is native (orchestrator/shaping/native: C on libnetfilter_queue, one worker thread
 per core, each with its own queues, timer and heap of held packets; native_build.py builds it once
-per version into the user's cache). This module starts it and speaks its protocol.
+per version into the user's cache). This module starts it and speaks its protocol: the typed
+operations of ops.py (`LineOp`), as JSON lines.
 
 Every node of a run, whoever wrote it, is delayed by this one mechanism, and the calibration
 measures it like netem. One process serves all the namespaces of a machine (`DelayLines`): on this
@@ -46,7 +47,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
-from orchestrator.shaping import native_build
+from orchestrator.shaping import native_build, ops
 from orchestrator.shaping.line_channel import PipeLines
 
 LATE_WARN = 0.01          # share of packets released 10 ms or more late above which a run warns
@@ -97,18 +98,19 @@ class DelayLineProcess:
         """The delay line's process (its pid and command: the benchmark reads them)."""
         return self.lines.proc
 
-    def request(self, **msg: Any) -> dict[str, Any]:
+    def request(self, op: ops.LineOp) -> dict[str, Any]:
+        """The operation's answer (a line of JSON each way)."""
         with self.lock:
             code = self.lines.proc.poll()
             if code is not None:
                 raise RuntimeError(f"the delay line exited (code {code}); packets are not delayed")
             try:
-                self.lines.send(json.dumps(msg))
+                self.lines.send(json.dumps(ops.wire(op)))
                 answer = json.loads(self.lines.receive(0))
             except RuntimeError:
                 answer = {"error": "no answer"}
         if "error" in answer:
-            raise RuntimeError(f"delay line, {msg['op']}: {answer['error']}")
+            raise RuntimeError(f"delay line, {op.op}: {answer['error']}")
         return answer
 
     def close(self) -> None:
@@ -132,19 +134,20 @@ class DelayLines:
             self.line_of = {node: line_of(node, seed) for node in nodes}
             self.lines = list({id(line): line for line in self.line_of.values()}.values())
 
-    def _each(self, msg: dict[str, Any]) -> list[dict[str, Any]]:
+    def _each(self, op: ops.LineOp) -> list[dict[str, Any]]:
         if len(self.lines) == 1:
-            return [self.lines[0].request(**msg)]
+            return [self.lines[0].request(op)]
         with ThreadPoolExecutor(max_workers=16) as pool:
-            return list(pool.map(lambda line: line.request(**msg), self.lines))
+            return list(pool.map(lambda line: line.request(op), self.lines))
 
     def attach(self, node: str, ifname: str, delays_ms: dict[str, float]) -> dict[str, Any]:
         line = self.line_of.get(node) or self.lines[0]
-        return line.request(op="attach", netns=self.netns_path(node), ifname=ifname, node=node, delays_ms=delays_ms)
+        return line.request(ops.LineAttach(self.netns_path(node), ifname, node, delays_ms))
 
-    def request(self, **msg: Any) -> dict[str, Any]:
-        answers = self._each(msg)
-        if msg["op"] != "stats":
+    def request(self, op: ops.LineOp) -> dict[str, Any]:
+        """`op` on every line: the first's answer, or for `LineStats` their counters added up."""
+        answers = self._each(op)
+        if not isinstance(op, ops.LineStats):
             return answers[0]
         total: dict[str, Any] = {"ok": "stats", "packets": {}, "dropped": {}, "held": 0, "errors": [], "late_ms": {}}
         for answer in answers:

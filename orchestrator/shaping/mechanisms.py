@@ -306,7 +306,7 @@ class DelayLineShaper(LinkShaper):
         if self.lines is None:
             self.lines = delayline.DelayLines(self.plan.seed, [n.id for n in self.plan.nodes], b.netns_path,
                                               b.delay_line_of if b.delayline_per_machine else None)
-            self.lines.request(op="links", ips=self.address_of, jitter_ms=first[0].jitter_ms, loss=first[0].loss)
+            self.lines.request(ops.LineLinks(self.address_of, first[0].jitter_ms, first[0].loss))
         for shape in first:
             b.check_stop()
             self.lines.attach(shape.node, b.link_ends(shape.node).node_ifname,
@@ -314,12 +314,12 @@ class DelayLineShaper(LinkShaper):
 
     def _degrade(self, shape: LinkShape) -> None:
         assert self.lines is not None
-        self.lines.request(op="degrade", node=shape.node, **_told(shape))
+        self.lines.request(ops.LineDegrade(shape.node, **_told(shape)))
 
     def stats(self) -> dict[str, Any]:
         """The delay line's counters so far (cumulative)."""
         assert self.lines is not None
-        return self.lines.request(op="stats")
+        return self.lines.request(ops.LineStats())
 
     def report(self) -> tuple[dict[str, Any] | None, list[str]]:
         if self.lines is None:

@@ -1,9 +1,11 @@
 """Shaping operations: one typed request for each thing done to a link's tc tree or to its namespace's
-TCP (tcp_settings.py's sysctls), and their wire format; nothing here runs them. tc.py's `apply` does, on a
-pyroute2 handle opened in the namespace they belong to. A backend with the handle at hand (local
-namespaces) applies them itself; a container backend sends them to the shaper entry point in the
-node's namespace (`python -m orchestrator.shaping`), and that crossing is the only place they are
-plain data (`to_wire`, `from_wire`). Imports the standard library only.
+TCP (tcp_settings.py's sysctls), and for each thing asked of a delay line (`LineOp`: delayline.py), and
+their wire format; nothing here runs them. tc.py's `apply` runs the first kind, on a pyroute2 handle
+opened in the namespace they belong to, wherever the backend's access to the namespaces
+(namespace_access.py) takes them: in process, or sent to the shaper entry point in the node's namespace
+(`python -m orchestrator.shaping`) or to a cluster node's shaping daemon. A delay line's process (native)
+runs the second kind. Those crossings are the only places they are plain data (`to_wire`, `from_wire`,
+`wire`, `line_op`). Imports the standard library only.
 """
 from __future__ import annotations
 
@@ -141,8 +143,13 @@ KINDS: dict[str, type[Op]] = {cls.op: cls for cls in (Egress, Download, PrepareC
                                                        Counters, Describe, PeerIndex, Probe, Sysctls)}
 
 
+def wire(op: Op | LineOp) -> dict[str, Any]:
+    """One operation as plain data: its kind's name, `op`, and its fields."""
+    return {"op": op.op, **asdict(op)}
+
+
 def to_wire(ops: list[Op]) -> list[dict[str, Any]]:
-    return [{"op": op.op, **asdict(op)} for op in ops]
+    return [wire(op) for op in ops]
 
 
 def from_wire(items: list[dict[str, Any]]) -> list[Op]:
@@ -160,3 +167,57 @@ def from_wire(items: list[dict[str, Any]]) -> list[Op]:
                 values[name] = tuple(values[name])
         ops.append(cls(**values))
     return ops
+
+
+# the delay line's operations -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LineOp:
+    """One request to a delay line (delayline.py), for all the namespaces it serves; `op` names it."""
+    op: ClassVar[str]
+
+
+@dataclass(frozen=True)
+class LineLinks(LineOp):
+    """Every node's address (node id -> address), and the run's jitter and loss on every link."""
+    op = "links"
+    ips: dict[str, str]
+    jitter_ms: float = 0.0
+    loss: float = 0.0
+
+
+@dataclass(frozen=True)
+class LineAttach(LineOp):
+    """The node's ingress held by the line: its namespace file as the line sees it, its interface, and
+    the one-way latency (ms) of what it receives, by source address."""
+    op = "attach"
+    netns: str
+    ifname: str
+    node: str
+    delays_ms: dict[str, float]
+
+
+@dataclass(frozen=True)
+class LineDegrade(LineOp):
+    """Latency (ms) and loss added to the node's link, both ways, in place of any before (zeros: none)."""
+    op = "degrade"
+    node: str
+    delay_ms: float = 0.0
+    loss: float = 0.0
+
+
+@dataclass(frozen=True)
+class LineStats(LineOp):
+    """The line's counters so far: packets, drops, held, errors, and how late it released them."""
+    op = "stats"
+
+
+LINE_KINDS: dict[str, type[LineOp]] = {cls.op: cls for cls in (LineLinks, LineAttach, LineDegrade, LineStats)}
+
+
+def line_op(item: dict[str, Any]) -> LineOp:
+    """A delay line's operation from plain data (a cluster node's daemon gets them so); an unknown one is
+    an error, not a no-op."""
+    cls = LINE_KINDS.get(item.get("op", ""))
+    if cls is None:
+        raise ValueError(f"unknown delay line operation {item.get('op')!r}")
+    return cls(**{f.name: item[f.name] for f in fields(cls) if f.name in item})

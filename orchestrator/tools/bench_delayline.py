@@ -23,7 +23,7 @@ from pyroute2 import NetNS
 
 from orchestrator.fidelity import host
 from orchestrator.procfs import cpu_s
-from orchestrator.shaping import delayline, tc
+from orchestrator.shaping import delayline, ops, tc
 
 ROOT = Path(__file__).resolve().parents[2]
 SUBNET = "10.77.0"
@@ -79,10 +79,10 @@ def bench_delayline(senders: int, receivers: int, rate_bps: int, delay_ms: float
     try:
         ips = _build(nodes, "hub", rate_bps)
         line = delayline.DelayLineProcess(seed=1)
-        line.request(op="links", ips=ips, jitter_ms=0, loss=0)
+        line.request(ops.LineLinks(ips, 0, 0))
         for node in nodes:
-            line.request(op="attach", netns=_ns(node), ifname="eth0", node=node,
-                         delays_ms={ip: delay_ms for peer, ip in ips.items() if peer != node})
+            line.request(ops.LineAttach(_ns(node), "eth0", node,
+                                        {ip: delay_ms for peer, ip in ips.items() if peer != node}))
         say(f"delay line bench: {senders} senders x {streams} streams of {message} B messages -> {receivers} "
             f"receivers, {rate_bps / 1e6:g} Mbit/s per sender, one-way {delay_ms:g} ms, {duration:g} s "
             f"({' '.join(line.proc.args[:1])})")
@@ -97,11 +97,11 @@ def bench_delayline(senders: int, receivers: int, rate_bps: int, delay_ms: float
                 for s in senders_]
         procs = recv + send
         time.sleep(max(0.0, start - time.monotonic()))
-        before, cpu, machine = line.request(op="stats"), cpu_s(line.proc.pid), host.read(time.monotonic())
+        before, cpu, machine = line.request(ops.LineStats()), cpu_s(line.proc.pid), host.read(time.monotonic())
         time.sleep(duration)
         cpu, busy = cpu_s(line.proc.pid) - cpu, host.sample(machine, host.read(time.monotonic()), host.cores()).busy
         outs = [json.loads(p.communicate(timeout=duration + 60)[0].strip().splitlines()[-1]) for p in procs]
-        stats = _delta(line.request(op="stats"), before)
+        stats = _delta(line.request(ops.LineStats()), before)
     finally:
         for p in procs:
             if p.poll() is None:

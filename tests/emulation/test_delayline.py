@@ -84,29 +84,29 @@ def _measure() -> tuple[float, float]:
 
 
 def test_each_direction_gets_its_latency_and_bulk_transfer_is_not_capped(pair):
-    pair.request(op="links", ips={"a": IP["a"], "b": IP["b"]}, jitter_ms=0, loss=0)
-    pair.request(op="attach", netns=B, ifname="eth0", node="b", delays_ms={IP["a"]: 30.0})
-    pair.request(op="attach", netns=A, ifname="eth0", node="a", delays_ms={IP["b"]: 10.0})
+    pair.request(ops.LineLinks({"a": IP["a"], "b": IP["b"]}, 0, 0))
+    pair.request(ops.LineAttach(B, "eth0", "b", {IP["a"]: 30.0}))
+    pair.request(ops.LineAttach(A, "eth0", "a", {IP["b"]: 10.0}))
     rtt, mbit = _measure()
     assert 40.0 <= rtt <= 44.0  # 30 ms a->b plus 10 ms b->a: never less
     # packets are held at the receiver, after the sender's socket let go of them: TCP small queues do
     # not cap a connection at a few packets per round trip (it would be ~1 Mbit/s at 40 ms); 20, not
     # the 60+ an idle host gives, as a busy one slows this one Python sender
     assert mbit > 20
-    stats = pair.request(op="stats")
+    stats = pair.request(ops.LineStats())
     assert stats["packets"]["a"] > 0 and stats["packets"]["b"] > 0 and not stats["errors"]
 
-    pair.request(op="degrade", node="a", delay_ms=50, loss=0)  # a's access link: both directions
+    pair.request(ops.LineDegrade("a", 50, 0))  # a's access link: both directions
     rtt, _ = _measure()
     assert 140.0 <= rtt <= 144.0
-    pair.request(op="degrade", node="a", delay_ms=0, loss=0)
+    pair.request(ops.LineDegrade("a", 0, 0))
     rtt, _ = _measure()
     assert 40.0 <= rtt <= 44.0
 
 
 def test_without_the_delay_line_packets_stop_rather_than_flow_undelayed(pair):
-    pair.request(op="links", ips={"a": IP["a"], "b": IP["b"]}, jitter_ms=0, loss=0)
-    pair.request(op="attach", netns=B, ifname="eth0", node="b", delays_ms={IP["a"]: 5.0})
+    pair.request(ops.LineLinks({"a": IP["a"], "b": IP["b"]}, 0, 0))
+    pair.request(ops.LineAttach(B, "eth0", "b", {IP["a"]: 5.0}))
     pair.close()
     out = subprocess.run(["ip", "netns", "exec", A, sys.executable, "-c", CLIENT], capture_output=True,
                          text=True, timeout=30)
@@ -115,7 +115,7 @@ def test_without_the_delay_line_packets_stop_rather_than_flow_undelayed(pair):
 
 def test_a_namespace_that_does_not_exist_is_an_error_naming_it(pair):
     with pytest.raises(RuntimeError, match="delay line, attach: .*plfffffe-nope"):
-        pair.request(op="attach", netns="plfffffe-nope", ifname="eth0", node="x", delays_ms={})
+        pair.request(ops.LineAttach("plfffffe-nope", "eth0", "x", {}))
 
 
 UDP_RECEIVE = """
@@ -151,8 +151,8 @@ def _datagrams(count: int) -> list[tuple[int, float]]:
 
 
 def test_jitter_never_reorders_a_direction_and_loss_drops_its_share(pair):
-    pair.request(op="links", ips={"a": IP["a"], "b": IP["b"]}, jitter_ms=5, loss=0.2)
-    pair.request(op="attach", netns=B, ifname="eth0", node="b", delays_ms={IP["a"]: 20.0})
+    pair.request(ops.LineLinks({"a": IP["a"], "b": IP["b"]}, 5, 0.2))
+    pair.request(ops.LineAttach(B, "eth0", "b", {IP["a"]: 20.0}))
     got = _datagrams(1000)
     seqs, delays = [seq for seq, _ in got], [ms for _, ms in got]
     assert seqs == sorted(seqs)  # 1 ms apart with +-5 ms of jitter: only the line's ordering keeps them in order
@@ -160,9 +160,9 @@ def test_jitter_never_reorders_a_direction_and_loss_drops_its_share(pair):
     # datagram when it wakes, and a busy host may wake it late now and then (never early)
     assert 14.5 <= min(delays) < 18 and 22 < max(delays) and sorted(delays)[len(delays) * 95 // 100] <= 28
     assert 720 <= len(got) <= 880  # 20% lost: 800 +- 5 standard deviations
-    assert abs(pair.request(op="stats")["dropped"]["b"] - (1000 - len(got))) <= 2
+    assert abs(pair.request(ops.LineStats())["dropped"]["b"] - (1000 - len(got))) <= 2
 
-    pair.request(op="degrade", node="a", delay_ms=0, loss=0.5)  # with the plan's: 1 - 0.8 * 0.5 = 60% lost
+    pair.request(ops.LineDegrade("a", 0, 0.5))  # with the plan's: 1 - 0.8 * 0.5 = 60% lost
     got = _datagrams(1000)
     assert 322 <= len(got) <= 478
 
@@ -184,16 +184,16 @@ for s in streams: s.join()
 def test_a_burst_of_parallel_streams_at_full_rate_leaves_on_time(pair):
     """GossipSub's pattern (a large message to 8 mesh peers at once), as fast as a 200 Mbit/s uplink
     lets it: the Python line this replaced let most of such a burst's packets out 10-20 ms+ late."""
-    pair.request(op="links", ips={"a": IP["a"], "b": IP["b"]}, jitter_ms=0, loss=0)
-    pair.request(op="attach", netns=B, ifname="eth0", node="b", delays_ms={IP["a"]: 20.0})
-    pair.request(op="attach", netns=A, ifname="eth0", node="a", delays_ms={IP["b"]: 20.0})
+    pair.request(ops.LineLinks({"a": IP["a"], "b": IP["b"]}, 0, 0))
+    pair.request(ops.LineAttach(B, "eth0", "b", {IP["a"]: 20.0}))
+    pair.request(ops.LineAttach(A, "eth0", "a", {IP["b"]: 20.0}))
     with NetNS(A, flags=0) as ns:
         tc.shape_egress(ns, "eth0", 200_000_000)
     t = time.monotonic()
     out = subprocess.run(["ip", "netns", "exec", A, sys.executable, "-c", BURST], capture_output=True, text=True,
                          timeout=30)
     assert out.returncode == 0, out.stderr
-    stats, _ = summary(pair.request(op="stats"))
+    stats, _ = summary(pair.request(ops.LineStats()))
     released = sum(stats["late_ms"].values())
     print(f"{released} packets released in {time.monotonic() - t:.1f} s: {stats['late_ms']}")
     assert released > 10_000 and not stats["errors"]  # it was a burst: ACKs both ways, data from a to b
@@ -223,12 +223,12 @@ def test_one_delay_line_per_machine_through_its_shaper_agent_delays_as_the_one_f
             return line["one"]
         lines = DelayLines(1, ["a", "b"], lambda node: f"/var/run/netns/{ {'a': A, 'b': B}[node]}", line_of=line_of)
         assert len(lines.lines) == 1
-        lines.request(op="links", ips={"a": IP["a"], "b": IP["b"]}, jitter_ms=0, loss=0)
+        lines.request(ops.LineLinks({"a": IP["a"], "b": IP["b"]}, 0, 0))
         lines.attach("b", "eth0", {IP["a"]: 30.0})
         lines.attach("a", "eth0", {IP["b"]: 10.0})
         rtt, mbit = _measure()
         assert 40.0 <= rtt <= 44.0 and mbit > 20
-        stats = lines.request(op="stats")
+        stats = lines.request(ops.LineStats())
         assert stats["packets"]["a"] > 0 and stats["packets"]["b"] > 0 and not stats["errors"]
 
         a_netns = f"/var/run/netns/{A}"

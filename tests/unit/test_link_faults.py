@@ -140,8 +140,9 @@ class Lines:
         self.requests: list[dict] = []
         self.attached: dict[str, dict[str, float]] = {}
 
-    def request(self, **msg):
-        self.requests.append(msg)
+    def request(self, op):
+        assert isinstance(op, ops.LineOp), op  # typed, as the real line takes them
+        self.requests.append(ops.wire(op))
         return {}
 
     def attach(self, node, ifname, delays_ms):
@@ -193,3 +194,17 @@ def test_the_operations_cross_into_a_container_as_they_are(run):
     todo += [op for _, op in run.apply(run.links.degrade("n4", 40.0, 0.1, 6_000_000))]
     assert {op.op for op in todo} >= {"egress", "download", "prepare_cut", "rate", "degrade_egress", "degrade_ingress"}
     assert ops.from_wire(json.loads(json.dumps(ops.to_wire(todo)))) == todo
+
+
+def test_the_delay_lines_operations_cross_to_a_cluster_nodes_daemon_as_they_are(tmp_path, monkeypatch):
+    """What the delay line is told (typed) reaches a cluster node's daemon as JSON and comes out the same
+    operations there (ops.line_op); one the daemon does not know is refused, not passed on."""
+    lines = Lines()
+    monkeypatch.setattr("orchestrator.shaping.delayline.DelayLines", lambda *a, **kw: lines)
+    run = Run(tmp_path, DelayLineShaper)
+    run.apply(run.links.degrade("n3", 25.0, 0.2, 0))
+    told = [*lines.requests, ops.wire(ops.LineStats()),
+            ops.wire(ops.LineAttach("/proc/1/ns/net", "eth0", "n3", {"10.0.0.2": 20.0}))]
+    assert [ops.wire(ops.line_op(json.loads(json.dumps(item)))) for item in told] == told
+    with pytest.raises(ValueError, match="unknown delay line operation 'teleport'"):
+        ops.line_op({"op": "teleport"})
