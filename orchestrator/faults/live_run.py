@@ -12,6 +12,7 @@ blocks off its loop.
 May import: orchestrator.model; the parts' types only."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from orchestrator.model.fault_actions import ACTIONS, LINKS
@@ -29,15 +30,14 @@ Blocking = Callable[..., Awaitable[Any]]
 LINK_METHODS = frozenset(a.method for a in ACTIONS.values() if a.changes == LINKS)
 
 
+@dataclass
 class LiveFaults:
-    def __init__(self, backend: Backend, shaper: LinkShaper, clients: dict[str, ControlClient | ContractClient],
-                 links: LinkFaults, restart: Callable[[str], Awaitable[None]], blocking: Blocking):
-        self.backend = backend
-        self.blocking = blocking
-        self.shaper = shaper
-        self.clients = clients
-        self.links = links
-        self.restart = restart
+    backend: Backend
+    shaper: LinkShaper
+    clients: dict[str, ControlClient | ContractClient]
+    links: LinkFaults
+    restart: Callable[[str], Awaitable[None]]
+    blocking: Blocking
 
     async def kill(self, node: str) -> None:  # waiting for the exit happens off the loop: restarts go on
         await self.blocking(self.backend.kill_node, node)
