@@ -1,8 +1,9 @@
 """What every backend provides; the runner (`orchestrator.run.runner`) does all the rest the same way.
 
-A backend differs from another only in: making the network, starting and stopping a node, applying
-shaping operations inside a node's network namespace and at the far end of its link, reaching its
-control API, and fetching its event log.
+A backend differs from another only in: making the network, starting and stopping a node, the access
+through which shaping's operations reach a node's network namespace and the far end of its link
+(`namespaces`: orchestrator/shaping/namespace_access.py), reaching its control API, and fetching its
+event log.
 
 A Backend is what orchestrator/shaping (`ShapingBackend`, with `LinkEnds`) and orchestrator/control
 (`ContractBackend`) declare they need of one; they never import this package. May import: shaping,

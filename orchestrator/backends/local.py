@@ -45,6 +45,7 @@ class LocalBackend(Backend):
     uses_unix_control = True
     runs_adapters = True
     has_delayline = True
+    namespaces: InProcess  # Backend's own: the switch's handle and each node's, kept for the run
 
     def __init__(self, ctx: RunContext):
         super().__init__(ctx)
@@ -57,7 +58,6 @@ class LocalBackend(Backend):
         self.exit_codes: dict[int, int] = {}    # pid -> exit code, as the fork server reports
         self._orphans: set[int] = set()         # nodes' pids whose fork server died before they did
         self._cond = threading.Condition()
-        self.namespaces: InProcess = InProcess()  # the switch's handle and each node's, kept for the run
         # nodes run as the run's own unprivileged user (node/process/privileges.py): they pass through the
         # scratch folder and those of their configs and logs (0o711: no listing), and reach nothing else of
         # it; each file of theirs is theirs (0o600), the socket folder theirs alone

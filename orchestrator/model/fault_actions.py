@@ -4,7 +4,8 @@ restart; a partition's `duration`: a heal), the numbers it carries to its events
 node's process, or links), the executor method it calls and when that does not apply, and how the
 fidelity rule times it. Whatever knows about fault actions reads them here: the scenario's `Fault`
 (sections.py), the timeline (timeline.py), the limits (limits.py), the executors' rules
-(orchestrator/faults/rules.py), the fidelity rule (orchestrator/fidelity/rule.py) and `peerlab plan`
+(orchestrator/faults/rules.py), the fidelity rule (orchestrator/fidelity/rule.py), the live runner's watch on nodes that exit
+(orchestrator/run/runner.py: `leaves_node`, `instant`) and `peerlab plan`
 (orchestrator/cli/scenario.py). A new action is a row here and its effect in the two executors
 (docs/extending.md, "Adding a fault").
 

@@ -1,4 +1,5 @@
-"""The planner: scenario + seed -> RunPlan, pure data, deterministic, saved in the manifest.
+"""The planner: scenario + seed -> RunPlan, data, deterministic, saved in the manifest (its link shapes,
+`RunPlan.link_shapes`, are made from it when first asked and saved nowhere).
 
 Everything random about a run (placement, subscriptions, topology, publishers, schedule, sampled
 fault targets) is decided here, each aspect from its own seeded stream so that changing one section

@@ -113,10 +113,15 @@ class InProcess(NamespaceAccess):
         super().__init__()
         self._handles: dict[str, NamespaceHandle] = {}
         self._lock = threading.Lock()
+        self._closed = False
 
     def handle(self, name: str) -> NamespaceHandle:
-        """The namespace's handle (opened at its first call), for what else the backend reads there."""
+        """The namespace's handle (opened at its first call), for what else the backend reads there.
+        Once closed, none: a call still in flight at teardown (a link counters' sample) must not open
+        a namespace again just before it is removed."""
         with self._lock:
+            if self._closed:
+                raise RuntimeError(f"namespace {name} is being removed")
             return self._handles.get(name) or self._handles.setdefault(name, NamespaceHandle(name))
 
     def run(self, where: str, todo: list[ops.Op]) -> Done:
@@ -124,6 +129,7 @@ class InProcess(NamespaceAccess):
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             handles, self._handles = list(self._handles.values()), {}
         for handle in handles:
             handle.close()

@@ -1,12 +1,13 @@
-"""The local backend's one netlink handle in the switch's namespace (orchestrator/backends/local.py):
-opened once and reused, kept through an operation the kernel refuses, unusable once closed, and closed
-before its namespace goes."""
+"""The local backend's netlink handles (orchestrator/shaping/namespace_access.py, `InProcess`): one per
+namespace, opened once and reused, kept through an operation the kernel refuses, unusable once closed,
+and closed before their namespaces go; once the access is closed, no call opens one again."""
 import os
 
 import pytest
 from pyroute2 import NetlinkError, netns
 
-from orchestrator.shaping.namespace_access import NamespaceHandle
+from orchestrator.shaping import ops
+from orchestrator.shaping.namespace_access import InProcess, NamespaceHandle
 
 pytestmark = pytest.mark.emulation
 
@@ -43,3 +44,18 @@ def test_a_broken_handle_is_replaced_by_the_next_call(namespace):
     after = ns.call(lambda h: h)
     assert after is not before and len(ns.call(lambda h: h.get_links())) == 1
     ns.close()
+
+
+def test_the_runs_access_keeps_a_handle_per_namespace_and_opens_none_once_closed(namespace):
+    access = InProcess()
+    handle = access.handle(namespace)
+    assert access.handle(namespace) is handle
+    (described,) = access.run(namespace, [ops.Describe("lo")])
+    assert described["op"] == "describe" and access.handle(namespace) is handle  # the same, not a new one
+    access.close()
+    with pytest.raises(RuntimeError):  # its handles closed
+        handle.call(lambda h: h)
+    # a call still in flight at teardown (a counters' sample) must not open the namespace again
+    with pytest.raises(RuntimeError, match="being removed"):
+        access.run(namespace, [ops.Describe("lo")])
+    access.close()  # a second teardown finds it closed

@@ -79,7 +79,6 @@ class LoopbackBackend(Backend):
     def link_ends(self, node_id: str) -> LinkEnds:
         return LinkEnds(f"host-{node_id}", "lo", f"switch-{node_id}", "lo")
 
-
     def probe_netem(self) -> tuple[bool, str]:
         return False, "loopback test backend: nothing is shaped"
 
