@@ -33,13 +33,18 @@ def samples(path):
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def run(links: Links, seconds: float, path, mark_after: float | None = None) -> LinkSampler:
+def run(links: Links, seconds: float, path, mark_after: float | None = None, before_stop: int = 0) -> LinkSampler:
+    """Sample for `seconds`, and on until `before_stop` samples are taken (a starved machine reads
+    slowly, which spaces the samples further apart), then stop (which takes one more)."""
     async def main():
         sampler = LinkSampler(links, path)
         assert await sampler.start()
         if mark_after is not None:
             sampler.mark_at(time.time_ns() + int(mark_after * 1e9))
         await asyncio.sleep(seconds)
+        deadline = time.monotonic() + patient(10)
+        while sampler.samples < before_stop and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
         await sampler.stop()
         return sampler
     return asyncio.run(main())
@@ -68,7 +73,7 @@ def test_quick_reads_are_a_second_apart(tmp_path):
 def test_a_slow_read_spaces_the_samples_to_ten_times_its_length(tmp_path):
     path = tmp_path / "k.jsonl"
     links = Links(0.2)
-    sampler = run(links, 3.0, path)
+    sampler = run(links, 3.0, path, before_stop=2)  # the start's and one periodic (starved: after 3 s)
     first = gaps(path)[0]
     # ten times what the read took: 0.2 s, more where the busy machine woke the reader late (a read of
     # 0.57 s beside make test's exclusive phase spaced them 5.7 s apart), never less
