@@ -97,7 +97,7 @@ test: dev s3-server s3a-jars cluster-programs
 	PEERLAB_TEST_CLUSTER_AHEAD=1 $(MAKE) --no-print-directory test-cluster
 	./.ci/beside '$(PY) -m pytest -p no:cacheprovider --no-skips -n 3 --dist worksteal -m "not emulation and not exclusive and not netem"' \
 		$(PY) -m pytest --no-skips --durations=12 -m "exclusive and not whole_machine and not netem and not cluster"
-	$(PY) -m pytest --no-skips -m "whole_machine and not netem"
+	$(PY) -m pytest --no-skips --durations=4 -m "whole_machine and not netem"
 	$(MAKE) --no-print-directory test-netem
 
 # the tests on the local 3-node Kubernetes cluster (tests/cluster: its conftest brings it up once with kind,

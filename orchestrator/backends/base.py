@@ -12,13 +12,12 @@ control.node_client, store.durable, model.plan, node.contract.
 from __future__ import annotations
 
 import abc
-import sys
 import threading
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, TypeVar
+from typing import Callable, Iterable, TypeVar
 
 from node.contract import ContractConfig
 from orchestrator.control.node_client import ControlClient
@@ -90,7 +89,6 @@ class Backend(abc.ABC):
     runs_adapters = False  # can start an adapter's node (node/adapters) and stop it with SIGTERM
     adapters_in_images = False  # runs them from their images (node/adapters/*/Dockerfile), not from .tools/
     has_delayline = False  # the delay line (orchestrator/shaping/delayline.py) reaches its namespaces
-    delayline_per_machine = False  # one delay line per machine the nodes are on (delay_line_of), not one here
     logs_on_host = True  # event_log() is the file the node writes, on this machine, during the run
     needs_root = True  # makes namespaces, containers or tc qdiscs on this machine (`peerlab run` says so first)
 
@@ -136,21 +134,6 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def event_log_path(self, node_id: str) -> str:
         """Where the node writes its event log, as the node sees it."""
-
-    def netns_path(self, node_id: str) -> str:
-        """The file of the node's network namespace on this machine, for what enters it from outside
-        (the delay line, calibration probes)."""
-        raise NotImplementedError(f"the {self.name} backend's namespaces are not on this machine")
-
-    def python_in_netns(self, node_id: str) -> list[str]:
-        """The command of a Python, started from here, that runs in the node's network namespace with
-        peerlab importable (the delay line, calibration probes): nsenter on this machine."""
-        return ["nsenter", f"--net={self.netns_path(node_id)}", sys.executable]
-
-    def delay_line_of(self, node_id: str, seed: int) -> Any:
-        """Where `delayline_per_machine`: the delay line of the machine the node is on (one object for
-        all its nodes), with `request` and `close` (delayline.DelayLineProcess's)."""
-        raise NotImplementedError(f"the {self.name} backend has one delay line, here")
 
     def probe_delayline(self) -> tuple[bool, str]:
         """Can the delay line hold the nodes' packets? Here: NFQUEUE on this machine."""

@@ -130,7 +130,9 @@ def docker_leftovers() -> dict[str, str]:
         client = docker_client()
     except RuntimeError:
         return {}
-    objects = [*client.containers.list(all=True, filters={"label": LABEL}),
+    # sparse: the list's own entries, their labels included; inspecting each (the default) fails on a
+    # container another run removed meanwhile (a CI run's `clean` did, beside the docker tests)
+    objects = [*client.containers.list(all=True, filters={"label": LABEL}, sparse=True),
                *client.networks.list(filters={"label": LABEL}), *client.volumes.list(filters={"label": LABEL})]
     found: dict[str, str] = {}
     for o in objects:
@@ -157,11 +159,11 @@ class DockerBackend(Backend):
         self.subnet = 200 + int(ctx.short, 16) % 50
         self.host_ifname: dict[str, str] = {}
         self.sysctls: dict[str, str] = {}  # every node namespace's (create_network)
-        self.sandbox_pid: dict[str, int] = {}
+        self.sandbox_pid: dict[str, int] = {}  # sandbox container -> its init, as this host sees it
         self.containers: dict[str, Any] = {}
         self.node_pid: dict[str, int] = {}  # of each node container's init, as this host sees it
         # shaping in a node's sandbox by an exec of the shaping entry point there; the bridge's side here
-        self.namespaces = InContainers(self._exec_as_root, HOST, self.each)
+        self.namespaces = InContainers(self._exec_as_root, HOST, self.sandbox_pid.__getitem__, self.each)
         # progress on stderr: stdout's last line is the run directory
         say = lambda m: print(f"  {m}", file=sys.stderr, flush=True)  # noqa: E731
         self.image = image.build(self.client, say=say)
@@ -186,8 +188,6 @@ class DockerBackend(Backend):
     def link_ends(self, node_id: str) -> LinkEnds:
         return LinkEnds(self.sandbox(node_id), "eth0", HOST, self.host_ifname[node_id])
 
-    def netns_path(self, node_id: str) -> str:
-        return f"/proc/{self.sandbox_pid[node_id]}/ns/net"
 
     def control_endpoint(self, node_id: str) -> dict[str, Any]:
         return {"host": self.address(node_id), "port": CONTROL_PORT}
@@ -223,7 +223,7 @@ class DockerBackend(Backend):
                                                cap_add=["NET_ADMIN"], security_opt=["no-new-privileges"],
                                                init=True, sysctls=self.sysctls or None))
         api.start(c["Id"])
-        self.sandbox_pid[node_id] = api.inspect_container(c["Id"])["State"]["Pid"]
+        self.sandbox_pid[self.sandbox(node_id)] = api.inspect_container(c["Id"])["State"]["Pid"]
         peer = self.namespaces.run(self.sandbox(node_id), [ops.PeerIndex("eth0")])
         return node_id, peer[0]["index"]
 

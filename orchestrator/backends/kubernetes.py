@@ -25,7 +25,8 @@ degrade), its kernel counters (its eth0 is the node's link) and, on cluster kern
 the node's one delay line (at real-time priority, for every pod there) are lines on that stream. The
 pods themselves hold no capability. An adapter's node has no control API: the runner follows its
 event log through the supervisor (GET /events), stops it with SIGTERM through it, and probes its links from
-its cluster node's daemon, entering the pod's namespace (`KubeCluster.python_in_netns`). Everything
+its cluster node's daemon, entering the pod's namespace (`KubeCluster.python_in_netns`, handed to the
+run's namespace access). Everything
 else is the shared runner.
 """
 from __future__ import annotations
@@ -96,7 +97,6 @@ class KubernetesBackend(Backend):
     runs_adapters = True
     adapters_in_images = True
     has_delayline = True
-    delayline_per_machine = True
     logs_on_host = False  # copied out of the pods at teardown
     needs_root = False  # the cluster's API server and helm do the privileged work
 
@@ -118,10 +118,11 @@ class KubernetesBackend(Backend):
         self.cluster_nodes: dict[str, str] = {}  # node -> the cluster node its pod runs on
         self._status: dict[str, tuple[float, dict[str, Any]]] = {}
         self.agents: dict[str, agent.ShaperAgent] = {}  # cluster node -> its shaping daemon's agent
-        self.delay_lines: dict[str, agent.AgentDelayLine] = {}  # cluster node -> its delay line
         self.netns: dict[str, str] = {}  # pod -> its network namespace file, as its daemon sees it
-        # shaping in a pod's namespace by the daemon of its cluster node, a request per cluster node
-        self.namespaces = ThroughDaemons(self.agents, self._machine, lambda pod: self.netns[pod], self.each)
+        # shaping in a pod's namespace by the daemon of its cluster node, a request per cluster node;
+        # the delay line of each cluster node, and the probes' Pythons in the pods, through it too
+        self.namespaces = ThroughDaemons(self.agents, self._machine, lambda pod: self.netns[pod],
+                                         self.cluster.python_in_netns, self.each)
         self.installed = False
         for sub in ("events", "out"):
             (ctx.scratch / sub).mkdir(parents=True, exist_ok=True)
@@ -244,10 +245,6 @@ class KubernetesBackend(Backend):
     def _machine(self, pod: str) -> str:
         return self.cluster_nodes[self.node_of_pod[pod]]
 
-    def netns_path(self, node_id: str) -> str:
-        """The pod's network namespace file, as the daemon of its cluster node sees it."""
-        return self.netns[self.pods[node_id]]
-
     def probe_netem(self) -> tuple[bool, str]:
         first = next(iter(self.pods.values()))
         result = self.namespaces.run(first, [ops.Probe(kind="netem")])[0]
@@ -258,16 +255,6 @@ class KubernetesBackend(Backend):
         done = self.cluster.shaper_exec(self.cluster_nodes[first_node], [
             "nsenter", f"--net={self.netns[first]}", "python3", "-m", "orchestrator.shaping.delayline", "--probe"])
         return done.code == 0, f"{done.stdout.strip() or done.stderr.strip() or f'exit code {done.code}'} (in pod {first})"
-
-    def python_in_netns(self, node_id: str) -> list[str]:
-        return self.cluster.python_in_netns(self.cluster_nodes[node_id], self.netns_path(node_id))
-
-    def delay_line_of(self, node_id: str, seed: int) -> agent.AgentDelayLine:
-        """The delay line of the node's cluster node, started by its daemon at the first node there."""
-        machine = self.cluster_nodes[node_id]
-        if machine not in self.delay_lines:
-            self.delay_lines[machine] = agent.AgentDelayLine(self.agents[machine], seed + len(self.delay_lines))
-        return self.delay_lines[machine]
 
     def link_counters(self) -> dict[str, dict[str, int]]:
         """Every pod's eth0 counters, read by its shaper agent (all pods side by side); a pod that does
@@ -383,4 +370,4 @@ class KubernetesBackend(Backend):
     def _close_agents(self) -> None:
         while self.agents:  # popped one by one: a thread still opening one may add another meanwhile
             self.agents.popitem()[1].close()  # its delay line ends with it
-        self.delay_lines.clear()
+        self.namespaces.close()

@@ -71,9 +71,6 @@ class LocalBackend(Backend):
     def node_netns(self, node_id: str) -> str:
         return f"{self.prefix}-{node_id}"
 
-    def netns_path(self, node_id: str) -> str:
-        return f"/var/run/netns/{self.node_netns(node_id)}"
-
     def address(self, node_id: str) -> str:
         return ids.address(node_id, self.subnet)
 

@@ -92,7 +92,7 @@ class NamespaceProbes:
         self.clocks: dict[str, asyncio.subprocess.Process] = {}
 
     def _exec(self, node_id: str) -> list[str]:
-        return [*self.backend.python_in_netns(node_id), "-c"]
+        return [*self.backend.namespaces.python_in(self.backend.link_ends(node_id).node_netns), "-c"]
 
     async def _server(self, node_id: str) -> None:
         """The node's probe server, started once (probes of several pairs may reach it at once)."""

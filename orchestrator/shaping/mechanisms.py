@@ -54,11 +54,10 @@ class LinkEnds:
 
 class ShapingBackend(Protocol):
     """What a shaper asks of the backend the nodes run on (orchestrator/backends/base.py's `Backend`
-    answers all of it): where each node's link ends, its address, the access to the namespaces the
-    typed operations run in (namespace_access.py), and, for the delay line, the namespaces' files and
-    the delay line of each machine."""
+    answers all of it): where each node's link ends, its address, and the access to the namespaces the
+    typed operations run in (namespace_access.py: for the delay line too, the namespaces' files and
+    the delay line of each machine)."""
 
-    delayline_per_machine: bool
     namespaces: NamespaceAccess
 
     def address(self, node_id: str) -> str: ...
@@ -68,10 +67,6 @@ class ShapingBackend(Protocol):
     def alive(self, node_id: str) -> bool: ...
 
     def check_stop(self) -> None: ...
-
-    def netns_path(self, node_id: str) -> str: ...
-
-    def delay_line_of(self, node_id: str, seed: int) -> Any: ...
 
 
 class LinkShaper(abc.ABC):
@@ -302,10 +297,12 @@ class DelayLineShaper(LinkShaper):
     def _attach(self, first: list[LinkShape]) -> None:
         """The delay line (started with the first shapes: the run's jitter and loss are every link's),
         attached to each node's ingress with the latencies of what it receives."""
-        b = self.backend
+        b, access = self.backend, self.backend.namespaces
         if self.lines is None:
-            self.lines = delayline.DelayLines(self.plan.seed, [n.id for n in self.plan.nodes], b.netns_path,
-                                              b.delay_line_of if b.delayline_per_machine else None)
+            where = lambda node: b.link_ends(node).node_netns  # noqa: E731 - the node's namespace
+            self.lines = delayline.DelayLines(
+                self.plan.seed, [n.id for n in self.plan.nodes], lambda node: access.file_of(where(node)),
+                (lambda node, seed: access.delay_line_of(where(node), seed)) if access.per_machine else None)
             self.lines.request(ops.LineLinks(self.address_of, first[0].jitter_ms, first[0].loss))
         for shape in first:
             b.check_stop()

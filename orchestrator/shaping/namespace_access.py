@@ -2,7 +2,9 @@
 nodes run on hands its run one `NamespaceAccess` (`Backend.namespaces`), built from what only it knows
 (where each namespace is, how a command runs in a container, which daemon serves a pod); the shaper
 (mechanisms.py) gives it a deploy's or a fault's work, and the work goes from there to tc.py without
-leaving shaping/:
+leaving shaping/. It also says what enters a namespace from outside needs: the namespace's file as
+the delay line serving it sees it (`file_of`), a Python started in it (`python_in`, the calibration
+probes), and where a machine has a delay line of its own, that line (`delay_line_of`):
 
     InProcess       a netlink handle per namespace, opened once and kept for the run (local: the
                     nodes' namespaces and the switch's are this machine's)
@@ -11,11 +13,12 @@ leaving shaping/:
     ThroughDaemons  the shaping daemon of each cluster node (agent.py), one request per cluster node
                     for all its pods' work (kubernetes)
 
-May import: orchestrator.shaping's ops and tc (agent for types only); pyroute2. Never backends/."""
+May import: orchestrator.shaping's ops, tc and agent; pyroute2. Never backends/."""
 from __future__ import annotations
 
 import abc
 import json
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable, Iterable, TypeVar
@@ -23,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, TypeVar
 from pyroute2 import IPRoute, NetlinkError, NetNS
 
 from orchestrator.shaping import ops, tc
+from orchestrator.shaping.agent import AgentDelayLine
 
 if TYPE_CHECKING:
     from orchestrator.shaping.agent import ShaperAgent
@@ -41,8 +45,24 @@ def in_turn(fn: Callable[[Any], Any], items: Iterable[Any]) -> list[Any]:
 class NamespaceAccess(abc.ABC):
     """Runs operations in a namespace, named as the backend's `link_ends` names it."""
 
+    per_machine = False  # one delay line per machine the namespaces are on (`delay_line_of`), not one here
+
     def __init__(self, each: Each = in_turn):
         self.each = each
+
+    def file_of(self, where: str) -> str:
+        """The namespace's file, as the delay line that serves it (and a command entering it) sees it."""
+        raise NotImplementedError(f"namespace {where} is not on this machine")
+
+    def python_in(self, where: str) -> list[str]:
+        """The command of a Python, started from here, that runs in the namespace with peerlab
+        importable (the calibration probes): nsenter on this machine."""
+        return ["nsenter", f"--net={self.file_of(where)}", sys.executable]
+
+    def delay_line_of(self, where: str, seed: int) -> Any:
+        """Where `per_machine`: the delay line of the machine the namespace is on (one object for all
+        the namespaces there), with `request` and `close` (delayline.DelayLineProcess's)."""
+        raise NotImplementedError("one delay line, here")
 
     @abc.abstractmethod
     def run(self, where: str, todo: list[ops.Op]) -> Done:
@@ -127,6 +147,9 @@ class InProcess(NamespaceAccess):
     def run(self, where: str, todo: list[ops.Op]) -> Done:
         return self.handle(where).call(lambda ns: tc.apply(ns, todo))
 
+    def file_of(self, where: str) -> str:
+        return f"/var/run/netns/{where}"
+
     def close(self) -> None:
         with self._lock:
             self._closed = True
@@ -137,12 +160,18 @@ class InProcess(NamespaceAccess):
 
 class InContainers(NamespaceAccess):
     """`exec_in(container, argv)` -> (exit code, output): how the engine runs a command as root in a
-    container; `host`: the name that means this machine's own namespace (the bridge's side)."""
+    container; `host`: the name that means this machine's own namespace (the bridge's side);
+    `pid_of(container)`: its first process as this machine sees it (the namespace is this kernel's)."""
 
-    def __init__(self, exec_in: Callable[[str, list[str]], tuple[int, bytes]], host: str, each: Each):
+    def __init__(self, exec_in: Callable[[str, list[str]], tuple[int, bytes]], host: str,
+                 pid_of: Callable[[str], int], each: Each):
         super().__init__(each)
         self.exec_in = exec_in
         self.host = host
+        self.pid_of = pid_of
+
+    def file_of(self, where: str) -> str:
+        return f"/proc/{self.pid_of(where)}/ns/net"
 
     def run(self, where: str, todo: list[ops.Op]) -> Done:
         if where == self.host:
@@ -163,17 +192,38 @@ class InContainers(NamespaceAccess):
 class ThroughDaemons(NamespaceAccess):
     """A pod's namespace through the agent of its cluster node's shaping daemon: `daemon_of(pod)` names
     that cluster node, `agents` holds their agents (as they open), `netns_of(pod)` is the pod's namespace
-    file as its daemon sees it."""
+    file as its daemon sees it, `python_on(cluster node, file)` the command of a Python that the daemon
+    there starts in that namespace. Each cluster node has its delay line, started by its daemon."""
+
+    per_machine = True
 
     def __init__(self, agents: dict[str, ShaperAgent], daemon_of: Callable[[str], str],
-                 netns_of: Callable[[str], str], each: Each):
+                 netns_of: Callable[[str], str], python_on: Callable[[str, str], list[str]], each: Each):
         super().__init__(each)
         self.agents = agents
         self.daemon_of = daemon_of
         self.netns_of = netns_of
+        self.python_on = python_on
+        self.lines: dict[str, AgentDelayLine] = {}  # cluster node -> its delay line
 
     def run(self, where: str, todo: list[ops.Op]) -> Done:
         return self.agents[self.daemon_of(where)].apply(todo, self.netns_of(where), f"pod {where}")
+
+    def file_of(self, where: str) -> str:
+        return self.netns_of(where)
+
+    def python_in(self, where: str) -> list[str]:
+        return self.python_on(self.daemon_of(where), self.netns_of(where))
+
+    def delay_line_of(self, where: str, seed: int) -> AgentDelayLine:
+        """The delay line of the pod's cluster node, started by its daemon at the first pod there."""
+        machine = self.daemon_of(where)
+        if machine not in self.lines:
+            self.lines[machine] = AgentDelayLine(self.agents[machine], seed + len(self.lines))
+        return self.lines[machine]
+
+    def close(self) -> None:
+        self.lines.clear()  # each ends with its daemon's agent, which the backend closes
 
     def run_all(self, work: Work, check_stop: Callable[[], None]) -> None:
         """One request per cluster node for all its pods' operations (a partition of 30 pods on 3 nodes:

@@ -12,13 +12,22 @@ import sys
 import pytest
 
 from orchestrator.fidelity import netprobe
+from orchestrator.shaping.mechanisms import LinkEnds
+
+
+class HostNamespaces:
+    def python_in(self, where: str) -> list[str]:
+        assert where.startswith("ns-of-"), where  # the namespace the backend's link_ends names, not the node
+        return [sys.executable]
 
 
 class HostBackend:
     """Every node's "namespace" is this host's (the probes' processes are plain Pythons)."""
 
-    def python_in_netns(self, node_id: str) -> list[str]:
-        return [sys.executable]
+    namespaces = HostNamespaces()
+
+    def link_ends(self, node_id: str) -> LinkEnds:
+        return LinkEnds(f"ns-of-{node_id}", "eth0", "switch", f"v{node_id}")
 
     def address(self, node_id: str) -> str:
         return "127.0.0.1"
