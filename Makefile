@@ -94,7 +94,7 @@ test: dev s3-server s3a-jars cluster-programs
 	$(PY) -m ruff check .
 	@$(VENV)/bin/peerlab image build --implementation all >/dev/null || echo "peerlab: node images not built (no Docker engine?): the docker tests build them, or fail without an engine"
 	$(PY) -m tests.cluster.ahead $(PY) -m pytest --no-skips -n 3 --dist worksteal --durations=12 -m "emulation and not exclusive and not netem"
-	PEERLAB_TEST_CLUSTER_AHEAD=1 $(MAKE) --no-print-directory test-cluster
+	PEERLAB_TEST_CLUSTER_AHEAD=1 $(MAKE) --no-print-directory test-cluster || { $(PY) -m tests.cluster.ahead --down; exit 1; }
 	./.ci/beside '$(PY) -m pytest -p no:cacheprovider --no-skips -n 3 --dist worksteal -m "not emulation and not exclusive and not netem"' \
 		$(PY) -m pytest --no-skips --durations=12 -m "exclusive and not whole_machine and not netem and not cluster"
 	$(PY) -m pytest --no-skips --durations=4 -m "whole_machine and not netem"

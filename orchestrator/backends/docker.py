@@ -76,7 +76,7 @@ def remove_docker_objects(short: str, client=None, volumes: bool = True) -> dict
     (`peerlab clean` removes the event-log volume last, once its logs are stored)."""
     client = client or docker_client()
     selector = {"label": f"{LABEL}={short}"}
-    containers = client.containers.list(all=True, filters=selector)
+    containers = client.containers.list(all=True, filters=selector, ignore_removed=True)  # (gone meanwhile: gone)
     # nodes first: a sandbox cannot go while a container still uses its namespace
     for sandboxes in (False, True):
         side_by_side(lambda c: c.remove(force=True), [c for c in containers if c.name.endswith("-net") == sandboxes])

@@ -21,15 +21,12 @@ import json
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Callable, Iterable, TypeVar
+from typing import Any, Callable, Iterable, TypeVar
 
 from pyroute2 import IPRoute, NetlinkError, NetNS
 
 from orchestrator.shaping import ops, tc
-from orchestrator.shaping.agent import AgentDelayLine
-
-if TYPE_CHECKING:
-    from orchestrator.shaping.agent import ShaperAgent
+from orchestrator.shaping.agent import AgentDelayLine, ShaperAgent
 
 T = TypeVar("T")
 Work = dict[str, list[ops.Op]]  # namespace -> the operations done in it, in order

@@ -70,6 +70,7 @@ def short_id(run_dir: Path | str) -> str:
 def docker_objects(client) -> list[str]:
     """Names of every container, network and volume a peerlab run labelled."""
     label = {"label": "peerlab.run"}
-    return sorted([c.name for c in client.containers.list(all=True, filters=label)] +
+    # (ignore_removed: one removed between the engine's list and its inspect was not there)
+    return sorted([c.name for c in client.containers.list(all=True, filters=label, ignore_removed=True)] +
                   [n.name for n in client.networks.list(filters=label)] +
                   [v.name for v in client.volumes.list(filters=label)])
