@@ -103,8 +103,10 @@ def test_clean_after_a_sigkilled_orchestrator_leaves_nothing_of_the_run(request,
         # (the rate reached is the quickstart test's to assert: here the killed run's pods and the clean
         # share the 2 cores with these rounds, and one measured 39 Mbit/s in CI)
         assert 0 < min(r["rounds_mbit"]) <= 55.0 and max(r["rounds_mbit"]) <= 55.0, r
-    for r in cal["rtt"]:  # the quickest ping: the shaping's own delay (load only adds)
-        assert abs(r["min_ms"] - 40.0) <= 0.1 * 40.0 + 1, r
+    for r in cal["rtt"]:  # the quickest ping: never under the shaped delay (its precision is the quickstart
+        # test's to assert: here the killed run's pods still run beside these pings; one CI run's quickest
+        # of a pair was 48.7 ms for 40, its median 120)
+        assert 40.0 - 1 <= r["min_ms"] <= 2 * 40.0, r
     assert len(list((run_dir / "events").glob("n*.jsonl.gz"))) == 8
     assert (run_dir / "events" / "n7.jsonl.gz").stat().st_size > 0  # the killed node's log, both its lives
     metrics = analyse(run_dir, spark)
