@@ -79,25 +79,23 @@ $(DEVSTAMP): $(STAMP)
 quickstart: setup
 	$(VENV)/bin/peerlab run scenarios/quickstart.yaml
 
-# Everything CI runs: lint; the node images (so that no test times a build); the emulation tests in
-# parallel (three workers on two cores: most of their time is their runs' real time, half the CPU idle)
-# with the local 3-node cluster coming up beside them (tests/cluster/ahead.py); the cluster's tests on it
-# at once, one at a time (they take it down, leaving nothing); the tests that time the host or check
-# it for leftovers, one at a time, with the tests that need only the CPU (no namespaces, no Docker)
-# beside them at the lowest priority (.ci/beside: they take the CPU those runs leave idle, about two
-# thirds of it); the one that compares the whole machine before and
+# Everything CI runs: lint; the emulation tests in parallel (three workers on two cores: most of their
+# time is their runs' real time); the node images (so that the first docker test times no build); the
+# tests that time the host or check it for leftovers, one at a time, with the tests that need only the
+# CPU (no namespaces, no Docker) beside them at the lowest priority (.ci/beside: they take the CPU
+# those runs leave idle, about two thirds of it); the one that compares the whole machine before and
 # after, with nothing beside it; the tests that need sch_netem, in a Debian guest (test-netem).
 # The two long phases print their slowest tests (--durations), so CI's log shows where the time goes.
 # Every phase runs with --no-skips (tests/conftest.py): a test that skips there fails, saying why (no
 # Docker engine, no netem in the guest, a checkout other users cannot read): a green run ran everything.
 test: dev s3-server s3a-jars cluster-programs
 	$(PY) -m ruff check .
+	$(PY) -m pytest --no-skips -n 3 --dist worksteal --durations=12 -m "emulation and not exclusive and not netem"
 	@$(VENV)/bin/peerlab image build --implementation all >/dev/null || echo "peerlab: node images not built (no Docker engine?): the docker tests build them, or fail without an engine"
-	$(PY) -m tests.cluster.ahead $(PY) -m pytest --no-skips -n 3 --dist worksteal --durations=12 -m "emulation and not exclusive and not netem"
-	PEERLAB_TEST_CLUSTER_AHEAD=1 $(MAKE) --no-print-directory test-cluster || { $(PY) -m tests.cluster.ahead --down; exit 1; }
 	./.ci/beside '$(PY) -m pytest -p no:cacheprovider --no-skips -n 3 --dist worksteal -m "not emulation and not exclusive and not netem"' \
 		$(PY) -m pytest --no-skips --durations=12 -m "exclusive and not whole_machine and not netem and not cluster"
 	$(PY) -m pytest --no-skips --durations=4 -m "whole_machine and not netem"
+	$(MAKE) --no-print-directory test-cluster
 	$(MAKE) --no-print-directory test-netem
 
 # the tests on the local 3-node Kubernetes cluster (tests/cluster: its conftest brings it up once with kind,

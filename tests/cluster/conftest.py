@@ -1,8 +1,6 @@
 """The local cluster for tests/cluster: the `cluster` fixture brings the kind cluster `peerlab cluster up`
 makes (three nodes) up once for the whole run of this directory, before its first test, and at the end
 takes it down and checks that nothing of it is left on the host (support.host_state before and after).
-`make test` brings it up beforehand, beside the emulation tests (ahead.py): then the fixture takes it as
-it is, with the host's state recorded before that up.
 
 The test modules run in the order of their names (pytest's), one after another on the same cluster:
 test_cluster_nodes (the cluster itself), test_runs_on_the_cluster (the quickstart into the cluster's
@@ -11,13 +9,10 @@ test_time_dilation, test_within_the_cluster (the orchestrator as a Job). A new m
 """
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from orchestrator.cluster import lifecycle
 from orchestrator.cluster.layout import Layout
-from tests.cluster import ahead
 from tests.cluster.support import NAMESPACE, NODES, host_state
 from tests.support.cli import peerlab
 
@@ -28,15 +23,12 @@ def cluster():
     set-up has built its programs and node image), with the node images of this checkout loaded into
     every node; down after the last test, with nothing of it left on the host."""
     state = Layout.default()
-    if os.environ.get(ahead.ENV) == "1":  # `make test` brought it up beside the emulation tests
-        before = ahead.taken()
-    else:
-        before = host_state()
-        built = peerlab("image", "build", "--orchestrator", timeout=900)  # `up` loads it with the node images
-        assert built.returncode == 0, built.stderr[-3000:]
-        up = peerlab("cluster", "up", "--nodes", str(NODES), timeout=1800)
-        assert up.returncode == 0, up.stderr[-3000:]
-        print(up.stderr[-600:])
+    before = host_state()
+    built = peerlab("image", "build", "--orchestrator", timeout=900)  # `up` loads it with the node images
+    assert built.returncode == 0, built.stderr[-3000:]
+    up = peerlab("cluster", "up", "--nodes", str(NODES), timeout=1800)
+    assert up.returncode == 0, up.stderr[-3000:]
+    print(up.stderr[-600:])
     env = {"KUBECONFIG": str(state.kubeconfig), "PEERLAB_K8S_NAMESPACE": NAMESPACE}
     yield state, env
     down = peerlab("cluster", "down", timeout=300)
