@@ -122,7 +122,8 @@ class KubernetesBackend(Backend):
         # shaping in a pod's namespace by the daemon of its cluster node, a request per cluster node;
         # the delay line of each cluster node, and the probes' Pythons in the pods, through it too
         self.namespaces = ThroughDaemons(self.agents, self._machine, lambda pod: self.netns[pod],
-                                         self.cluster.python_in_netns, self.each)
+                                         lambda machine, netns: self.cluster.python_in_netns(machine, netns),
+                                         self.each)
         self.installed = False
         for sub in ("events", "out"):
             (ctx.scratch / sub).mkdir(parents=True, exist_ok=True)
