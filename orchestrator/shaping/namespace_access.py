@@ -49,7 +49,9 @@ class NamespaceAccess(abc.ABC):
 
     def file_of(self, where: str) -> str:
         """The namespace's file, as the delay line that serves it (and a command entering it) sees it."""
-        raise NotImplementedError(f"namespace {where} is not on this machine")
+        # (a refusal, not a stub: an access whose namespaces nothing enters from outside has no file)
+        raise NotImplementedError(f"namespace {where}: this run's namespace access gives no file for the "
+                                  "delay line or the probes to enter (its backend has neither)")
 
     def python_in(self, where: str) -> list[str]:
         """The command of a Python, started from here, that runs in the namespace with peerlab
@@ -59,7 +61,8 @@ class NamespaceAccess(abc.ABC):
     def delay_line_of(self, where: str, seed: int) -> Any:
         """Where `per_machine`: the delay line of the machine the namespace is on (one object for all
         the namespaces there), with `request` and `close` (delayline.DelayLineProcess's)."""
-        raise NotImplementedError("one delay line, here")
+        # (a refusal, not a stub: the shaper asks only where `per_machine`)
+        raise NotImplementedError(f"namespace {where}: one delay line for every namespace, here, not one per machine")
 
     @abc.abstractmethod
     def run(self, where: str, todo: list[ops.Op]) -> Done:
