@@ -32,7 +32,6 @@ every node). Each costs `probe_mib`, measured by the bench apart from the nodes.
 from __future__ import annotations
 
 import json
-import math
 import os
 import random
 import resource
@@ -144,11 +143,12 @@ class Estimate:
     dilatable: bool = True    # whether its implementations may be dilated (orchestrator/model/dilation.py)
     probes: float = 0.0       # probe processes beside adapter nodes at the run's peak (of memory_mib)
 
-    def dilation_for(self, cores: float) -> int:
-        """The smallest --dilate that brings the work within `cores` (the fixed share is not dilated)."""
+    def dilation_for(self, cores: float) -> float:
+        """The smallest --dilate, in steps of dilation's STEP, that brings the work within `cores` (the fixed
+        share is not dilated)."""
         if self.fixed_cores >= cores:
-            return 10**6  # (the machine is too small for the run's own processes)
-        return math.ceil((self.cpu_cores - self.fixed_cores) * self.dilation / (cores - self.fixed_cores) - 1e-9)
+            return 10.0**6  # (the machine is too small for the run's own processes)
+        return dilation_rules.step_up((self.cpu_cores - self.fixed_cores) * self.dilation / (cores - self.fixed_cores))
 
     def scaled(self, nodes: int) -> "Estimate":
         """The same run with `nodes` nodes of the same mix (everything but the fixed memory scales)."""
@@ -262,11 +262,11 @@ def _remedy(need: Estimate, cores: float, dilated: str = "; --dilate K gives eac
     (implementations that cannot be dilated, or a dilation past the limit) the node count."""
     k = need.dilation_for(cores)
     if need.dilatable and k <= dilation_rules.MAX:
-        return dilated.format(k=k)
+        return dilated.format(k=f"{k:g}")
     nodes = need.nodes
     while nodes > 0 and need.scaled(nodes).cpu_cores > cores:
         nodes -= 1
-    why = "its implementations cannot be dilated" if not need.dilatable else f"--dilate {k} is past {dilation_rules.MAX:g}"
+    why = "its implementations cannot be dilated" if not need.dilatable else f"--dilate {k:g} is past {dilation_rules.MAX:g}"
     return f"; {why}: --set nodes.count={nodes} fits" if nodes else f"; {why}"
 
 

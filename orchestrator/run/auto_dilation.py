@@ -17,7 +17,6 @@ May import: orchestrator.run.admission, orchestrator.model, orchestrator.fidelit
 names (SIMULATOR)."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +27,7 @@ from orchestrator.model.scenario import Scenario
 from orchestrator.run import admission
 
 ATTEMPTS = 3    # runs at most, the first included
-GROWTH = 1.5    # the next attempt's k, times the last one's (the least faithful k stays within 1.5x)
+GROWTH = 1.5    # the next attempt's k, times the last one's, rounded up to dilation's STEP
 CPU_FIGURES = ("probes", "loop_lag", "delay_line", "host")  # a phase's figures the CPU's shortage moves
 
 
@@ -54,12 +53,12 @@ def first_choice(scenario: Scenario, backend: str, machine: admission.Machine | 
     if not need.dilatable:
         return Choice(1.0, "its implementations cannot be dilated (docs/dilation.md)")
     share = admission.FAITHFUL_CPU_SHARE * machine.cpus
-    k = max(1, need.dilation_for(share))
+    k = need.dilation_for(share)
     why = (f"{_undilated_cores(need):.2f} cores' worth of node work and traffic undilated; the bench's runs "
            f"were faithful within {admission.FAITHFUL_CPU_SHARE:.0%} of the cores ({share:g} of {machine.cpus})")
     if k > dilation_rules.MAX:
-        return Choice(dilation_rules.MAX, why + f"; {k} would be needed, {dilation_rules.MAX:g} is the most")
-    return Choice(float(k), why)
+        return Choice(dilation_rules.MAX, why + f"; {k:g} would be needed, {dilation_rules.MAX:g} is the most")
+    return Choice(k, why)
 
 
 def wanted(scenario: Scenario, backend: str, dilate: str | None, machine: admission.Machine | None = None) -> bool:
@@ -95,8 +94,8 @@ def cpu_reasons(manifest: dict[str, Any]) -> list[str]:
 
 
 def next_k(k: float) -> float | None:
-    """The next attempt's k, or None past the limit."""
-    nxt = min(dilation_rules.MAX, float(math.ceil(k * GROWTH)))
+    """The next attempt's k (GROWTH times this one's, rounded up to a STEP), or None past the limit."""
+    nxt = min(dilation_rules.MAX, dilation_rules.step_up(k * GROWTH))
     return nxt if nxt > k else None
 
 

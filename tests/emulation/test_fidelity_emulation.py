@@ -52,7 +52,8 @@ def test_beside_a_cpu_hog_it_is_not(tmp_path):
 
 def test_dilate_auto_runs_again_while_the_cpu_falls_behind_and_keeps_every_attempt(tmp_path):
     """`--dilate auto` beside the same hog: the quickstart (10 nodes) fits, so peerlab starts at k=1;
-    each run judged unfaithful on CPU grounds is run again at 1.5 times its k, 3 runs at most, each
+    each run judged unfaithful on CPU grounds is run again at 1.5 times its k (in half steps: 1.5, 2.5),
+    3 runs at most, each
     kept in the store and named in the next one's manifest; the last says it is still unfaithful."""
     store = tmp_path / "runs"
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2 * os.cpu_count())]
@@ -66,14 +67,14 @@ def test_dilate_auto_runs_again_while_the_cpu_falls_behind_and_keeps_every_attem
             hog.wait()
     assert done.returncode == 0, done.stderr[-3000:]
     assert "dilation: --dilate 1, chosen by peerlab" in done.stderr
-    assert "running it again at --dilate 2;" in done.stderr and "running it again at --dilate 3;" in done.stderr
-    assert "still unfaithful on CPU grounds at --dilate 3 after 3 runs" in done.stderr
+    assert "running it again at --dilate 1.5;" in done.stderr and "running it again at --dilate 2.5;" in done.stderr
+    assert "still unfaithful on CPU grounds at --dilate 2.5 after 3 runs" in done.stderr
     last = Path(done.stdout.strip().splitlines()[-1])
     assert len(done.stdout.strip().splitlines()) == 1  # one run directory: the last attempt's
     manifest = json.loads((last / "manifest.json").read_text())
     auto = manifest["dilation"]["auto"]
-    assert manifest["dilation"]["factor"] == 3 and auto["attempt"] == 3 and auto["first"] == 1
-    assert [a["dilation"] for a in auto["earlier"]] == [1, 2]
+    assert manifest["dilation"]["factor"] == 2.5 and auto["attempt"] == 3 and auto["first"] == 1
+    assert [a["dilation"] for a in auto["earlier"]] == [1, 1.5]
     for earlier in auto["earlier"]:
         kept = json.loads((store / earlier["run_id"] / "manifest.json").read_text())
         assert kept["status"] == "completed" and kept["fidelity"]["verdict"] == "unfaithful"

@@ -10,6 +10,7 @@ import resource
 
 import pytest
 
+from orchestrator.model import dilation as dilation_rules
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.run import admission
 from orchestrator.run.admission import AdmissionError, Machine, admit, estimate, largest_fit, problems
@@ -131,12 +132,12 @@ def test_the_bytes_a_run_moves_cost_cpu_and_a_run_short_of_it_is_refused_with_th
     assert admission.traffic_cores(at(100), 100, table) == pytest.approx(traffic / 2)
     need = estimate(at(200))
     assert need.cpu_cores > BUILD_MACHINE.cpus
-    with pytest.raises(AdmissionError, match=r"--dilate (\d+) or more fits") as refused:
+    with pytest.raises(AdmissionError, match=r"--dilate ([\d.]+) or more fits") as refused:
         admit(at(200), "local", machine=BUILD_MACHINE)
-    k = int(re.search(r"--dilate (\d+) or more fits", str(refused.value)).group(1))
+    k = float(re.search(r"--dilate ([\d.]+) or more fits", str(refused.value)).group(1))
     dilated = admit(at(200, f"dilation={k}"), "local", machine=BUILD_MACHINE)
     assert not dilated["problems"]
-    assert admit(at(200, f"dilation={k - 1}"), "local", machine=BUILD_MACHINE, force=True)["problems"]
+    assert admit(at(200, f"dilation={k - dilation_rules.STEP}"), "local", machine=BUILD_MACHINE, force=True)["problems"]
 
 
 def test_a_run_above_the_faithful_share_of_the_cores_is_admitted_with_a_warning():
@@ -146,7 +147,7 @@ def test_a_run_above_the_faithful_share_of_the_cores_is_admitted_with_a_warning(
     n = next(n for n in range(10, 5000, 10) if cores(n) > admission.FAITHFUL_CPU_SHARE * BUILD_MACHINE.cpus)
     record = admit(scenario(n), "local", machine=BUILD_MACHINE)
     assert record["problems"] == [] and len(record["warnings"]) == 1
-    assert "unfaithful" in record["warnings"][0] and "--dilate 2" in record["warnings"][0]
+    assert "unfaithful" in record["warnings"][0] and "--dilate 1.5 or more fits" in record["warnings"][0]
     assert admit(scenario(n - 10), "local", machine=BUILD_MACHINE)["warnings"] == []
 
 

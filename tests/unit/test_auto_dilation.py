@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from orchestrator.model import dilation as dilation_rules
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.run import admission, auto_dilation
 from orchestrator.run.admission import AdmissionError, Machine, admit, estimate
@@ -25,15 +26,17 @@ def test_the_first_k_is_the_least_that_keeps_the_work_within_the_faithful_share_
     unfaithful runs; auto starts where the work is within FAITHFUL_CPU_SHARE of the cores."""
     choice = auto_dilation.first_choice(publishers(), "local", MACHINE)
     share = admission.FAITHFUL_CPU_SHARE * MACHINE.cpus
-    k = int(choice.k)
-    assert estimate(publishers(f"dilation={k}")).cpu_cores <= share < estimate(publishers(f"dilation={k - 1}")).cpu_cores
+    k = choice.k
+    assert k % dilation_rules.STEP == 0
+    assert (estimate(publishers(f"dilation={k}")).cpu_cores <= share
+            < estimate(publishers(f"dilation={k - dilation_rules.STEP}")).cpu_cores)
     assert k > estimate(publishers()).dilation_for(MACHINE.cpus)  # more than what merely fits
     assert "cores' worth" in choice.why and f"{admission.FAITHFUL_CPU_SHARE:.0%}" in choice.why
     # and the refusal of the undilated run names both: what fits, and what a faithful run needs
     with pytest.raises(AdmissionError) as refused:
         admit(publishers("dilation=1"), "local", machine=MACHINE)
-    assert f"a faithful run needs about --dilate {k}," in str(refused.value)
-    assert re.search(r"--dilate \d+ or more fits", str(refused.value))
+    assert f"a faithful run needs about --dilate {k:g}," in str(refused.value)
+    assert re.search(r"--dilate [\d.]+ or more fits", str(refused.value))
 
 
 def test_peerlab_chooses_k_when_asked_or_when_nothing_but_the_cpu_stops_an_undilated_run_being_faithful():
@@ -85,8 +88,17 @@ def test_only_reasons_the_cpu_explains_send_a_run_round_again():
 
 
 def test_each_attempt_grows_k_by_half_up_to_the_limit():
-    assert [auto_dilation.next_k(k) for k in (1, 2, 6, 67, 99, 100)] == [2, 3, 9, 100, 100, None]
+    assert [auto_dilation.next_k(k) for k in (1, 1.5, 2, 6, 67, 99, 100)] == [1.5, 2.5, 3, 9, 100, 100, None]
     assert auto_dilation.ATTEMPTS == 3
+
+
+def test_k_is_advised_in_half_steps_so_a_run_just_past_the_share_is_not_made_twice_as_long():
+    """topiary-topics was 0.83 cores' worth against a faithful share of 0.8 and got k 2 (a whole k),
+    while k 1 ran faithful: a half step gives 1.5."""
+    assert [dilation_rules.step_up(k) for k in (0.3, 1.0, 1.0375, 1.5, 1.5000001, 11.265)] == [1, 1, 1.5, 1.5, 2, 11.5]
+    share = admission.FAITHFUL_CPU_SHARE * MACHINE.cpus
+    need = admission.Estimate(nodes=60, memory_mib=800, cpu_cores=share * 1.04, fds=400, disk_mib=10)
+    assert need.dilation_for(share) == 1.5
 
 
 @pytest.mark.slow

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from node.dilation import Dilation
+from orchestrator.model import dilation as dilation_rules
 from orchestrator.model.link_shape import link_shapes
 from orchestrator.model.plan import make_plan
 from orchestrator.model.scenario import parse_scenario
@@ -106,11 +107,11 @@ def test_clock_offsets_are_measured_on_the_experiment_clock():
 def test_admission_counts_the_cpu_per_real_second():
     big = "name: big\nnodes: {count: 600}\n"
     machine = Machine(memory_mib=64_000, cpus=2, fds=100_000, disk_mib=100_000)
-    with pytest.raises(admission.AdmissionError, match=r"--dilate (\d+) or more fits") as refused:
+    with pytest.raises(admission.AdmissionError, match=r"--dilate ([\d.]+) or more fits") as refused:
         admission.admit(parse_scenario(big), "local", machine=machine)
-    k = int(re.search(r"--dilate (\d+) or more fits", str(refused.value)).group(1))
+    k = float(re.search(r"--dilate ([\d.]+) or more fits", str(refused.value)).group(1))
     need, dilated = (admission.estimate(parse_scenario(big, overrides=[f"dilation={d}"])) for d in (1, k))
     assert dilated.cpu_cores - dilated.fixed_cores == pytest.approx((need.cpu_cores - need.fixed_cores) / k)
     assert not admission.admit(parse_scenario(big, overrides=[f"dilation={k}"]), "local", machine=machine)["problems"]
-    assert admission.admit(parse_scenario(big, overrides=[f"dilation={k - 1}"]), "local", machine=machine,
+    assert admission.admit(parse_scenario(big, overrides=[f"dilation={k - dilation_rules.STEP}"]), "local", machine=machine,
                            force=True)["problems"]
