@@ -24,6 +24,10 @@ from pyspark.sql import functions as F
 from analysis.spark import local_frame
 
 DEFAULT_WINDOW_S = 5.0
+# the actions of the manifest's `faults_executed` read here: rows of the fault table
+# (orchestrator/model/fault_actions.py, which analysis may not import); tests/unit/test_fault_actions.py
+# holds these names and what is read of them (a kill in effect once issued, a partition's end a heal) to it
+KILL, PARTITION, HEAL = "kill", "partition", "heal"
 HEAL_RACE_NS = 1_000_000_000
 
 Intervals = dict[str, list[tuple[int, int]]]  # node -> [(up_from_ns, up_to_ns)]
@@ -42,7 +46,7 @@ def up_intervals(marks: list[Mark], last_ts: dict[str, int], manifest: dict[str,
     """Each node's up intervals, in ns (see the module docstring), from its marks and its last event."""
     kills: dict[str, list[int]] = {}
     for f in manifest.get("faults_executed") or []:
-        if f.get("action") == "kill":
+        if f.get("action") == KILL:
             kills.setdefault(f["node"], []).append(int(f["t_ns"]))
     per_node: dict[str, list[tuple[int, str]]] = {}
     for node, kind, ts in marks:
@@ -51,7 +55,7 @@ def up_intervals(marks: list[Mark], last_ts: dict[str, int], manifest: dict[str,
     for node, ts in last_ts.items():
         per_node.setdefault(node, []).append((ts, "last"))
     for node, times in kills.items():
-        per_node.setdefault(node, []).extend((t, "kill") for t in times)
+        per_node.setdefault(node, []).extend((t, KILL) for t in times)
     out: Intervals = {}
     for node, items in per_node.items():
         last = max((t for t, kind in items if kind == "last"), default=0)
@@ -69,7 +73,7 @@ def up_intervals(marks: list[Mark], last_ts: dict[str, int], manifest: dict[str,
                 armed = t
                 if linked:
                     start = t
-            elif kind in ("stop", "kill"):
+            elif kind in ("stop", KILL):
                 if start is not None:
                     intervals.append((start, t))
                 start = armed = None
@@ -150,11 +154,11 @@ def partitions(manifest: dict[str, Any], pubs: DataFrame, dl_up: DataFrame) -> l
     message two mesh hops from a receiver, published 30 ms before it, arrives just after)."""
     executed = manifest.get("faults_executed") or []
     t0 = manifest.get("t0_ns") or 0
-    cuts = [f for f in executed if f.get("action") == "partition"]
+    cuts = [f for f in executed if f.get("action") == PARTITION]
     if not cuts:
         return []
     # a heal lifts the cut link by link from when it was issued (older manifests: when it was done)
-    heals = sorted(int(f.get("issued_ns", f["t_ns"])) for f in executed if f.get("action") == "heal")
+    heals = sorted(int(f.get("issued_ns", f["t_ns"])) for f in executed if f.get("action") == HEAL)
     per_msg = (dl_up.groupBy("msg_id").agg(F.count("*").alias("e"), F.count("t_recv").alias("d"))
                .join(pubs.select("msg_id", "t_pub"), "msg_id").orderBy("t_pub").collect())
     out = []

@@ -13,9 +13,10 @@ It is both the cores' test network and the engine of the `sim` backend (orchestr
   larger than the window waits extra round trips, as over a real round trip;
 - connections: a dial keeps the connection (redialled with the transport's backoff if it drops or
   the peer is not there, until the dialer disconnects), crashes, restarts with the same identity;
-- network faults: a partition holds the frames sent across it (TCP keeps them and retransmits: they
-  arrive at the first retransmission after the heal, its timeout doubling from 200 ms + RTT) and
-  dials across it time out; a degraded node's links get added latency, loss and new rates.
+- network faults: a node cut off from peers (`cut_off`, a partition's sides as each node's peers
+  across) has the frames sent between them held (TCP keeps them and retransmits: they arrive at the
+  first retransmission after the cut is lifted, its timeout doubling from 200 ms + RTT) and dials
+  between them time out; a degraded node's links get added latency, loss and new rates.
 Frames arrive after the model's delay, timers fire in virtual time, all randomness comes from one
 seed: same seed and inputs => the same events, bit for bit. Without bandwidth a frame leaves at once.
 """
@@ -91,7 +92,7 @@ class MemNetwork:
         self._last_arrival: dict[tuple[str, str], float] = {}  # per direction: jitter never reorders
         self.ips: dict[str, str] = {}  # node -> IP, for cores that group peers by address
         self.before_boot: Callable[[str], None] | None = None  # called as a node's process starts
-        self.side: dict[str, int] = {}                # partition: node -> its side (empty: no partition)
+        self.cut: dict[str, frozenset[str]] = {}      # node -> the peers it is cut off from (none: absent)
         self._held: dict[tuple[str, str], tuple[float, list[tuple[bytes, bool]]]] = {}  # frames across the cut
         self.degraded = Degradations()  # the fault timeline's degraded access links
         self.processed = 0             # events executed, for speed figures
@@ -173,7 +174,10 @@ class MemNetwork:
         self._redial(a, b, DIAL_BACKOFF_FIRST)
 
     def _reachable(self, a: str, b: str) -> bool:
-        return not self.side or self.side.get(a) == self.side.get(b)
+        return not self.cut or not self._across(a, b)
+
+    def _across(self, a: str, b: str) -> bool:
+        return b in self.cut.get(a, ()) or a in self.cut.get(b, ())
 
     def _open(self, a: str, b: str) -> None:
         link = frozenset((a, b))
@@ -239,15 +243,18 @@ class MemNetwork:
         return node
 
     # network faults ------------------------------------------------------------------------------
-    def partition(self, groups: list[list[str]]) -> None:
-        """Split the network into `groups` (every node in one); frames across are held (see above)."""
-        self.side = {n: i for i, g in enumerate(groups) for n in g}
-
-    def heal(self) -> None:
-        """Lift the partition; each held direction resumes at its next retransmission, in order."""
-        self.side = {}
-        held, self._held = self._held, {}
-        for (src, dst), (first, frames) in sorted(held.items()):
+    def cut_off(self, cuts: dict[str, frozenset[str]]) -> None:
+        """Each named node cut off from these peers from now on, in place of its cut before (an empty set
+        lifts it); frames between a node and a peer it is cut off from, either way, are held (see above).
+        The directions no longer cut resume at their next retransmission, in order."""
+        for node, peers in cuts.items():
+            if peers:
+                self.cut[node] = frozenset(peers)
+            else:
+                self.cut.pop(node, None)
+        lifted = sorted(key for key in self._held if not self._across(*key))
+        for src, dst in lifted:
+            first, frames = self._held.pop((src, dst))
             rto = RTO_MIN + self._latency(src, dst) + self._latency(dst, src)
             wait = rto
             while first + wait < self.now:  # the timeout doubles after each lost retransmission
@@ -283,7 +290,7 @@ class MemNetwork:
         conn = self.links.get(link)
         if conn is None:
             return
-        if self.side and self.side.get(src) != self.side.get(dst):
+        if self.cut and self._across(src, dst):
             first, frames = self._held.setdefault((src, dst), (self.now, []))
             frames.append((payload, priority))
             self.in_flight += 1

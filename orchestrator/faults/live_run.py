@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
-from orchestrator.model.fault_actions import ACTIONS, LINKS
+from orchestrator.model.fault_actions import LINK_METHODS
 
 if TYPE_CHECKING:
     from orchestrator.backends import Backend
@@ -27,7 +27,6 @@ if TYPE_CHECKING:
 # how the run does blocking work off its event loop (orchestrator/run/interrupts.py: a cancelled run's
 # step finishes first, so teardown sees what it made)
 Blocking = Callable[..., Awaitable[Any]]
-LINK_METHODS = frozenset(a.method for a in ACTIONS.values() if a.changes == LINKS)
 
 
 @dataclass

@@ -136,6 +136,7 @@ ACTIONS = {a.name: a for a in (
     FaultAction("restore",   (TARGET,),            "restore",   LINKS,   TOOK_EFFECT, only_if="degraded"),
 )}
 NAMES = tuple(ACTIONS)
+LINK_METHODS = frozenset(a.method for a in ACTIONS.values() if a.changes == LINKS)  # the link faults' (next_shapes.py)
 
 
 class FaultExecutor(Protocol):

@@ -1,16 +1,18 @@
 """A RunPlan executed in virtual time on the discrete-event network (node/simulated/virtual_network.py):
 the `sim` backend.
 
-The same plan a real backend deploys (latency per pair as shaping applies it, per-node bandwidth,
-jitter, loss, subscriptions, dial lists, attackers, publish schedules, the fault timeline) drives the
-same unchanged protocol cores; each node's events go to its own JSON-lines file, exactly as the node
+The same plan a real backend deploys (each node's link shape as shaping applies it: latency towards
+each contact, bandwidth; jitter, loss, subscriptions, dial lists, attackers, publish schedules, the
+fault timeline) drives the same unchanged protocol cores; a link fault computes the next shapes as on
+a live run (orchestrator/faults/next_shapes.py) and the network applies what changed (`_apply`); each node's events go to its own JSON-lines file, exactly as the node
 runtime writes them (start, behaviour, t0, stop, connect/disconnect, and the core's own), so the
 analysis and reports are the ones of emulated runs. Nothing here reads the wall clock except the
 speed figures, so a seed gives the same event logs, bit for bit.
 
-What is not modelled: CPU time (a core's work takes no virtual time), TCP dynamics (slow start,
-retransmission: loss drops whole frames, as the transport-mode emulation does), and the kernel's
-fair sharing between connections (the uplink is one FIFO with a priority lane).
+What is not modelled: CPU time (a core's work takes no virtual time), and of TCP what
+node/simulated/tcp_window.py does not (docs/simulation.md): loss drops whole frames, as the
+transport-mode emulation does.
+May import: node/, orchestrator.model, orchestrator.faults (rules, next_shapes).
 """
 from __future__ import annotations
 
@@ -27,6 +29,9 @@ from node.lifecycle import NodeLifecycle
 from node.protocols import get_protocol
 from node.simulated.virtual_network import MemNetwork
 from orchestrator.faults import rules as fault_rules
+from orchestrator.faults.next_shapes import LinkFaults
+from orchestrator.model.fault_actions import LINK_METHODS
+from orchestrator.model.link_shape import LinkShape, link_shapes
 from orchestrator.model.plan import FaultEvent, RunPlan
 
 FLUSH_EVERY = 200_000  # buffered event lines before they are appended to the files
@@ -136,13 +141,22 @@ class Simulation:
     def __init__(self, plan: RunPlan, sink: Callable[[str, dict[str, Any]], None] | None = None, *,
                  bandwidth: bool = True, keep_deliveries: bool = False):
         self.plan = plan
-        index = {n.id: n.index for n in plan.nodes}
-        delay = [[plan.one_way_ms(a.id, b.id) / 1000 for b in plan.nodes] for a in plan.nodes]
-        self.net = MemNetwork(plan.seed, lambda a, b: delay[index[a]][index[b]], jitter=plan.jitter_ms / 1000,
+        self.links = LinkFaults(link_shapes(plan, 1.0), 1.0)  # virtual time: never dilated
+        self._applied: dict[str, LinkShape] = dict(self.links.planned)  # what the network has now
+        delay = {node: {p: ms / 1000 for ms, peers in shape.delays for p in peers}
+                 for node, shape in self.links.planned.items()}
+
+        def latency(a: str, b: str) -> float:
+            try:
+                return delay[a][b]
+            except KeyError:
+                raise RuntimeError(f"sim: a frame between {a} and {b}, which the plan does not make contacts "
+                                   f"(RunPlan's `contacts`: the peers a node may reach; shaping gives no "
+                                   f"other a latency)") from None
+        self.net = MemNetwork(plan.seed, latency, jitter=plan.jitter_ms / 1000,
                               loss=plan.loss, sink=sink, keep_deliveries=keep_deliveries)
         self.bandwidth = bandwidth
-        self.t0 = 0.5 + 2 * max((delay[index[n.id]][index[p]] for n in plan.nodes for p in n.dial), default=0.0)
-        self._degraded: set[str] = set()
+        self.t0 = 0.5 + 2 * max((delay[n.id][p] for n in plan.nodes for p in n.dial), default=0.0)
         self.stats = SimStats(nodes=len(plan.nodes))
         self._rngs = {n.id: random.Random(f"{plan.seed}:{n.id}") for n in plan.nodes}
         self.lives: dict[str, NodeLifecycle] = {}
@@ -165,7 +179,8 @@ class Simulation:
     def _add(self, node_id: str) -> None:
         node = self.plan.node(node_id)
         cls = get_protocol(node.protocol)
-        up, down = (node.bandwidth_up, node.bandwidth_down) if self.bandwidth else (0, 0)
+        shape = self._applied[node_id]
+        up, down = (shape.up_bps, shape.down_bps) if self.bandwidth else (0, 0)
         self._life(node_id)
         self.net.add_node(node_id, cls, cls.Params(**node.params), ip=ids.address(node_id),
                           behaviour=node.behaviour or None, bandwidth=(up, down) if up and down else None)
@@ -180,7 +195,8 @@ class Simulation:
 
     def _fault(self, fault: FaultEvent) -> None:
         """Execute one fault by the runner's rules (orchestrator/faults/rules.py), at its exact virtual time."""
-        action = fault_rules.step(fault, self, lambda n: n in self.net.nodes and self.net.nodes[n].up, self._degraded)
+        action = fault_rules.step(fault, self, lambda n: n in self.net.nodes and self.net.nodes[n].up,
+                                  self.links.degraded)
         if isinstance(action, str):
             return  # the runner warns and skips these too
         fn, args = action
@@ -204,20 +220,29 @@ class Simulation:
             self.lives[node].join()
         self._arm(node)
 
-    def partition(self, groups: list[list[str]]) -> None:
-        self.net.partition(groups)
+    def __getattr__(self, method: str) -> Callable[..., None]:
+        """A row's method that changes links: its next shapes from the link faults, applied (as on a live run)."""
+        if method not in LINK_METHODS:
+            raise AttributeError(f"{type(self).__name__} has no {method!r}")
+        next_shapes = getattr(self.links, method)
+        return lambda *args: self._apply(next_shapes(*args))
 
-    def heal(self) -> None:
-        self.net.heal()
-
-    def degrade(self, node: str, delay_ms: float, loss: float, bandwidth: int | None) -> None:
-        self.net.degrade(node, delay_ms / 1000, loss, (bandwidth, bandwidth) if bandwidth else None)
-        self._degraded.add(node)
-
-    def restore(self, node: str) -> None:
-        self._degraded.discard(node)
-        planned = self.plan.node(node)
-        self.net.degrade(node, bandwidth=(planned.bandwidth_up, planned.bandwidth_down))
+    def _apply(self, shapes: list[LinkShape]) -> None:
+        """The network's links as these shapes say, changing what differs from the shapes it has (as the
+        emulation's shaper does): a degradation and the rates, then the cuts, all at once."""
+        cuts: dict[str, frozenset[str]] = {}
+        for shape in shapes:
+            was = self._applied[shape.node]
+            rates = (shape.up_bps, shape.down_bps)
+            changed_rates = rates != (was.up_bps, was.down_bps)
+            if changed_rates or (shape.added_delay_ms, shape.added_loss) != (was.added_delay_ms, was.added_loss):
+                self.net.degrade(shape.node, shape.added_delay_ms / 1000, shape.added_loss,
+                                 rates if changed_rates else None)
+            if shape.cut_from != was.cut_from:
+                cuts[shape.node] = shape.cut_from
+            self._applied[shape.node] = shape
+        if cuts:
+            self.net.cut_off(cuts)
 
     def start_up(self) -> None:
         """Every node starts, subscribes and dials; virtual time runs to T0 (connections are up)."""

@@ -72,11 +72,30 @@ def test_frames_across_a_partition_are_released_at_the_next_retransmission():
         net.nodes[n].core.subscribe("t")
     net.connect("a", "b")
     net.run(until=1.0)
-    net.partition([["a"], ["b"]])
+    net.cut_off({"a": frozenset({"b"})})    # one side's cut holds both directions
     net.nodes["a"].core.publish("t", b"x")   # held at t=1.0
     net.run(until=3.0)
     assert not net.nodes["b"].delivered
-    net.heal()  # RTO 0.2 + 0.1 RTT = 0.3, doubling: retransmissions at 1.3, 1.9, 3.1 -> 3.1
+    net.cut_off({"a": frozenset()})  # RTO 0.2 + 0.1 RTT = 0.3, doubling: retransmissions at 1.3, 1.9, 3.1 -> 3.1
     net.run(until=5.0)
     (d,) = net.nodes["b"].delivered
     assert abs(d.time - (3.1 + 0.05)) < 1e-6
+
+
+def test_a_partition_on_top_of_one_that_lasts_adds_its_cuts_as_on_a_live_run():
+    """The simulator applies the live run's link shapes (orchestrator/faults/next_shapes.py): a node is
+    cut off from its contacts across either partition until the heal (the second once replaced the first)."""
+    sim = Simulation(make_plan(parse_scenario(BASE)))
+    first = [[f"n{i}" for i in range(8)], [f"n{i}" for i in range(8, 16)]]
+    second = [[f"n{i}" for i in range(0, 16, 2)], [f"n{i}" for i in range(1, 16, 2)]]
+    sim.partition(first)
+    sim.partition(second)
+
+    def together(groups: list[list[str]], a: str, b: str) -> bool:
+        return any(a in g and b in g for g in groups)
+    pairs = [(n.id, p) for n in sim.plan.nodes for p in n.contacts]
+    kept = [together(first, a, b) and together(second, a, b) for a, b in pairs]
+    assert any(kept) and not all(kept)
+    assert [sim.net._reachable(a, b) for a, b in pairs] == kept
+    sim.heal()
+    assert all(sim.net._reachable(a, b) for a, b in pairs) and not sim.net.cut

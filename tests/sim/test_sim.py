@@ -154,17 +154,19 @@ def test_timed_subscriptions_are_made_during_the_run_and_expected_only_from_then
 
 
 @pytest.mark.slow
-def test_same_seed_same_events_in_any_process(tmp_path):
+@pytest.mark.parametrize("scenario, nodes", [("churn-gossipsub", 40), ("smartpubsub-fault", 60)])
+def test_same_seed_same_events_in_any_process(tmp_path, scenario, nodes):
     """Bit-for-bit across processes: nothing may depend on the order a set of strings iterates in
-    (PYTHONHASHSEED differs between processes). GossipSub under churn prunes oversubscribed meshes."""
+    (PYTHONHASHSEED differs between processes). GossipSub under churn prunes oversubscribed meshes;
+    reliable ScoutSubs acknowledges an event to every node it came from (a set of them)."""
     logs = []
     for hash_seed in ("1", "2"):
         store = tmp_path / hash_seed
-        result = peerlab("run", "scenarios/churn-gossipsub.yaml", "--backend", "sim", "--no-report",
+        result = peerlab("run", f"scenarios/{scenario}.yaml", "--backend", "sim", "--no-report",
                          "--set", f"output.store=file://{store}", "--set", "workload.duration=20s",
                          env={**os.environ, "PYTHONHASHSEED": hash_seed})
         assert result.returncode == 0, result.stderr[-2000:]
         run_dir = Path(result.stdout.strip().splitlines()[-1])
         logs.append({p.name: gzip.decompress(p.read_bytes()) for p in sorted((run_dir / "events").glob("*.gz"))})
-    assert logs[0].keys() == logs[1].keys() and len(logs[0]) == 40
+    assert logs[0].keys() == logs[1].keys() and len(logs[0]) == nodes
     assert [name for name in logs[0] if logs[0][name] != logs[1][name]] == []

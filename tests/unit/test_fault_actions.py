@@ -10,6 +10,7 @@ import typing
 
 import pytest
 
+from analysis import faults as analysis_faults
 from orchestrator.cli.scenario import _fault_target
 from orchestrator.faults import rules as fault_rules
 from orchestrator.faults.live_run import LiveFaults
@@ -101,12 +102,13 @@ def test_a_node_action_leaves_its_node_as_its_condition_foresees(name):
 @pytest.mark.parametrize("name", NAMES)
 def test_every_method_a_row_calls_is_the_executors_with_the_rows_arguments(name):
     row = ACTIONS[name]
-    # the live run's link actions are its link faults' next shapes, applied whole (LiveFaults.__getattr__)
-    live = LinkFaults if row.changes == LINKS else LiveFaults
-    for executor in (FaultExecutor, Simulation, live):
+    # the link actions, live and simulated, are the link faults' next shapes, applied whole (__getattr__)
+    executors = (FaultExecutor, LinkFaults) if row.changes == LINKS else (FaultExecutor, Simulation, LiveFaults)
+    for executor in executors:
         params = list(inspect.signature(getattr(executor, row.method)).parameters)[1:]
         assert tuple(params) == row.args, (executor, row.method)
     assert callable(getattr(LiveFaults(None, None, {}, LinkFaults({}, 1), None, None), row.method))
+    assert callable(getattr(Simulation(make_plan(parse_scenario(BASE))), row.method))
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -148,6 +150,14 @@ def test_the_fidelity_rule_times_each_action_as_its_row_says(name):
     assert late == pytest.approx(5.0 if ACTIONS[name].lateness == "took effect" else 3.0)
     why = rule.fault_reasons([rec])
     assert ("changing the links" in why[0]) == (ACTIONS[name].changes == "links")
+
+
+def test_the_analysis_reads_the_manifest_by_the_tables_names():
+    """analysis/ may not import the table: the names it reads in `faults_executed` are its own words,
+    held here to the rows they mean (a kill is down once issued; a partition ends at a heal)."""
+    assert ACTIONS[analysis_faults.KILL].instant and ACTIONS[analysis_faults.KILL].leaves_node == "down"
+    assert ACTIONS[analysis_faults.PARTITION].after.action == analysis_faults.HEAL
+    assert ACTIONS[analysis_faults.HEAL].changes == LINKS and not ACTIONS[analysis_faults.HEAL].requires
 
 
 def test_the_messages_name_the_key_and_the_fix():

@@ -265,7 +265,7 @@ class ScoutSubs(FilterRouting, DhtCore):
 
     def _complete(self, state: Dispatch) -> None:
         state.done = True
-        for up in state.upstream:
+        for up in sorted(state.upstream):  # (a set: its order is the process's string hash)
             self._ack(up, state.event, state.on_behalf)
         if not state.on_behalf:
             self._published(event_id(state.event), ())
