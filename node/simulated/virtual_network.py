@@ -70,8 +70,12 @@ class MemNetwork:
 
     def __init__(self, seed: int = 0, latency: Callable[[str, str], float] | float = 0.01, *,
                  jitter: float = 0.0, loss: float = 0.0, sink: EventSink | None = None,
-                 keep_deliveries: bool = True, tcp_windows: bool = True):
-        """`tcp_windows`: with bandwidth, model each connection's congestion window (TcpWindow)."""
+                 keep_deliveries: bool = True, tcp_windows: bool = True,
+                 addresses: dict[str, set[str]] | None = None):
+        """`tcp_windows`: with bandwidth, model each connection's congestion window (TcpWindow);
+        `addresses`: the peers each node knows an address of, and so can dial (None: every node), as a
+        node process has its config's peers."""
+        self.addresses = addresses
         self.now = 0.0
         self.rng = random.Random(seed)
         self.identities = Identities(seed, lambda: self.nodes)
@@ -167,9 +171,10 @@ class MemNetwork:
     # connections ---------------------------------------------------------------------------------
     def connect(self, a: str, b: str) -> None:
         """a dials b and keeps the connection: both cores see the peer come up one latency later; a
-        peer that is down (or not there yet) is redialled with backoff."""
-        if a == b:
-            return
+        peer that is down (or not there yet) is redialled with backoff; one a has no address of is not
+        dialled."""
+        if a == b or (self.addresses is not None and b not in self.addresses.get(a, ())):
+            return  # (a node process dials only the peers its config gives an address of)
         self.dials.setdefault(a, set()).add(b)
         self._redial(a, b, DIAL_BACKOFF_FIRST)
 

@@ -6,8 +6,8 @@ what carries a planned fault out:
     live_run.py     the live run's executor: node processes through the backend; every link action as
                     the next shapes of the links, given whole to the run's shaper
     next_shapes.py  a link action's next shapes (degrade, restore, partition, heal), from the planned
-                    shapes and those of now, dilated as the run is
+                    shapes and those of now, dilated as the run is: for the live run and the simulator alike
 
 May import: orchestrator.model; orchestrator.shaping, backends and control for types only. Never run/
-or sim/, which import this. The package imports nothing itself: the simulator loads rules.py alone.
+or sim/, which import this. The package imports nothing itself: the simulator loads rules.py and next_shapes.py, not live_run.py.
 """

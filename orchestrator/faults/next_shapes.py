@@ -1,7 +1,8 @@
-"""The fault timeline's link actions as shapes, on a live run: what each node's link is to become
+"""The fault timeline's link actions as shapes: what each node's link is to become
 (orchestrator/model/link_shape.py's `LinkShape`) after a degrade, a restore, a partition or a heal,
 from the planned shapes and those of now. The live executor (orchestrator/faults/live_run.py) gives
-the shapes returned to the run's shaper (`LinkShaper.apply_all`), which does only what changed.
+the shapes returned to the run's shaper (`LinkShaper.apply_all`), the simulator
+(orchestrator/sim/engine.py, `_apply`) to its discrete-event network; each does only what changed.
 
 A run dilated by k degrades as it shapes (docs/dilation.md): a degrade's latency times k, its
 bandwidth divided by k, its loss as is (the quantities' `kind` in orchestrator/model/fault_actions.py).

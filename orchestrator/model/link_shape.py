@@ -6,8 +6,9 @@ loss, and the peers a partition cuts it off from.
 `link_shapes` reads the planned shapes from a plan as a run dilated by k applies them (docs/dilation.md):
 latencies and jitter times k, rates divided by k (`dilated_rate`); the plan itself stays in experiment
 time. The plan carries them, made when first asked (`RunPlan.link_shapes`, not a field: neither
-plan.json nor the manifest holds them). The live fault timeline changes them
-(orchestrator/faults/next_shapes.py), the shaper applies them (orchestrator/shaping/mechanisms.py, `apply_all`).
+plan.json nor the manifest holds them). The fault timeline changes them
+(orchestrator/faults/next_shapes.py); the shaper applies them (orchestrator/shaping/mechanisms.py, `apply_all`),
+and so does the simulator, undilated (orchestrator/sim/engine.py).
 May import: orchestrator.model's plan for its type only (plan.py imports this); never
 orchestrator/run, shaping, sim or fidelity.
 """

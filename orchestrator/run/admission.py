@@ -32,6 +32,7 @@ every node). Each costs `probe_mib`, measured by the bench apart from the nodes.
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import resource
@@ -147,7 +148,7 @@ class Estimate:
         """The smallest --dilate, in steps of dilation's STEP, that brings the work within `cores` (the fixed
         share is not dilated)."""
         if self.fixed_cores >= cores:
-            return 10.0**6  # (the machine is too small for the run's own processes)
+            return math.inf  # (the run's own processes, which no k slows, need all of it)
         return dilation_rules.step_up((self.cpu_cores - self.fixed_cores) * self.dilation / (cores - self.fixed_cores))
 
     def scaled(self, nodes: int) -> "Estimate":
@@ -266,7 +267,9 @@ def _remedy(need: Estimate, cores: float, dilated: str = "; --dilate K gives eac
     nodes = need.nodes
     while nodes > 0 and need.scaled(nodes).cpu_cores > cores:
         nodes -= 1
-    why = "its implementations cannot be dilated" if not need.dilatable else f"--dilate {k:g} is past {dilation_rules.MAX:g}"
+    why = ("its implementations cannot be dilated" if not need.dilatable
+           else f"the run's own processes need {need.fixed_cores:.2f} cores, which no --dilate reduces" if math.isinf(k)
+           else f"--dilate {k:g} is past {dilation_rules.MAX:g}")
     return f"; {why}: --set nodes.count={nodes} fits" if nodes else f"; {why}"
 
 

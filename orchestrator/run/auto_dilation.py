@@ -17,6 +17,7 @@ May import: orchestrator.run.admission, orchestrator.model, orchestrator.fidelit
 names (SIMULATOR)."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,7 +58,8 @@ def first_choice(scenario: Scenario, backend: str, machine: admission.Machine | 
     why = (f"{_undilated_cores(need):.2f} cores' worth of node work and traffic undilated; the bench's runs "
            f"were faithful within {admission.FAITHFUL_CPU_SHARE:.0%} of the cores ({share:g} of {machine.cpus})")
     if k > dilation_rules.MAX:
-        return Choice(dilation_rules.MAX, why + f"; {k:g} would be needed, {dilation_rules.MAX:g} is the most")
+        needed = "no k would do" if math.isinf(k) else f"{k:g} would be needed"
+        return Choice(dilation_rules.MAX, why + f"; {needed}, {dilation_rules.MAX:g} is the most")
     return Choice(k, why)
 
 

@@ -20,7 +20,7 @@ import json
 import random
 import resource
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -149,12 +149,12 @@ class Simulation:
         def latency(a: str, b: str) -> float:
             try:
                 return delay[a][b]
-            except KeyError:
+            except KeyError:  # (the network dials only contacts: `addresses`, as a node's config gives them)
                 raise RuntimeError(f"sim: a frame between {a} and {b}, which the plan does not make contacts "
                                    f"(RunPlan's `contacts`: the peers a node may reach; shaping gives no "
                                    f"other a latency)") from None
-        self.net = MemNetwork(plan.seed, latency, jitter=plan.jitter_ms / 1000,
-                              loss=plan.loss, sink=sink, keep_deliveries=keep_deliveries)
+        self.net = MemNetwork(plan.seed, latency, jitter=plan.jitter_ms / 1000, loss=plan.loss, sink=sink,
+                              keep_deliveries=keep_deliveries, addresses={n: set(d) for n, d in delay.items()})
         self.bandwidth = bandwidth
         self.t0 = 0.5 + 2 * max((delay[n.id][p] for n in plan.nodes for p in n.dial), default=0.0)
         self.stats = SimStats(nodes=len(plan.nodes))
@@ -233,6 +233,11 @@ class Simulation:
         cuts: dict[str, frozenset[str]] = {}
         for shape in shapes:
             was = self._applied[shape.node]
+            if replace(shape, up_bps=was.up_bps, down_bps=was.down_bps, added_delay_ms=was.added_delay_ms,
+                       added_loss=was.added_loss, cut_from=was.cut_from) != was:
+                raise NotImplementedError(f"sim: {shape.node}'s link changes in a way the simulated network does "
+                                          f"not apply (it applies rates, an added delay and loss, and cuts): "
+                                          f"{was} -> {shape}")
             rates = (shape.up_bps, shape.down_bps)
             changed_rates = rates != (was.up_bps, was.down_bps)
             if changed_rates or (shape.added_delay_ms, shape.added_loss) != (was.added_delay_ms, was.added_loss):

@@ -99,3 +99,19 @@ def test_a_partition_on_top_of_one_that_lasts_adds_its_cuts_as_on_a_live_run():
     assert [sim.net._reachable(a, b) for a, b in pairs] == kept
     sim.heal()
     assert all(sim.net._reachable(a, b) for a, b in pairs) and not sim.net.cut
+
+
+def test_a_node_dials_only_the_peers_it_has_an_address_of_as_a_node_process_does():
+    """GossipSub's direct peers (and its peer exchange) can name a node the plan makes no contact: a
+    node process has no address of it in its config and does not dial it; nor does the simulator (it
+    once connected them at the plan's latency, which no shaping would have given)."""
+    text = scenario_text("f", 4, GOSSIPSUB_SIXTEEN, "protocol: {name: gossipsub, params: {direct_peers: [n0]}}",
+                         "topology: {algorithm: random, degree: 2}",
+                         "workload: {publishers: 4, rate: 5/s, warmup: 3s, duration: 6s, drain: 2s, message_size: 1KB}")
+    sim = Simulation(make_plan(parse_scenario(text)))
+    strangers = [n.id for n in sim.plan.nodes if n.id != "n0" and "n0" not in n.contacts]
+    assert strangers  # nodes n0 is no contact of: each one's core asks to dial it
+    sim.run()
+    connected = {(n, e["peer"]) for n, node in sim.net.nodes.items() for e in node.events if e["type"] == "connect"}
+    assert connected and all(b in sim.plan.node(a).contacts for a, b in connected)
+    assert not any(("n0", s) in connected for s in strangers)

@@ -121,3 +121,10 @@ def test_plan_shows_the_run_at_the_k_peerlab_run_would_choose():
     assert f"dilation x{k:g}: what `peerlab run` chooses for it (--dilate auto: " in done.stdout
     fits = peerlab("plan", "scenarios/quickstart.yaml", timeout=120)
     assert fits.returncode == 0 and "dilation x" not in fits.stdout and "dilated" not in fits.stdout
+
+
+def test_a_run_whose_own_processes_need_the_cores_is_told_that_no_k_would_do():
+    need = admission.Estimate(nodes=10, memory_mib=100, cpu_cores=3.0, fds=100, disk_mib=1, fixed_cores=2.5)
+    assert need.dilation_for(MACHINE.cpus) == float("inf")
+    [cpu] = [p for p in admission.problems(need, MACHINE) if p.startswith("CPU:")]
+    assert "the run's own processes need 2.50 cores, which no --dilate reduces" in cpu and "inf" not in cpu
