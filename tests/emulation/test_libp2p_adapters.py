@@ -62,9 +62,11 @@ def the_run_completes_with_latency_applied_outside_the_nodes(adapter_run):
     assert manifest["shaping"]["mode"] in ("netem", "delayline")
     # calibrated before the nodes started, by probes in their namespaces: RTT of 2 x 20 ms
     cal = manifest["calibration"]
-    # (bounds a loaded host cannot break, this test running beside others: the quickest ping and the
-    # slowest round; the calibration's accuracy is checked in tests/emulation/test_local_backend.py)
-    assert cal["rtt"] and all(40 <= r["min_ms"] < 50 for r in cal["rtt"]), cal["rtt"]
+    # (bounds a loaded host cannot break, this test running beside others: the quickest ping never under
+    # the shaped round trip and under twice it (a delay applied twice), the slowest round; the
+    # calibration's accuracy is checked in tests/emulation/test_local_backend.py. Beside the emulation
+    # phase's other workers, with the run queue at 12 per core, a pair's quickest ping was 50-85 ms)
+    assert cal["rtt"] and all(40 <= r["min_ms"] < 80 for r in cal["rtt"]), cal["rtt"]
     assert cal["throughput"] and all(20 < r["measured_mbit"] and min(r["rounds_mbit"]) <= 55
                                      for r in cal["throughput"]), cal["throughput"]
     events = [json.loads(line) for lines in logs.values() for line in lines]
