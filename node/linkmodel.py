@@ -2,11 +2,13 @@
 and the discrete-event network (virtual time), so an emulated and a simulated run model links alike:
 - dialling: a kept connection is redialled with exponential backoff, a connect times out;
 - jitter: uniform, and it never reorders one direction of a connection (TCP keeps order);
-- degradation (the fault timeline's `degrade`): per node access link, an added latency and a loss;
-  a link's added latency is the sum of its two ends', its loss their combination with the plan's."""
+- degradation (the fault timeline's `degrade` and `jitter`): per node access link, an added latency,
+  an added jitter and a loss; a link's added latency and jitter are the sums of its two ends' (on top
+  of the plan's), its loss their combination with the plan's."""
 from __future__ import annotations
 
 import random
+from typing import NamedTuple
 
 DIAL_BACKOFF_FIRST = 0.1   # s before the first redial of a failed dial
 DIAL_BACKOFF_MAX = 2.0     # the backoff doubles up to this
@@ -26,27 +28,42 @@ def release_time(now: float, delay: float, jitter: float, rng: random.Random, la
     return max(last, now + delay)
 
 
+class Degradation(NamedTuple):
+    """What the fault timeline adds to one node's access link, both ways."""
+
+    delay: float = 0.0   # s
+    loss: float = 0.0
+    jitter: float = 0.0  # s
+
+
+NONE = Degradation()
+
+
 class Degradations:
-    """The access links the fault timeline has degraded: node -> (added latency s, loss)."""
+    """The access links the fault timeline has degraded: node -> its `Degradation`."""
 
     def __init__(self) -> None:
-        self.by_node: dict[str, tuple[float, float]] = {}
+        self.by_node: dict[str, Degradation] = {}
 
     def __bool__(self) -> bool:
         return bool(self.by_node)
 
-    def set(self, node: str, delay_s: float, loss: float) -> None:
+    def set(self, node: str, delay_s: float, loss: float, jitter_s: float = 0.0) -> None:
         """Degrade `node`'s access link (zeros restore it)."""
-        if delay_s or loss:
-            self.by_node[node] = (delay_s, loss)
+        if delay_s or loss or jitter_s:
+            self.by_node[node] = Degradation(delay_s, loss, jitter_s)
         else:
             self.by_node.pop(node, None)
 
     def added_delay(self, a: str, b: str) -> float:
         get = self.by_node.get
-        return get(a, (0.0, 0.0))[0] + get(b, (0.0, 0.0))[0]
+        return get(a, NONE).delay + get(b, NONE).delay
+
+    def added_jitter(self, a: str, b: str) -> float:
+        get = self.by_node.get
+        return get(a, NONE).jitter + get(b, NONE).jitter
 
     def loss(self, a: str, b: str, base: float) -> float:
         """The link's loss: the plan's `base` combined with both ends' degradation."""
         get = self.by_node.get
-        return 1 - (1 - base) * (1 - get(a, (0.0, 0.0))[1]) * (1 - get(b, (0.0, 0.0))[1])
+        return 1 - (1 - base) * (1 - get(a, NONE).loss) * (1 - get(b, NONE).loss)

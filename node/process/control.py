@@ -150,11 +150,12 @@ def build_app(rt: "NodeRuntime") -> web.Application:
             raise web.HTTPBadRequest(text=f"node {node!r} is neither this node nor one of its peers")
         try:
             delay_ms, loss = float(body.get("delay_ms", 0.0)), float(body.get("loss", 0.0))
+            jitter_ms = float(body.get("jitter_ms", 0.0))
         except (TypeError, ValueError):
-            raise web.HTTPBadRequest(text="delay_ms and loss must be numbers")
-        if not (0 <= delay_ms <= 60_000 and 0 <= loss < 1):
-            raise web.HTTPBadRequest(text="delay_ms must be in [0, 60000] and loss in [0, 1)")
-        rt.degrade(node, delay_ms, loss)
+            raise web.HTTPBadRequest(text="delay_ms, jitter_ms and loss must be numbers")
+        if not (0 <= delay_ms <= 60_000 and 0 <= jitter_ms <= 60_000 and 0 <= loss < 1):
+            raise web.HTTPBadRequest(text="delay_ms and jitter_ms must be in [0, 60000] and loss in [0, 1)")
+        rt.degrade(node, delay_ms, loss, jitter_ms)
         return web.json_response({"ok": True})
 
     @routes.post("/calibrate/ping")

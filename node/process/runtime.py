@@ -204,20 +204,22 @@ class NodeRuntime:
     def publish(self, topic: str, size: int) -> str:
         return self.life.publish(topic, size)
 
-    def degrade(self, node: str, delay_ms: float, loss: float) -> None:
+    def degrade(self, node: str, delay_ms: float, loss: float, jitter_ms: float = 0.0) -> None:
         """The fault timeline degrades (zeros: restores) `node`'s access link: this node itself (all its
-        links) or one peer (the link to it). A link's added latency is the sum of its two ends', its
-        loss their combination; both on top of the plan's, applied in this node's transport."""
-        self._degraded.set(node, delay_ms / 1000, loss)
+        links) or one peer (the link to it). A link's added latency and jitter are the sums of its two
+        ends', its loss their combination; all on top of the plan's, applied in this node's transport."""
+        self._degraded.set(node, delay_ms / 1000, loss, jitter_ms / 1000)
         for peer in self.cfg.peers if node == self.node_id else [node]:
-            self.transport.degrade(peer, self._degraded.added_delay(self.node_id, peer))
+            self.transport.degrade(peer, self._degraded.added_delay(self.node_id, peer),
+                                   self._degraded.added_jitter(self.node_id, peer))
             link_loss = self._degraded.loss(self.node_id, peer, self.cfg.loss)
             if link_loss > self.cfg.loss:
                 self.link_loss[peer] = link_loss
             else:
                 self.link_loss.pop(peer, None)
         # told in real ms, as shaping applies latency (orchestrator/model/dilation.py); logged in experiment ms
-        self.trace("degrade", peer=node, delay_ms=self.dilation.experiment(float(delay_ms)), loss=float(loss))
+        self.trace("degrade", peer=node, delay_ms=self.dilation.experiment(float(delay_ms)), loss=float(loss),
+                   jitter_ms=self.dilation.experiment(float(jitter_ms)))
 
     def status(self) -> dict[str, Any]:
         return {"node": self.node_id, "state": self.state, "protocol": self.cfg.protocol,

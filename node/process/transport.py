@@ -71,7 +71,7 @@ class PeerConnection:
         if self._queued_bytes + len(data) > self.transport.queue_limit:
             return False
         t = self.transport
-        release = release_time(asyncio.get_running_loop().time(), t.delay_to(self.peer), t.jitter, t.rng,
+        release = release_time(asyncio.get_running_loop().time(), t.delay_to(self.peer), t.jitter_to(self.peer), t.rng,
                                self._last_release)
         self._last_release = release
         (self._priority if priority else self._queue).append((release, data))
@@ -151,6 +151,7 @@ class Transport:
         self.run_id = run_id
         self.delays = {p: d / 1000 for p, d in delays_ms.items()}
         self.extra_delays: dict[str, float] = {}  # a degraded link's added latency (fault timeline)
+        self.extra_jitters: dict[str, float] = {}  # ... and its added jitter
         self.jitter = jitter_ms / 1000
         self.max_frame = max_frame
         self.queue_limit = queue_limit
@@ -283,12 +284,18 @@ class Transport:
         """Seconds a frame to `peer` is held: the planned latency plus any degradation."""
         return self.delays.get(peer, 0.0) + self.extra_delays.get(peer, 0.0)
 
-    def degrade(self, peer: str, extra_s: float) -> None:
-        """Add `extra_s` to the latency towards `peer` (0 restores it); frames queued keep their time."""
-        if extra_s:
-            self.extra_delays[peer] = extra_s
-        else:
-            self.extra_delays.pop(peer, None)
+    def jitter_to(self, peer: str) -> float:
+        """The jitter (s) of a frame to `peer`: the planned jitter plus any degradation's."""
+        return self.jitter + self.extra_jitters.get(peer, 0.0)
+
+    def degrade(self, peer: str, extra_s: float, extra_jitter_s: float = 0.0) -> None:
+        """Add `extra_s` to the latency towards `peer` and `extra_jitter_s` to its jitter (zeros restore
+        them); frames queued keep their time."""
+        for extras, value in ((self.extra_delays, extra_s), (self.extra_jitters, extra_jitter_s)):
+            if value:
+                extras[peer] = value
+            else:
+                extras.pop(peer, None)
 
     def send(self, peer: str, frame: Frame, priority: bool = False) -> str | None:
         """Queue a frame to `peer`; returns None, or why it was not queued."""

@@ -274,10 +274,10 @@ class MemNetwork:
             self._send(src, dst, payload, priority)
 
     def degrade(self, node_id: str, delay: float = 0.0, loss: float = 0.0,
-                bandwidth: tuple[float, float] | None = None) -> None:
-        """Add `delay` seconds and `loss` to every link of the node, both ways (zeros restore);
-        `bandwidth` = (up, down) bit/s sets its link rates from now on."""
-        self.degraded.set(node_id, delay, loss)
+                bandwidth: tuple[float, float] | None = None, jitter: float = 0.0) -> None:
+        """Add `delay` and `jitter` seconds and `loss` to every link of the node, both ways (zeros
+        restore); `bandwidth` = (up, down) bit/s sets its link rates from now on."""
+        self.degraded.set(node_id, delay, loss, jitter)
         if bandwidth:
             self.uplinks.set_rates(node_id, *bandwidth)
 
@@ -319,9 +319,10 @@ class MemNetwork:
         downlink. `ordered`: it may have waited for its window, so keep the connection's order."""
         delay = self._delay(src, dst)
         departed = self.now if depart is None else depart
-        if self.jitter or ordered:  # else nothing overtakes: no per-direction state on the hot path
+        jitter = self.jitter + self.degraded.added_jitter(src, dst) if self.degraded else self.jitter
+        if jitter or ordered:  # else nothing overtakes: no per-direction state on the hot path
             key = (src, dst)
-            arrival = self._last_arrival[key] = release_time(departed, delay, self.jitter, self.rng,
+            arrival = self._last_arrival[key] = release_time(departed, delay, jitter, self.rng,
                                                              self._last_arrival.get(key, 0.0))
         else:
             arrival = departed + delay

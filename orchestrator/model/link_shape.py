@@ -1,7 +1,7 @@
 """A link's condition as one typed value (`LinkShape`): what shaping gives a node's access link, at
 deploy and while the fault timeline changes it. Its rates, the one-way latency towards each of its
-contacts (grouped in buckets of one latency each), jitter and loss, a degradation's added latency and
-loss, and the peers a partition cuts it off from.
+contacts (grouped in buckets of one latency each), jitter and loss, a degradation's added latency,
+jitter and loss, and the peers a partition cuts it off from.
 
 `link_shapes` reads the planned shapes from a plan as a run dilated by k applies them (docs/dilation.md):
 latencies and jitter times k, rates divided by k (`dilated_rate`); the plan itself stays in experiment
@@ -33,6 +33,7 @@ class LinkShape:
     jitter_ms: float = 0.0
     loss: float = 0.0
     added_delay_ms: float = 0.0       # a degradation, both ways, on top of the delays
+    added_jitter_ms: float = 0.0      # ... on top of the jitter
     added_loss: float = 0.0
     cut_from: frozenset[str] = frozenset()  # a partition: the peers across, until the heal
 
@@ -56,7 +57,12 @@ class LinkShape:
     @property
     def planned(self) -> LinkShape:
         """The same link with no fault on it: no degradation, no partition."""
-        return replace(self, added_delay_ms=0.0, added_loss=0.0, cut_from=frozenset())
+        return replace(self, added_delay_ms=0.0, added_jitter_ms=0.0, added_loss=0.0, cut_from=frozenset())
+
+    @property
+    def degradation(self) -> tuple[float, float, float]:
+        """What a degradation adds to the link: latency (ms), jitter (ms) and loss (all 0: none)."""
+        return self.added_delay_ms, self.added_jitter_ms, self.added_loss
 
 
 def bucketed(ms: float, width: float) -> float:

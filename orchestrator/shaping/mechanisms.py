@@ -115,7 +115,7 @@ class LinkShaper(abc.ABC):
         work = self._kernel_work(first, changed)
         if work:
             await self.blocking(self.backend.namespaces.run_all, work, self.backend.check_stop)
-        await self._latency(first, [(b, a) for b, a in changed if _added(b) != _added(a)])
+        await self._latency(first, [(b, a) for b, a in changed if b.degradation != a.degradation])
         firsts = {s.node for s in first}
         return [_what(before, after, after.node in firsts) for before, after in changed]
 
@@ -142,7 +142,7 @@ class LinkShaper(abc.ABC):
             if (before.up_bps, before.down_bps) != (after.up_bps, after.down_bps):
                 _add(work, ends.node_netns, ops.Rate(ends.node_ifname, after.up_bps))
                 _add(work, ends.far_netns, ops.Rate(ends.far_ifname, after.down_bps))
-            if _added(before) != _added(after):
+            if before.degradation != after.degradation:
                 self._degrade_ops(after, ends, work)
             if before.cut_from != after.cut_from:
                 unforeseen.update(self._recut(after.node, before.cut_from, after.cut_from, ends, work, cuts))
@@ -228,14 +228,9 @@ def _add(work: Work, netns: str, op: ops.Op) -> None:
     work.setdefault(netns, []).append(op)
 
 
-def _added(shape: LinkShape) -> tuple[float, float]:
-    """A link's degradation: added latency (ms) and loss."""
-    return shape.added_delay_ms, shape.added_loss
-
-
 def _told(shape: LinkShape) -> dict[str, float]:
     """A degradation as a node's transport and the delay line are told it (zeros: none)."""
-    return {"delay_ms": shape.added_delay_ms, "loss": shape.added_loss}
+    return {"delay_ms": shape.added_delay_ms, "jitter_ms": shape.added_jitter_ms, "loss": shape.added_loss}
 
 
 def _what(before: LinkShape, after: LinkShape, first: bool) -> str:
@@ -245,8 +240,8 @@ def _what(before: LinkShape, after: LinkShape, first: bool) -> str:
     done = []
     if (before.up_bps, before.down_bps) != (after.up_bps, after.down_bps):
         done.append(f"rate {after.up_bps}/{after.down_bps} bit/s")
-    if _added(before) != _added(after):
-        done.append(f"added {after.added_delay_ms:g} ms, loss {after.added_loss:g}")
+    if before.degradation != after.degradation:
+        done.append(f"added {after.added_delay_ms:g} ms, jitter {after.added_jitter_ms:g} ms, loss {after.added_loss:g}")
     if before.cut_from != after.cut_from:
         done.append(f"cut off from {len(after.cut_from)} peers" if after.cut_from else "healed")
     return f"{after.node}: {', '.join(done)}"
@@ -274,9 +269,10 @@ class NetemShaper(LinkShaper):
         planned = self.planned[shape.node]
         _add(work, ends.node_netns, ops.DegradeEgress(ends.node_ifname, planned.up_bps,
                                                       tuple(d for d, _ in planned.delays), planned.jitter_ms,
-                                                      planned.loss, shape.added_delay_ms, shape.added_loss))
+                                                      planned.loss, shape.added_delay_ms, shape.added_loss,
+                                                      shape.added_jitter_ms))
         _add(work, ends.far_netns, ops.DegradeIngress(ends.far_ifname, planned.down_bps, shape.added_delay_ms,
-                                                      shape.added_loss))
+                                                      shape.added_loss, shape.added_jitter_ms))
 
 
 class DelayLineShaper(LinkShaper):
@@ -366,7 +362,7 @@ class TransportShaper(LinkShaper):
         timeline goes on meanwhile: one that changes while the node is being told is told again, so
         that the last thing the node hears is the current state, whichever post lands last."""
         known = {node_id, *self._peers(node_id)}
-        for other in [n for n, shape in self.applied.items() if n in known and any(_added(shape))]:
+        for other in [n for n, shape in self.applied.items() if n in known and any(shape.degradation)]:
             told = None
             while (now := _told(self.applied[other])) != told:
                 await self.tell(node_id, {"node": other, **now})

@@ -69,8 +69,8 @@ class Rate(Op):
 
 @dataclass(frozen=True)
 class DegradeEgress(Op):
-    """Netem mechanism: added latency and loss on every bucket of the node's uplink (zeros restore);
-    the buckets' planned delays, jitter, loss and the planned rate as `Egress` made them."""
+    """Netem mechanism: added latency, loss and jitter on every bucket of the node's uplink (zeros
+    restore); the buckets' planned delays, jitter, loss and the planned rate as `Egress` made them."""
     op = "degrade_egress"
     up_bps: int
     delays_ms: tuple[float, ...]
@@ -78,6 +78,7 @@ class DegradeEgress(Op):
     loss: float
     added_delay_ms: float
     added_loss: float
+    added_jitter_ms: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,7 @@ class DegradeIngress(Op):
     bps: int
     delay_ms: float
     loss: float
+    jitter_ms: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -198,11 +200,13 @@ class LineAttach(LineOp):
 
 @dataclass(frozen=True)
 class LineDegrade(LineOp):
-    """Latency (ms) and loss added to the node's link, both ways, in place of any before (zeros: none)."""
+    """Latency (ms), loss and jitter (ms) added to the node's link, both ways, in place of any before
+    (zeros: none)."""
     op = "degrade"
     node: str
     delay_ms: float = 0.0
     loss: float = 0.0
+    jitter_ms: float = 0.0
 
 
 @dataclass(frozen=True)

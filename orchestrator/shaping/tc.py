@@ -149,23 +149,24 @@ def shape_egress(ipr: NetNS, ifname: str, up_bps: int, buckets: Sequence[tuple[f
 
 
 def degrade_egress(ipr: NetNS, ifname: str, up_bps: int, delays_ms: Sequence[float], jitter_ms: float, loss: float,
-                   added_delay_ms: float, added_loss: float) -> None:
+                   added_delay_ms: float, added_loss: float, added_jitter_ms: float = 0.0) -> None:
     """Netem mode's degradation of a node, its sending half: every latency bucket's netem (`delays_ms`,
-    `jitter_ms`, `loss` and `up_bps` as `shape_egress` made it) gets `added_delay_ms` more and
-    `added_loss` on top (zeros restore the plan's), changed in place."""
+    `jitter_ms`, `loss` and `up_bps` as `shape_egress` made it) gets `added_delay_ms` and
+    `added_jitter_ms` more and `added_loss` on top (zeros restore the plan's), changed in place."""
     index = link_index(ipr, ifname)
     for i, delay_ms in enumerate(delays_ms):
         minor = f"{0x10 + i:x}"
         _netem(ipr, "change", index, f"1:{minor}", f"{minor}:", up_bps, delay_ms + added_delay_ms,
-               jitter_ms, 1 - (1 - loss) * (1 - added_loss))
+               jitter_ms + added_jitter_ms, 1 - (1 - loss) * (1 - added_loss))
 
 
-def degrade_ingress(ipr: NetNS, ifname: str, down_bps: int, delay_ms: float, loss: float) -> None:
+def degrade_ingress(ipr: NetNS, ifname: str, down_bps: int, delay_ms: float, loss: float,
+                    jitter_ms: float = 0.0) -> None:
     """Netem mode's degradation of a node, its receiving half, on the switch side of its link: the
-    download class's leaf becomes a netem (delay, loss); zeros put the plain FIFO back."""
+    download class's leaf becomes a netem (delay, jitter, loss); zeros put the plain FIFO back."""
     index = link_index(ipr, ifname)
-    if delay_ms or loss:
-        _netem(ipr, "replace", index, DOWN_CLASS, DEGRADE_QDISC, down_bps, delay_ms, 0.0, loss)
+    if delay_ms or loss or jitter_ms:
+        _netem(ipr, "replace", index, DOWN_CLASS, DEGRADE_QDISC, down_bps, delay_ms, jitter_ms, loss)
     else:
         _fifo(ipr, "replace", index)
 
@@ -343,9 +344,9 @@ def run(ipr: Any, op: ops.Op, netns: str | None = None) -> dict[str, Any] | None
             set_rate(ipr, op.ifname, op.bps)
         case ops.DegradeEgress():
             degrade_egress(ipr, op.ifname, op.up_bps, op.delays_ms, op.jitter_ms, op.loss, op.added_delay_ms,
-                           op.added_loss)
+                           op.added_loss, op.added_jitter_ms)
         case ops.DegradeIngress():
-            degrade_ingress(ipr, op.ifname, op.bps, op.delay_ms, op.loss)
+            degrade_ingress(ipr, op.ifname, op.bps, op.delay_ms, op.loss, op.jitter_ms)
         case ops.RedirectIngress():
             redirect_ingress(ipr, op.ifname, op.ifb)
         case ops.Sent():

@@ -234,15 +234,15 @@ class Simulation:
         for shape in shapes:
             was = self._applied[shape.node]
             if replace(shape, up_bps=was.up_bps, down_bps=was.down_bps, added_delay_ms=was.added_delay_ms,
-                       added_loss=was.added_loss, cut_from=was.cut_from) != was:
+                       added_jitter_ms=was.added_jitter_ms, added_loss=was.added_loss, cut_from=was.cut_from) != was:
                 raise NotImplementedError(f"sim: {shape.node}'s link changes in a way the simulated network does "
-                                          f"not apply (it applies rates, an added delay and loss, and cuts): "
-                                          f"{was} -> {shape}")
+                                          f"not apply (it applies rates, an added delay, jitter and loss, and "
+                                          f"cuts): {was} -> {shape}")
             rates = (shape.up_bps, shape.down_bps)
             changed_rates = rates != (was.up_bps, was.down_bps)
-            if changed_rates or (shape.added_delay_ms, shape.added_loss) != (was.added_delay_ms, was.added_loss):
+            if changed_rates or shape.degradation != was.degradation:
                 self.net.degrade(shape.node, shape.added_delay_ms / 1000, shape.added_loss,
-                                 rates if changed_rates else None)
+                                 rates if changed_rates else None, shape.added_jitter_ms / 1000)
             if shape.cut_from != was.cut_from:
                 cuts[shape.node] = shape.cut_from
             self._applied[shape.node] = shape

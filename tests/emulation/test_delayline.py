@@ -166,6 +166,16 @@ def test_jitter_never_reorders_a_direction_and_loss_drops_its_share(pair):
     got = _datagrams(1000)
     assert 322 <= len(got) <= 478
 
+    pair.request(ops.LineDegrade("a", 0, 0, 10))  # the fault timeline's jitter: 20 +- (5 + 10) ms
+    got = _datagrams(1000)
+    seqs, delays = [seq for seq, _ in got], [ms for _, ms in got]
+    assert seqs == sorted(seqs)
+    # kept in order, a datagram leaves with the latest draw of those 1 ms apart before it, less the
+    # time since: the median is 22 ms with the plan's 20 +- 5 alone, 28.5 with 20 +- 15 (in theory)
+    median = sorted(delays)[len(delays) // 2]
+    print(f"median one-way delay with +-15 ms of jitter: {median:.1f} ms")
+    assert median > 26 and max(delays) > 30 and 720 <= len(got) <= 880
+
 
 BURST = """
 import socket, threading, time

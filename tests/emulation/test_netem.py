@@ -1,5 +1,5 @@
 """The netem path, on a kernel that has sch_netem: latency buckets, the rate with netem leaves, the pod
-layout's ifb download cap, degrade (delay, loss) in netem qdiscs, and a scenario run end to end in
+layout's ifb download cap, degrade (delay, loss, jitter) in netem qdiscs, and a scenario run end to end in
 netem mode with a partition and a degrade.
 
 Marked `netem`: on a kernel without sch_netem (this project's CI machines) `make test-netem` runs
@@ -49,8 +49,9 @@ def shape(ns_name: str, *buckets: tuple[float, tuple[str, ...]], up: int = RATE)
     return egress
 
 
-def degrade_egress(node: ops.Egress, delay_ms: float, loss: float) -> ops.DegradeEgress:
-    return ops.DegradeEgress("eth0", node.up_bps, tuple(d for d, _ in node.buckets), 0.0, 0.0, delay_ms, loss)
+def degrade_egress(node: ops.Egress, delay_ms: float, loss: float, jitter_ms: float = 0.0) -> ops.DegradeEgress:
+    return ops.DegradeEgress("eth0", node.up_bps, tuple(d for d, _ in node.buckets), 0.0, 0.0, delay_ms, loss,
+                             jitter_ms)
 
 
 def wire_mbit(src: str, dst: str, ifname: str = "eth0", sent_in: str | None = None) -> tuple[float, float]:
@@ -103,8 +104,8 @@ def test_rate_with_netem_leaves_is_the_configured_rate_in_frames(pair):
 
 def test_pod_layout_ifb_cap_and_degrade_in_netem(pair):
     """The kubernetes layout: b's incoming packets pass an ifb carrying its download tree. With
-    netem buckets on b's egress, the cap holds; degrade adds netem delay and loss on both halves of
-    b's link and restoring takes them away."""
+    netem buckets on b's egress, the cap holds; degrade adds netem delay, loss and jitter on both halves
+    of b's link and restoring takes them away."""
     a, b = pair
     base = min_rtt_ms(a)
     shape(a, (25.0, (links.B_ADDR,)))
@@ -132,6 +133,15 @@ def test_pod_layout_ifb_cap_and_degrade_in_netem(pair):
     rtts, lost = links.pings(a, links.B_ADDR, count=40, interval=0.05)
     print(f"loss 0.5 on b's sends: {lost}/40 lost")
     assert 8 <= lost <= 32, lost  # binomial(40, 0.5): outside this in less than 1 run in 10^4
+
+    with NetNS(b, flags=0) as ns:  # the fault timeline's jitter: +-20 ms on each half of b's link
+        shaping.apply(ns, [degrade_egress(node_b, 0.0, 0.0, 20.0),
+                           ops.DegradeIngress("ifb0", 20_000_000, 0.0, 0.0, 20.0)])
+    rtts, lost = links.pings(a, links.B_ADDR, count=40, interval=0.05)
+    print(f"jitter +-20 ms on both halves: RTT {min(rtts):.1f} to {max(rtts):.1f} ms (configured 50 +- 40)")
+    # netem never delivers early, a busy host never either: only jitter takes a round trip below 50 ms;
+    # 10 ms below it, P = 0.28 for each (the sum of two uniforms), none of 40 in 2 runs of 10^6
+    assert lost == 0 and min(rtts) < base + 40.0, (rtts, base)
 
     with NetNS(b, flags=0) as ns:
         shaping.apply(ns, [degrade_egress(node_b, 0.0, 0.0),

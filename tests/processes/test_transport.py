@@ -188,6 +188,39 @@ def test_degrading_a_peer_delays_its_frames():
     asyncio.run(main())
 
 
+def test_a_jittered_peer_spreads_its_frames_in_order_until_restored():
+    """A degradation's jitter (the fault timeline's `jitter`): frames to the peer leave after 0 to
+    400 ms, uniform, and never overtake one another; restored, they leave at once again."""
+    async def main():
+        a, b, port, ups, downs = await pair()
+        got: list[tuple[int, float]] = []
+        b.events = b.events._replace(frame=lambda p, f: got.append((f.probe.nonce,
+                                                                    asyncio.get_running_loop().time())))
+        a.dial("b", "127.0.0.1", port["b"])
+        assert await settle(lambda: "b" in a.connections)
+        from node.framing import Frame, Probe
+
+        loop = asyncio.get_running_loop()
+        a.degrade("b", 0.0, 0.4)
+        sent = loop.time()
+        for nonce in range(40):
+            a.send("b", Frame(probe=Probe(kind=Probe.PING, nonce=nonce)))
+        assert await settle(lambda: len(got) == 40)
+        assert [n for n, _ in got] == list(range(40))  # in order: jitter never reorders a direction
+        # the last leaves after the latest draw of 40 in [-0.4, 0.4] s (clamped at 0): below 0.2 s with
+        # probability 0.75^40, 1e-5; never past 0.4 s but for a busy host's stalls
+        assert got[-1][1] - sent > 0.2
+        a.degrade("b", 0.0, 0.0)  # restored
+        sent = loop.time()
+        for nonce in range(40, 50):
+            a.send("b", Frame(probe=Probe(kind=Probe.PING, nonce=nonce)))
+        assert await settle(lambda: len(got) == 50)
+        assert got[-1][1] - sent < 0.2
+        await a.close()
+        await b.close()
+    asyncio.run(main())
+
+
 def test_a_priority_frame_not_yet_due_does_not_hold_back_due_frames():
     """The priority lane (IDONTWANT) overtakes frames waiting to be written; it must not make due
     frames wait for its own release time. With a 300 ms latency, a frame queued at 0 is due at 300 ms;

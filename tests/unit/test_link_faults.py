@@ -163,8 +163,8 @@ def test_the_delay_line_is_attached_with_the_shapes_and_told_degradations_only(t
     assert lines.requests == []
     run.apply(run.links.degrade("n3", 25.0, 0.2, 0))
     run.apply(run.links.restore("n3"))
-    assert lines.requests == [{"op": "degrade", "node": "n3", "delay_ms": 50.0, "loss": 0.2},
-                              {"op": "degrade", "node": "n3", "delay_ms": 0.0, "loss": 0.0}]
+    assert lines.requests == [{"op": "degrade", "node": "n3", "delay_ms": 50.0, "loss": 0.2, "jitter_ms": 0.0},
+                              {"op": "degrade", "node": "n3", "delay_ms": 0.0, "loss": 0.0, "jitter_ms": 0.0}]
 
 
 def test_the_transport_is_told_degradations_by_the_node_and_its_peers(tmp_path):
@@ -180,7 +180,8 @@ def test_the_transport_is_told_degradations_by_the_node_and_its_peers(tmp_path):
     assert told == []
     run.apply(run.links.degrade("n2", 30.0, 0.0, 6_000_000))
     assert sorted(n for n, _ in told) == [f"n{i}" for i in range(8)]
-    assert {tuple(body.items()) for _, body in told} == {(("node", "n2"), ("delay_ms", 60.0), ("loss", 0.0))}
+    assert {tuple(body.items()) for _, body in told} == {(("node", "n2"), ("delay_ms", 60.0), ("jitter_ms", 0.0),
+                                                          ("loss", 0.0))}
 
 
 def test_a_shape_applied_twice_is_done_once(run):

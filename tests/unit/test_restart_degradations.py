@@ -11,7 +11,7 @@ from types import SimpleNamespace
 from orchestrator.model.link_shape import LinkShape
 from orchestrator.shaping.mechanisms import TransportShaper
 
-RESTORED = {"delay_ms": 0.0, "loss": 0.0}
+RESTORED = {"delay_ms": 0.0, "jitter_ms": 0.0, "loss": 0.0}
 
 
 class Node:
@@ -43,7 +43,8 @@ def shaper(node: Node, degraded: dict[str, dict], neighbours=("n1", "n2")) -> Tr
 
 def degrade(s: TransportShaper, node: str, d: dict) -> None:
     """What the timeline's degrade or restore leaves applied, as `apply_all` records it."""
-    s.applied[node] = replace(s.applied[node], added_delay_ms=d["delay_ms"], added_loss=d["loss"])
+    s.applied[node] = replace(s.applied[node], added_delay_ms=d["delay_ms"],
+                                added_jitter_ms=d["jitter_ms"], added_loss=d["loss"])
 
 
 def last_told(node: Node) -> dict[str, dict]:
@@ -54,14 +55,14 @@ def last_told(node: Node) -> dict[str, dict]:
 
 
 def test_the_restarted_node_hears_its_own_and_its_peers_degradations_only():
-    slow = {"delay_ms": 30.0, "loss": 0.0}
+    slow = {"delay_ms": 30.0, "jitter_ms": 0.0, "loss": 0.0}
     node = Node()
     asyncio.run(shaper(node, {"n0": slow, "n1": slow, "n9": slow}).restarted("n0"))
     assert last_told(node) == {"n0": slow, "n1": slow}  # n9 is no peer of n0; n2 is not degraded
 
 
 def test_a_restore_and_a_degrade_during_the_telling_leave_the_current_state():
-    slow, slower = {"delay_ms": 30.0, "loss": 0.0}, {"delay_ms": 80.0, "loss": 0.1}
+    slow, slower = {"delay_ms": 30.0, "jitter_ms": 0.0, "loss": 0.0}, {"delay_ms": 80.0, "jitter_ms": 5.0, "loss": 0.1}
     holder: list[TransportShaper] = []
 
     def timeline(body):  # while n1's degradation is in flight: n1 is restored, n2 degraded again
@@ -75,7 +76,7 @@ def test_a_restore_and_a_degrade_during_the_telling_leave_the_current_state():
 
 
 def test_a_degradation_added_while_telling_is_left_to_the_degrade_itself():
-    slow = {"delay_ms": 30.0, "loss": 0.0}
+    slow = {"delay_ms": 30.0, "jitter_ms": 0.0, "loss": 0.0}
     holder: list[TransportShaper] = []
     node = Node(lambda body: degrade(holder[0], "n2", slow))  # the degrade fault tells every live peer
     holder.append(shaper(node, {"n1": slow}))

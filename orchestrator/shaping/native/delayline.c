@@ -221,6 +221,7 @@ static json_t *degrade(json_t *msg)
     int id = model_node(node);
     if (id >= 0) {
         model.added_ns[id] = (int64_t)(json_number_value(json_object_get(msg, "delay_ms")) * 1e6);
+        model.added_jitter_ns[id] = (int64_t)(json_number_value(json_object_get(msg, "jitter_ms")) * 1e6);
         model.added_loss[id] = json_number_value(json_object_get(msg, "loss"));
     }
     pthread_mutex_unlock(&model.lock);

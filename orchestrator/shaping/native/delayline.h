@@ -31,8 +31,9 @@ int u32map_put(struct u32map *m, uint32_t key, int64_t val);
 struct model {
     pthread_mutex_t lock;
     char **names;
-    int64_t *added_ns;  /* a degraded node's added one-way delay, both directions */
-    double *added_loss; /* ... and its loss */
+    int64_t *added_ns;        /* a degraded node's added one-way delay, both directions */
+    int64_t *added_jitter_ns; /* ... its added jitter */
+    double *added_loss;       /* ... and its loss */
     int n_nodes, cap;
     struct u32map node_of_ip; /* IPv4 address (network order) -> node */
     int64_t jitter_ns;

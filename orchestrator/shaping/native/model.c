@@ -1,6 +1,6 @@
 /* The link model the delay line applies, as node/linkmodel.py defines it: a packet from `src` to the
  * node of queue `q` is held for the pair's one-way delay plus both ends' degradation, with uniform
- * jitter that never reorders one direction, and dropped with the plan's loss combined with both
+ * jitter (the plan's plus both ends' added) that never reorders one direction, and dropped with the plan's loss combined with both
  * ends' (1 - (1 - base)(1 - a)(1 - b)). Also the small map and random numbers that needs. */
 #include <stdlib.h>
 #include <string.h>
@@ -68,16 +68,20 @@ int model_node(const char *name)
         int64_t *added_ns = realloc(model.added_ns, cap * sizeof *added_ns);
         if (added_ns)
             model.added_ns = added_ns;
+        int64_t *added_jitter_ns = realloc(model.added_jitter_ns, cap * sizeof *added_jitter_ns);
+        if (added_jitter_ns)
+            model.added_jitter_ns = added_jitter_ns;
         double *added_loss = realloc(model.added_loss, cap * sizeof *added_loss);
         if (added_loss)
             model.added_loss = added_loss;
-        if (!names || !added_ns || !added_loss)
+        if (!names || !added_ns || !added_jitter_ns || !added_loss)
             return -1;
         model.cap = cap;
     }
     if (!(model.names[model.n_nodes] = strdup(name)))
         return -1;
     model.added_ns[model.n_nodes] = 0;
+    model.added_jitter_ns[model.n_nodes] = 0;
     model.added_loss[model.n_nodes] = 0;
     return model.n_nodes++;
 }
@@ -97,20 +101,21 @@ bool model_decide(struct queue *q, uint32_t src, int64_t now, struct rng *r, int
     int peer = peer_of ? (int)*peer_of : -1;
     double loss = model.loss;
     int64_t *planned = u32map_find(&q->delays, src);
-    int64_t delay = planned ? *planned : 0;
+    int64_t delay = planned ? *planned : 0, jitter = model.jitter_ns;
     if (peer >= 0) {
         loss = 1 - (1 - loss) * (1 - model.added_loss[q->node]) * (1 - model.added_loss[peer]);
         delay += model.added_ns[q->node] + model.added_ns[peer];
+        jitter += model.added_jitter_ns[q->node] + model.added_jitter_ns[peer];
     }
     if (loss > 0 && rng_uniform(r) < loss)
         return true;
     int64_t *last = u32map_find(&q->last, src);
-    if (!delay && !model.jitter_ns && (!last || *last <= now)) {
+    if (!delay && !jitter && (!last || *last <= now)) {
         *at = 0;
         return false;
     }
-    if (model.jitter_ns) {
-        delay += (int64_t)((2 * rng_uniform(r) - 1) * (double)model.jitter_ns);
+    if (jitter) {
+        delay += (int64_t)((2 * rng_uniform(r) - 1) * (double)jitter);
         if (delay < 0)
             delay = 0;
     }
