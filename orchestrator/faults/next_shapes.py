@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from orchestrator.model.fault_actions import BANDWIDTH, DELAY, LOSS, Quantity
+from orchestrator.model.fault_actions import BANDWIDTH, DELAY, JITTER, LOSS, Quantity
 from orchestrator.model.link_shape import LinkShape, dilated_rate
 
 
@@ -37,6 +37,12 @@ class LinkFaults:
         rates = {"up_bps": rate, "down_bps": rate} if bandwidth else {}
         return self._set([replace(self.current[node], added_delay_ms=self._dilated(DELAY, delay_ms),
                                   added_loss=self._dilated(LOSS, loss), **rates)])
+
+    def jitter(self, node: str, jitter_ms: float) -> list[LinkShape]:
+        """Jitter added to the node's link, both ways, in place of any before (a degrade's delay and loss
+        stay)."""
+        self.degraded.add(node)
+        return self._set([replace(self.current[node], added_jitter_ms=self._dilated(JITTER, jitter_ms))])
 
     def _dilated(self, q: Quantity, value: float) -> float:
         """A degrade's quantity as the run applies it: by its kind, times k, as is or divided by k."""

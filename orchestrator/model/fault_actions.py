@@ -106,6 +106,8 @@ LOSS = Quantity("loss", float, "frame loss on the node's links, both directions"
                 below=1)
 BANDWIDTH = Quantity("bandwidth", Bandwidth, "the node's new upload and download rate", "bandwidth", "rate",
                      "{:g} Mbit/s")
+JITTER = Quantity("jitter", Duration, "latency variation (uniform, +-) added to each of the node's links, both "
+                  "directions", "jitter_ms", "latency", "jitter {:g} ms", scale=1000)
 
 TARGET = Fields(("nodes", "sample"), "exactly one", "nodes (a list of ids) or sample (a count)", events=("node",),
                 elsewhere="{action} applies to the whole network: leave nodes and sample out")
@@ -114,7 +116,8 @@ SIDES = Fields(("groups", "split"), "exactly one", "groups (lists of node ids) o
                events=("groups",))
 DURATION = Fields(("duration",))
 IMPAIRMENT = Fields.carrying(DELAY, LOSS, BANDWIDTH)
-GROUPS = (TARGET, RESTART_AFTER, SIDES, DURATION, IMPAIRMENT)  # in the order `Fault` declares and checks them
+JITTERING = Fields.carrying(JITTER)
+GROUPS = (TARGET, RESTART_AFTER, SIDES, DURATION, IMPAIRMENT, JITTERING)  # in the order `Fault` declares and checks them
 QUANTITIES = tuple(q for g in GROUPS for q in g.quantities)
 
 PROCESS, LINKS = "process", "links"
@@ -133,6 +136,8 @@ ACTIONS = {a.name: a for a in (
     FaultAction("heal",      (),                   "heal",      LINKS,   TOOK_EFFECT),
     FaultAction("degrade",   (TARGET, IMPAIRMENT), "degrade",   LINKS,   TOOK_EFFECT,
                 after=After("duration", "restore")),
+    FaultAction("jitter",    (TARGET, JITTERING),  "jitter",    LINKS,   TOOK_EFFECT,
+                after=After("duration", "restore")),
     FaultAction("restore",   (TARGET,),            "restore",   LINKS,   TOOK_EFFECT, only_if="degraded"),
 )}
 NAMES = tuple(ACTIONS)
@@ -149,6 +154,7 @@ class FaultExecutor(Protocol):
     def partition(self, groups: list[list[str]]) -> Any: ...
     def heal(self) -> Any: ...
     def degrade(self, node: str, delay_ms: float, loss: float, bandwidth: int | None) -> Any: ...
+    def jitter(self, node: str, jitter_ms: float) -> Any: ...
     def restore(self, node: str) -> Any: ...
 
 

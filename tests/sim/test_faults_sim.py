@@ -2,6 +2,7 @@
 partitions hold frames until the heal, degraded links are slower, joined nodes take part."""
 from __future__ import annotations
 
+from orchestrator.model.link_shape import link_shapes
 from orchestrator.model.plan import make_plan
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.sim.engine import Simulation
@@ -49,6 +50,22 @@ def test_degraded_node_receives_later_and_recovers_after_restore():
     assert slow and fast
     assert min(slow) >= 0.300 + 0.020  # the added latency, on top of the planned link
     assert max(fast) < 0.2  # restored
+
+
+def test_a_jittered_node_receives_sooner_than_its_links_allow_until_the_restore():
+    """Jitter of +-15 ms on n9's links, whose latency is 20 ms or more: a message reaches n9 first by
+    whichever of its peers' copies came quickest, so some arrive sooner than any link of the plan
+    allows, and none does after the restore."""
+    sim, got = simulate("faults: [{at: 8s, action: jitter, nodes: [n9], jitter: 15ms, duration: 8s}]\n")
+    quickest = link_shapes(sim.plan, 1.0)["n9"].delays[0][0] / 1000  # its nearest peer's latency
+    pub = {m: t for t, _, _, m in sim.sent}
+    during = [got[m]["n9"] - pub[m] for m in pub if 9.0 < pub[m] < 15.0 and "n9" in got.get(m, {})]
+    after = [got[m]["n9"] - pub[m] for m in pub if pub[m] > 17.0 and "n9" in got.get(m, {})]
+    assert len(during) > 20 and after
+    print(f"n9's deliveries (links {quickest * 1000:g} ms or more): jittered from {min(during) * 1000:.1f} ms, "
+          f"after the restore from {min(after) * 1000:.1f} ms")
+    assert min(during) < quickest - 0.005 and min(after) >= quickest
+    assert [f["action"] for f in sim.stats.faults_executed] == ["jitter", "restore"]
 
 
 def test_a_joining_node_is_absent_then_receives():
