@@ -11,21 +11,25 @@ from typing import Any, Callable, Container
 from orchestrator.model.fault_actions import ACTIONS, NAMES, FaultExecutor
 from orchestrator.model.plan import FaultEvent
 
-Step = tuple[Callable[..., Any], tuple[Any, ...]]
+
+class Skipped(str):
+    """Why a planned fault does not apply, as the run warns it."""
 
 
 def step(fault: FaultEvent, executor: FaultExecutor, is_up: Callable[[str], bool],
-         degraded: Container[str]) -> Step | str:
-    """The executor's method and its arguments for `fault`, or why it does not apply (its row's
-    `only_if`: a kill or stop of a node that is down, a restart or join of one that is running, a
-    restore of a link not degraded)."""
+         degraded: Container[str]) -> Any:
+    """Call the executor's method for `fault` with the arguments its row names, and return what the
+    call returns (the live run's methods are coroutines: one not yet started, for the runner to await;
+    the simulator's are done), or `Skipped`, why it does not apply (its row's `only_if`: a kill or stop
+    of a node that is down, a restart or join of one that is running, a restore of a link not
+    degraded)."""
     row = ACTIONS.get(fault.action)
     if row is None:
         raise ValueError(f"unknown fault action {fault.action!r}; known: {', '.join(NAMES)}")
     unmet = _unmet(row.only_if, fault.node, is_up, degraded)
     if unmet:
-        return f"{fault.action} of {fault.node} at {fault.at:g}s: {unmet}; skipped"
-    return getattr(executor, row.method), tuple(getattr(fault, arg) for arg in row.args)
+        return Skipped(f"{fault.action} of {fault.node} at {fault.at:g}s: {unmet}; skipped")
+    return getattr(executor, row.method)(*(getattr(fault, arg) for arg in row.args))
 
 
 def _unmet(only_if: str | None, node: str, is_up: Callable[[str], bool], degraded: Container[str]) -> str:

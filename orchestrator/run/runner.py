@@ -216,15 +216,14 @@ class Runner(Readiness, RunRecord):
 
         async def execute(fault: FaultEvent) -> None:
             issued = self.dilation.time_ns()
-            action = fault_rules.step(fault, live, self.backend.alive, self.links.degraded)
-            if isinstance(action, str):
-                self.warn(action)
+            call = fault_rules.step(fault, live, self.backend.alive, self.links.degraded)  # not started yet
+            if isinstance(call, fault_rules.Skipped):
+                self.warn(call)
                 return
-            fn, args = action
             row = ACTIONS[fault.action]
             if row.leaves_node == "down":
                 self.exits.down(fault.node)  # before it goes: its end is the timeline's, not its own
-            await fn(*args)
+            await call
             if row.leaves_node == "up":
                 self.exits.up(fault.node)
             took_effect = issued if row.instant else self.dilation.time_ns()

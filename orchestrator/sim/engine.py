@@ -195,12 +195,10 @@ class Simulation:
 
     def _fault(self, fault: FaultEvent) -> None:
         """Execute one fault by the runner's rules (orchestrator/faults/rules.py), at its exact virtual time."""
-        action = fault_rules.step(fault, self, lambda n: n in self.net.nodes and self.net.nodes[n].up,
-                                  self.links.degraded)
-        if isinstance(action, str):
+        done = fault_rules.step(fault, self, lambda n: n in self.net.nodes and self.net.nodes[n].up,
+                                self.links.degraded)
+        if isinstance(done, fault_rules.Skipped):
             return  # the runner warns and skips these too
-        fn, args = action
-        fn(*args)
         self.stats.faults_executed.append(fault_rules.record(fault, int(self.net.now * 1e9), int(self.t0 * 1e9)))
 
     # the FaultExecutor of orchestrator/faults/rules.py, on the discrete-event network

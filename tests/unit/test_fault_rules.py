@@ -10,11 +10,7 @@ class Recorder:
 
 
 def decide(fault, up=(), degraded=()):
-    result = fault_rules.step(fault, Recorder(), lambda n: n in up, set(degraded))
-    if isinstance(result, str):
-        return result
-    fn, args = result
-    return fn(*args)
+    return fault_rules.step(fault, Recorder(), lambda n: n in up, set(degraded))
 
 
 def test_each_action_reaches_its_executor_method_with_its_arguments():
