@@ -1,4 +1,4 @@
-"""`peerlab fuzz`: malformed frames into every wire decoder (node/fuzz.py), and mutated scenarios into
+"""`peerlab fuzz`: malformed frames into every wire decoder (node/wire_fuzz.py), and mutated scenarios into
 validate and plan (orchestrator/cli/scenario_fuzz.py)."""
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_fuzz(args: argparse.Namespace) -> int:
-    from node import fuzz
+    from node import wire_fuzz as fuzz
 
     engine = args.engine
     if engine == "auto":
@@ -62,7 +62,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
             command = ["-m", "orchestrator.cli.scenario_fuzz", str(args.frames), str(args.seed)]
         else:
             err.print(f"fuzzing {name}: {args.frames:,} frames with {engine} ...")
-            command = ["-m", "node.fuzz", name, str(args.frames), engine]
+            command = ["-m", "node.wire_fuzz", name, str(args.frames), engine]
         proc = subprocess.run([sys.executable, *command], capture_output=True, text=True)
         line = next((x for x in proc.stdout.splitlines() if x.startswith("decoder=")), None)
         if line is None:  # the fuzzer itself died: that counts as a crash, with its output

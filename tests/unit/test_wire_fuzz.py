@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from node import fuzz
+from node import wire_fuzz as fuzz
 from node.protocols.pubsub import wire
 from tests.support.cli import ROOT
 
