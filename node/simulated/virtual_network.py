@@ -320,12 +320,16 @@ class MemNetwork:
         delay = self._delay(src, dst)
         departed = self.now if depart is None else depart
         jitter = self.jitter + self.degraded.added_jitter(src, dst) if self.degraded else self.jitter
-        if jitter or ordered:  # else nothing overtakes: no per-direction state on the hot path
-            key = (src, dst)
+        key = (src, dst)
+        if jitter or ordered:
             arrival = self._last_arrival[key] = release_time(departed, delay, jitter, self.rng,
                                                              self._last_arrival.get(key, 0.0))
         else:
             arrival = departed + delay
+            # nothing overtakes on a link that never changed: no per-direction state on the hot path; a
+            # link degraded or jittered once keeps its order across the change and the restore
+            if self.degraded or key in self._last_arrival:
+                arrival = self._last_arrival[key] = max(arrival, self._last_arrival.get(key, 0.0))
         # a frame in flight is one heap entry and its argument tuple, no closures (thousands at once)
         self.schedule(arrival - self.now, self._arrive, src, dst, conn, payload, tx, size)
 

@@ -30,8 +30,8 @@ class LinkFaults:
         return shapes
 
     def degrade(self, node: str, delay_ms: float, loss: float, bandwidth: int | None) -> list[LinkShape]:
-        """Latency and loss added to the node's link, both ways, in place of any before; its rates
-        (up and down alike) only if a bandwidth is given."""
+        """Latency and loss added to the node's link, both ways, in place of any before (a jitter stays);
+        its rates (up and down alike) only if a bandwidth is given."""
         self.degraded.add(node)
         rate = self._dilated(BANDWIDTH, bandwidth or 0)
         rates = {"up_bps": rate, "down_bps": rate} if bandwidth else {}
@@ -39,8 +39,8 @@ class LinkFaults:
                                   added_loss=self._dilated(LOSS, loss), **rates)])
 
     def jitter(self, node: str, jitter_ms: float) -> list[LinkShape]:
-        """Jitter added to the node's link, both ways, in place of any before (a degrade's delay and loss
-        stay)."""
+        """Jitter added to the node's link, both ways, in place of any before (a degrade's delay, loss and
+        rates stay)."""
         self.degraded.add(node)
         return self._set([replace(self.current[node], added_jitter_ms=self._dilated(JITTER, jitter_ms))])
 

@@ -29,7 +29,7 @@ answers each with one JSON line on stdout:
     {"op": "attach", "netns": "/var/run/netns/plab-n3", "ifname": "eth0", "node": "n3",
      "delays_ms": {"10.1.0.5": 40.0, ...}}                  -> {"ok": "n3"}
     {"op": "links", "ips": {"n3": "10.1.0.5", ...}, "jitter_ms": 2, "loss": 0.0}
-    {"op": "degrade", "node": "n3", "delay_ms": 100, "loss": 0.1}  (zeros restore)
+    {"op": "degrade", "node": "n3", "delay_ms": 100, "loss": 0.1, "jitter_ms": 0}  (zeros restore)
     {"op": "stats"} -> {"ok": "stats", "packets": {...}, "dropped": {...}, "held": 0, "errors": [],
                         "late_ms": {"<0.1": ..., ..., ">=20": ...}}
 

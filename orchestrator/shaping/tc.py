@@ -15,7 +15,7 @@ and on the switch side of its link (what the node can receive):
     root 1: htb (default 1:2)
      └─ 1:1   htb rate=down                        the node's downlink
          ├─ 1:2   htb rate=down ─ 2: pfifo limit=1000   everything the node receives
-         │                    (4: netem delay=d loss=l instead, in netem mode, while a degradation lasts)
+         │                    (4: netem delay=d jitter=j loss=l instead, in netem mode, while a degradation lasts)
          ├─ u32 filters (prio 1), from deploy, for the k-th partition of the timeline:
          │      ip src <node on another side> -> 1:30+k  (while that class does not exist, the kernel
          │      finds no class and sends the packet to the default, 1:2: nothing changes)
@@ -31,9 +31,12 @@ HTB counts: Ethernet frames with their headers (a full TCP segment is 1514 bytes
 1448 of payload, so a 50 Mbit/s link carries about 47.8 Mbit/s of TCP payload).
 
 Degrading a node's bandwidth changes the rate of 1:1 (and the ceil of its children) on both trees
-in place: nothing is rebuilt, queued packets stay queued. In netem mode, degrading its latency and
-loss changes its buckets' netem qdiscs (what it sends) and puts a netem leaf under 1:2 on the switch
-side (what it receives): the same "both ways, on top of the plan" as the delay line and the transport.
+in place: nothing is rebuilt, queued packets stay queued. In netem mode, degrading its latency, jitter
+and loss changes its buckets' netem qdiscs (what it sends) and puts a netem leaf under 1:2 on the switch
+side (what it receives): the same "both ways, on top of the plan" as the delay line and the transport,
+but for jitter on what it receives, which that leaf draws around the added delay alone (netem sends
+what it draws below zero at once: without an added delay, half the packets get none, the others 0 to
+the jitter).
 
 Kernels without sch_netem keep the HTB trees without bucket classes; latency is then another
 mechanism's (orchestrator/shaping/mechanisms.py). `probe_netem` finds out; never assume. Callers

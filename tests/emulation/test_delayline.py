@@ -135,17 +135,18 @@ UDP_SEND = """
 import socket, sys, time
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 for i in range(int(sys.argv[1])):
-    s.sendto(f"{i} {time.monotonic()}".encode(), ("10.9.1.2", 5003)); time.sleep(0.001)
+    s.sendto(f"{i} {time.monotonic()}".encode(), ("10.9.1.2", 5003)); time.sleep(float(sys.argv[2]))
 """
 
 
-def _datagrams(count: int) -> list[tuple[int, float]]:
-    """`count` numbered datagrams from a to b, 1 ms apart: (number, one-way ms) of those b got, in
+def _datagrams(count: int, gap_s: float = 0.001) -> list[tuple[int, float]]:
+    """`count` numbered datagrams from a to b, `gap_s` apart: (number, one-way ms) of those b got, in
     the order it got them (the namespaces share CLOCK_MONOTONIC)."""
     receiver = subprocess.Popen(["ip", "netns", "exec", B, sys.executable, "-c", UDP_RECEIVE], stdout=subprocess.PIPE,
                                 text=True)
     assert receiver.stdout.readline() == "ready\n"  # bound: none of the first datagrams is refused
-    subprocess.run(["ip", "netns", "exec", A, sys.executable, "-c", UDP_SEND, str(count)], check=True, timeout=30)
+    subprocess.run(["ip", "netns", "exec", A, sys.executable, "-c", UDP_SEND, str(count), str(gap_s)], check=True,
+                   timeout=30)
     out, _ = receiver.communicate(timeout=30)
     return [tuple(x) for x in json.loads(out)]
 
@@ -167,14 +168,13 @@ def test_jitter_never_reorders_a_direction_and_loss_drops_its_share(pair):
     assert 322 <= len(got) <= 478
 
     pair.request(ops.LineDegrade("a", 0, 0, 10))  # the fault timeline's jitter: 20 +- (5 + 10) ms
-    got = _datagrams(1000)
+    got = _datagrams(200, 0.02)  # 20 ms apart: each draw its own, seldom held behind the one before
     seqs, delays = [seq for seq, _ in got], [ms for _, ms in got]
     assert seqs == sorted(seqs)
-    # kept in order, a datagram leaves with the latest draw of those 1 ms apart before it, less the
-    # time since: the median is 22 ms with the plan's 20 +- 5 alone, 28.5 with 20 +- 15 (in theory)
-    median = sorted(delays)[len(delays) // 2]
-    print(f"median one-way delay with +-15 ms of jitter: {median:.1f} ms")
-    assert median > 26 and max(delays) > 30 and 720 <= len(got) <= 880
+    print(f"one-way delay with +-15 ms of jitter: {min(delays):.1f} to {max(delays):.1f} ms")
+    # the plan's +-5 alone never goes below 15 ms (above); with +-15, a datagram is under 12 ms with
+    # P = 7/30, none of 140+ in 10^16 runs; a busy host only delays, never speeds up, what it stamps
+    assert min(delays) < 12 and len(got) >= 120
 
 
 BURST = """

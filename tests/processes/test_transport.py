@@ -189,8 +189,9 @@ def test_degrading_a_peer_delays_its_frames():
 
 
 def test_a_jittered_peer_spreads_its_frames_in_order_until_restored():
-    """A degradation's jitter (the fault timeline's `jitter`): frames to the peer leave after 0 to
-    400 ms, uniform, and never overtake one another; restored, they leave at once again."""
+    """A degradation's jitter (the fault timeline's `jitter`): frames to the peer are held for a draw
+    in [-400, 400] ms (below zero: not held) and never overtake one another; restored, they leave at
+    once again."""
     async def main():
         a, b, port, ups, downs = await pair()
         got: list[tuple[int, float]] = []
@@ -210,11 +211,11 @@ def test_a_jittered_peer_spreads_its_frames_in_order_until_restored():
         # the last leaves after the latest draw of 40 in [-0.4, 0.4] s (clamped at 0): below 0.2 s with
         # probability 0.75^40, 1e-5; never past 0.4 s but for a busy host's stalls
         assert got[-1][1] - sent > 0.2
-        a.degrade("b", 0.0, 0.0)  # restored
+        a.degrade("b", 0.0, 0.0)  # restored: the last of 40 more would leave after 0.2 s with 1 - 0.75^40
         sent = loop.time()
-        for nonce in range(40, 50):
+        for nonce in range(40, 80):
             a.send("b", Frame(probe=Probe(kind=Probe.PING, nonce=nonce)))
-        assert await settle(lambda: len(got) == 50)
+        assert await settle(lambda: len(got) == 80)
         assert got[-1][1] - sent < 0.2
         await a.close()
         await b.close()

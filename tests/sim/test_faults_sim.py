@@ -99,6 +99,28 @@ def test_frames_across_a_partition_are_released_at_the_next_retransmission():
     assert abs(d.time - (3.1 + 0.05)) < 1e-6
 
 
+def test_a_restored_link_does_not_let_a_frame_overtake_one_sent_while_it_was_degraded():
+    """A direction of a connection keeps its order, as TCP's stream does, across a degradation's
+    restore too: with no bandwidth modelled (frames not otherwise ordered), a frame sent just after the
+    restore arrives after the one sent just before it, not 300 ms ahead of it."""
+    from node.protocols import FloodSub
+    from node.simulated.virtual_network import MemNetwork
+
+    net = MemNetwork(seed=1, latency=0.05)
+    for n in ("a", "b"):
+        net.add_node(n, FloodSub)
+        net.nodes[n].core.subscribe("t")
+    net.connect("a", "b")
+    net.run(until=1.0)
+    net.degrade("a", delay=0.3)
+    net.nodes["a"].core.publish("t", b"first")    # due at 1.35
+    net.degrade("a")                               # restored at once
+    net.nodes["a"].core.publish("t", b"second")   # due at 1.05 on the planned link: held behind the first
+    net.run(until=2.0)
+    assert [d.data for d in net.nodes["b"].delivered] == [b"first", b"second"]
+    assert net.nodes["b"].delivered[1].time >= net.nodes["b"].delivered[0].time
+
+
 def test_a_partition_on_top_of_one_that_lasts_adds_its_cuts_as_on_a_live_run():
     """The simulator applies the live run's link shapes (orchestrator/faults/next_shapes.py): a node is
     cut off from its contacts across either partition until the heal (the second once replaced the first)."""
