@@ -79,7 +79,8 @@ def test_a_joining_node_is_absent_then_receives():
     assert later and all("n15" in got.get(m, {}) for m in later)
 
 
-def test_frames_across_a_partition_are_released_at_the_next_retransmission():
+def two_floodsub_nodes():
+    """a and b, FloodSub on topic t, connected over a 50 ms link with no bandwidth modelled, at t = 1 s."""
     from node.protocols import FloodSub
     from node.simulated.virtual_network import MemNetwork
 
@@ -89,6 +90,11 @@ def test_frames_across_a_partition_are_released_at_the_next_retransmission():
         net.nodes[n].core.subscribe("t")
     net.connect("a", "b")
     net.run(until=1.0)
+    return net
+
+
+def test_frames_across_a_partition_are_released_at_the_next_retransmission():
+    net = two_floodsub_nodes()
     net.cut_off({"a": frozenset({"b"})})    # one side's cut holds both directions
     net.nodes["a"].core.publish("t", b"x")   # held at t=1.0
     net.run(until=3.0)
@@ -103,15 +109,7 @@ def test_a_restored_link_does_not_let_a_frame_overtake_one_sent_while_it_was_deg
     """A direction of a connection keeps its order, as TCP's stream does, across a degradation's
     restore too: with no bandwidth modelled (frames not otherwise ordered), a frame sent just after the
     restore arrives after the one sent just before it, not 300 ms ahead of it."""
-    from node.protocols import FloodSub
-    from node.simulated.virtual_network import MemNetwork
-
-    net = MemNetwork(seed=1, latency=0.05)
-    for n in ("a", "b"):
-        net.add_node(n, FloodSub)
-        net.nodes[n].core.subscribe("t")
-    net.connect("a", "b")
-    net.run(until=1.0)
+    net = two_floodsub_nodes()
     net.degrade("a", delay=0.3)
     net.nodes["a"].core.publish("t", b"first")    # due at 1.35
     net.degrade("a")                               # restored at once
