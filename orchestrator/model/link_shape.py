@@ -61,8 +61,9 @@ class LinkShape:
 
     @property
     def degradation(self) -> tuple[float, float, float]:
-        """What a degradation adds to the link: latency (ms), jitter (ms) and loss (all 0: none)."""
-        return self.added_delay_ms, self.added_jitter_ms, self.added_loss
+        """What a degradation adds to the link: latency (ms), loss and jitter (ms), all 0 for none (the
+        order of node/linkmodel.py's `Degradation` and of what the delay line and the nodes are told)."""
+        return self.added_delay_ms, self.added_loss, self.added_jitter_ms
 
 
 def bucketed(ms: float, width: float) -> float:

@@ -225,17 +225,18 @@ class Simulation:
         next_shapes = getattr(self.links, method)
         return lambda *args: self._apply(next_shapes(*args))
 
+    # what of a link's shape the discrete-event network changes mid-run (MemNetwork.degrade and cut_off)
+    APPLIED = ("up_bps", "down_bps", "added_delay_ms", "added_loss", "added_jitter_ms", "cut_from")
+
     def _apply(self, shapes: list[LinkShape]) -> None:
         """The network's links as these shapes say, changing what differs from the shapes it has (as the
         emulation's shaper does): a degradation and the rates, then the cuts, all at once."""
         cuts: dict[str, frozenset[str]] = {}
         for shape in shapes:
             was = self._applied[shape.node]
-            if replace(shape, up_bps=was.up_bps, down_bps=was.down_bps, added_delay_ms=was.added_delay_ms,
-                       added_jitter_ms=was.added_jitter_ms, added_loss=was.added_loss, cut_from=was.cut_from) != was:
+            if replace(shape, **{f: getattr(was, f) for f in self.APPLIED}) != was:  # a field the network lacks
                 raise NotImplementedError(f"sim: {shape.node}'s link changes in a way the simulated network does "
-                                          f"not apply (it applies rates, an added delay, jitter and loss, and "
-                                          f"cuts): {was} -> {shape}")
+                                          f"not apply (it applies {', '.join(self.APPLIED)}): {was} -> {shape}")
             rates = (shape.up_bps, shape.down_bps)
             changed_rates = rates != (was.up_bps, was.down_bps)
             if changed_rates or shape.degradation != was.degradation:

@@ -2,6 +2,10 @@
 partitions hold frames until the heal, degraded links are slower, joined nodes take part."""
 from __future__ import annotations
 
+from dataclasses import replace
+
+import pytest
+
 from orchestrator.model.link_shape import link_shapes
 from orchestrator.model.plan import make_plan
 from orchestrator.model.scenario import parse_scenario
@@ -152,3 +156,13 @@ def test_a_node_dials_only_the_peers_it_has_an_address_of_as_a_node_process_does
     connected = {(n, e["peer"]) for n, node in sim.net.nodes.items() for e in node.events if e["type"] == "connect"}
     assert connected and all(b in sim.plan.node(a).contacts for a, b in connected)
     assert not any(("n0", s) in connected for s in strangers)
+
+
+def test_a_shape_change_the_simulated_network_cannot_apply_stops_the_run_naming_the_node():
+    """The plan's own loss is no field a fault changes, and the network has no way to change it mid-run:
+    a shape that does is refused by name, not applied in part."""
+    sim = Simulation(make_plan(parse_scenario(BASE)))
+    changed = replace(sim._applied["n3"], loss=0.5)
+    with pytest.raises(NotImplementedError, match="sim: n3's link changes in a way the simulated network does not"):
+        sim._apply([changed])
+    assert sim._applied["n3"] != changed  # nothing of it applied
