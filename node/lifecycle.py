@@ -6,9 +6,26 @@ analysis expects (start, behaviour, t0, stop) the same way everywhere."""
 from __future__ import annotations
 
 import random
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, NamedTuple, Protocol, Sequence
 
 from node.protocols.base import ProtocolCore
+
+
+class NodeRandomness(NamedTuple):
+    """A node process's random streams, drawn from the run's seed and the node's id alone, so the
+    same seed gives every driver's core the same choices (its meshes, its gossip targets): the
+    core's, the transport's (jitter and loss on its sends), and the lifecycle's (message payloads).
+    A restarted process draws them afresh, as a new process does."""
+
+    core: random.Random
+    transport: random.Random
+    life: random.Random
+
+    @classmethod
+    def of(cls, seed: int, node_id: str) -> NodeRandomness:
+        life = random.Random(f"{seed}:{node_id}")
+        core = random.Random(life.getrandbits(64))
+        return cls(core, random.Random(life.getrandbits(64)), life)
 
 
 class NodeSlice(Protocol):

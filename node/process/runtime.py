@@ -6,7 +6,6 @@ import asyncio
 import itertools
 import logging
 import os
-import random
 import sys
 import time
 import traceback
@@ -19,7 +18,7 @@ from node.eventlog import EventLog
 from node.framing import Frame, Probe
 from node.identity import Identities
 from node.ids import node_id
-from node.lifecycle import NodeLifecycle
+from node.lifecycle import NodeLifecycle, NodeRandomness
 from node.linkmodel import Degradations
 from node.process.looplag import LoopLag
 from node.process.transport import Transport, TransportEvents
@@ -34,7 +33,8 @@ class NodeRuntime:
     def __init__(self, cfg: NodeConfig):
         self.cfg = cfg
         self.node_id = cfg.node_id
-        self.rng = random.Random(f"{cfg.seed}:{cfg.node_id}")
+        rngs = NodeRandomness.of(cfg.seed, cfg.node_id)
+        self.rng = rngs.life  # (and the loss of a degraded link, below)
         # every time of this node (core clock, timers, schedule, event log, probes) is experiment time
         self.dilation = Dilation(cfg.dilation, cfg.dilation_epoch_ns, clock_shift())
         self.events = EventLog.open(cfg.node_id, cfg.event_log, clock_ns=self.dilation.time_ns)
@@ -43,11 +43,11 @@ class NodeRuntime:
         self._identities = Identities(cfg.seed, lambda: [*map(node_id, range(cfg.nodes)), *cfg.peers])
         self.core = behaviours.build(
             core_cls, cfg.node_id, core_cls.Params(**cfg.params), self, self.dilation.monotonic,
-            random.Random(self.rng.getrandbits(64)), cfg.behaviour,
+            rngs.core, cfg.behaviour,
             lambda delay, fn: asyncio.get_running_loop().call_later(self.dilation.real(delay), self.guard, fn))
         self.transport = Transport(
             cfg.node_id, cfg.run_id, cfg.protocol, delays_ms=cfg.delays_ms, jitter_ms=cfg.jitter_ms,
-            max_frame=cfg.max_frame, queue_limit=cfg.send_queue_limit, rng=random.Random(self.rng.getrandbits(64)),
+            max_frame=cfg.max_frame, queue_limit=cfg.send_queue_limit, rng=rngs.transport,
             time_scale=self.dilation.factor,
             events=TransportEvents(peer_up=self._peer_up, peer_down=self._peer_down, frame=self._frame))
         self.life = NodeLifecycle(cfg.node_id, cfg, self, self.rng)

@@ -6,11 +6,13 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # a frame's window; a type hint only (tcp_window.py takes MSS from here)
-    from node.simulated.tcp_window import TcpWindow
+if TYPE_CHECKING:  # a frame's window and flight; type hints only (tcp_window.py takes MSS from here)
+    from node.simulated.tcp_window import Flight, TcpWindow
 
 MSS = 1448            # TCP payload per segment (1500 MTU, timestamps option)
 SEGMENT_HEADERS = 66  # Ethernet 14 + IPv4 20 + TCP 32: what HTB counts beside the payload
+DOWNLINK_QUEUE_PACKETS = 1000  # the downlink's queue in the emulation (orchestrator/shaping/tc.py's pfifo)
+DOWNLINK_QUEUE_BYTES = DOWNLINK_QUEUE_PACKETS * (MSS + SEGMENT_HEADERS)
 
 
 def _varint_len(n: int) -> int:
@@ -30,7 +32,7 @@ class Sending:
     congestion window; between two flights the connection waits for acknowledgements and leaves the
     wire to the others."""
     __slots__ = ("payload", "size", "conn", "started", "left", "flight", "on_wire", "flight_payload",
-                 "flight_start", "window")
+                 "flight_start", "window", "woken", "acks", "tail", "tail_from")
 
     def __init__(self, payload: bytes, size: int, conn: int, now: float, window: TcpWindow | None):
         self.payload, self.size, self.conn, self.started = payload, size, conn, now
@@ -39,6 +41,10 @@ class Sending:
         self.on_wire = False              # a flight is going (else: waiting for acknowledgements)
         self.flight_payload = 0           # payload bytes of the current flight
         self.flight_start = now
+        self.woken = False                # waiting for acknowledgements, with a wake-up scheduled
+        self.acks: Flight | None = None   # the current flight's acknowledgements (with a window)
+        self.tail = 0.0                   # wire bytes of the current flight that have left since the last chunk
+        self.tail_from = now              # when they began to leave
         self.window = window              # None: no window, the whole frame is one flight
 
     def next_flight(self, now: float) -> bool:
@@ -54,20 +60,26 @@ class Sending:
             if self.flight_payload < min(payload_left, MSS):
                 return False
         self.flight = self.left if self.flight_payload >= payload_left else self.flight_payload * ratio
-        self.flight_start = now
+        self.tail = 0.0
+        self.flight_start = self.tail_from = now
         self.on_wire = True
         return True
 
 
 class AccessLink:
-    """A node's access link: its uplink shared by the connections that have bytes on it, and the
-    download's horizon.
+    """A node's access link: its uplink shared by the connections that have bytes on it, and its
+    downlink's queue.
 
     The uplink is processor sharing, as the kernel's qdisc interleaves the segments of a node's TCP
     connections: each connection with a flight to send gets an equal share of the upload rate; a
     connection waiting for acknowledgements takes none. A connection's frames go one after another,
-    its priority lane first. `advance` charges the time since the last change to the flights."""
-    __slots__ = ("up_rate", "down_rate", "sending", "active", "waiting", "updated", "wake", "queued", "down_free")
+    its priority lane first. `advance` charges the time since the last change to the flights.
+
+    The downlink is a FIFO queue at the download rate that the bytes of every sender's flights join
+    as they arrive (`take`), a chunk at a time (what a flight sent between two changes of its
+    uplink's sharing), so flights arriving at once from several senders queue behind each other."""
+    __slots__ = ("up_rate", "down_rate", "sending", "active", "waiting", "updated", "wake", "queued",
+                 "down_backlog", "down_updated")
 
     def __init__(self, up_bps: float, down_bps: float):
         self.up_rate = up_bps / 8   # bytes per second
@@ -79,7 +91,8 @@ class AccessLink:
         self.updated = 0.0           # when the flights' bytes left were last charged
         self.wake: tuple[int, float] | None = None  # the scheduled wake-up at a flight's end: (handle, when)
         self.queued: dict[str, int] = {}            # payload bytes waiting, per peer
-        self.down_free = 0.0         # when the downlink has finished what it was given
+        self.down_backlog = 0.0      # wire bytes in the downlink's queue at `down_updated`
+        self.down_updated = 0.0
 
     def advance(self, now: float) -> None:
         """Charge the wire time since the last change to the flights on the wire, in equal shares."""
@@ -89,7 +102,25 @@ class AccessLink:
                 if frame.on_wire:
                     frame.flight -= share
                     frame.left -= share
+                    frame.tail += share
         self.updated = now
+
+    def take(self, now: float, size: float, spread: float) -> tuple[float, float, float]:
+        """`size` wire bytes have reached the downlink over the last `spread` seconds (a chunk); the
+        queue drains at the download rate (an empty one lets bytes through as they come, cut-through)
+        and holds at most DOWNLINK_QUEUE_BYTES (a full one drops what comes, as the pfifo does): how
+        long the chunk's first byte waited for the queue ahead of it, how long its last byte waits from
+        now (seconds), and how many of its bytes were dropped."""
+        start = max(now - spread, self.down_updated)
+        drained = (start - self.down_updated) * self.down_rate
+        before = self.down_backlog - drained if self.down_backlog > drained else 0.0
+        after = before + size - (now - start) * self.down_rate
+        dropped = 0.0
+        if after > DOWNLINK_QUEUE_BYTES:
+            dropped, after = after - DOWNLINK_QUEUE_BYTES, DOWNLINK_QUEUE_BYTES
+        self.down_backlog = after if after > 0.0 else 0.0
+        self.down_updated = now
+        return before / self.down_rate, self.down_backlog / self.down_rate, dropped
 
     def next_end(self) -> float:
         """Seconds from the last change until the first flight on the wire has left."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from node.simulated.access_link import AccessLink, Sending, wire_bytes
-from node.simulated.tcp_window import RTO_MIN, TcpWindow
+from node.simulated.tcp_window import RTO_MIN, Flight, TcpWindow
 
 if TYPE_CHECKING:  # the network owns the clock and hands frames over; a type hint only
     from node.simulated.virtual_network import MemNetwork
@@ -30,7 +30,7 @@ class Uplinks:
         """The node's link rates from now on (what was sent so far went at the old rates)."""
         access = self.access.get(node)
         if access:
-            access.advance(self.net.now)
+            self._advance(node, access)
             access.up_rate, access.down_rate = up_bps / 8, down_bps / 8
             self.reschedule(node, access)
 
@@ -53,7 +53,7 @@ class Uplinks:
         if dst in access.sending:   # the connection is busy: the frame waits its turn
             access.enqueue(dst, payload, size, priority)
             return True
-        access.advance(self.net.now)    # one more connection shares the wire from now on
+        self._advance(src, access)    # one more connection shares the wire from now on
         self._start(src, access, dst, payload, size, conn)
         self.reschedule(src, access, sooner_only=True)
         return True
@@ -70,10 +70,22 @@ class Uplinks:
     def _fly(self, src: str, access: AccessLink, dst: str, frame: Sending) -> None:
         """The frame's next flight joins the wire, or, where the window has no room for it, waits for
         the first acknowledgement the connection awaits."""
-        if frame.next_flight(self.net.now):
-            access.active += 1
-        else:
-            self.net.schedule_at(frame.window.next_ack(), self._acked, src, access, dst, frame)
+        if not frame.next_flight(self.net.now):
+            self._wait(src, access, dst, frame)
+            return
+        access.active += 1
+        if frame.window is not None:
+            frame.acks = frame.window.flight_started(frame.flight_payload, self.net.now)
+            self.net.schedule(self.net.one_way(src, dst), self._first_byte, src, dst, frame.window, frame.acks)
+
+    def _wait(self, src: str, access: AccessLink, dst: str, frame: Sending) -> None:
+        """The frame waits for the connection's first acknowledgement still awaited: a wake-up then,
+        or, while its time is not known (its flight has not reached the receiver's downlink yet), when
+        the network learns it (`acknowledged`)."""
+        when = frame.window.next_ack()
+        frame.woken = when is not None
+        if frame.woken:
+            self.net.schedule_at(when, self._acked, src, access, dst, frame)
 
     def reschedule(self, src: str, access: AccessLink, sooner_only: bool = False) -> None:
         """Schedule the end of the first flight to leave, in place of the one scheduled before.
@@ -102,21 +114,24 @@ class Uplinks:
     def _sent(self, src: str, access: AccessLink) -> None:
         """A flight's last byte is through the shared wire. The last flight of a frame: the frame
         propagates and its connection's next frame takes its place. Another: the connection waits
-        for the flight's acknowledgements, a round trip after the flight began, before the next."""
+        for the flight's acknowledgements (`_first_byte`) before the next."""
         access.wake = None
-        access.advance(self.net.now)
+        self._advance(src, access)
         done = [(dst, frame) for dst, frame in access.sending.items() if frame.on_wire and frame.flight <= 1e-3]
         for dst, frame in done:  # a thousandth of a byte: float error
             frame.on_wire = False
             access.active -= 1
+            last = frame.left <= 1e-3  # (a frame without a window is one flight)
             if frame.window is not None:
-                frame.window.flight_sent(frame.flight_payload, self.net.now, frame.flight_start + self.net.rtt(src, dst))
-            if frame.left > 1e-3:  # (a frame without a window is one flight)
-                self.net.schedule_at(frame.window.next_ack(), self._acked, src, access, dst, frame)
-                continue
+                frame.window.flight_ended(frame.acks, self.net.now)  # type: ignore[arg-type]
+                self.net.propagate(src, dst, frame.conn, frame.payload if last else None, frame.tail,
+                                   self.net.now - frame.tail_from, ordered=True)
+                if not last:
+                    self._wait(src, access, dst, frame)
+                    continue
+            else:
+                self.net.propagate(src, dst, frame.conn, frame.payload, frame.tail, self.net.now - frame.tail_from)
             del access.sending[dst]
-            self.net.propagate(src, dst, frame.conn, frame.payload, self.net.now - frame.started, frame.size,
-                            depart=self.net.now, ordered=frame.window is not None)
             while (queued := access.next_waiting(dst)) is not None:
                 conn = self.net.links.get(frozenset((src, dst)))
                 if conn is None:   # the connection closed while the frame waited
@@ -126,11 +141,40 @@ class Uplinks:
                 break
         self.reschedule(src, access)
 
+    def _advance(self, src: str, access: AccessLink) -> None:
+        """Charge the uplink's time since its last change to its flights; what each flight sent
+        meanwhile heads for its receiver's downlink as a chunk (a flight's last chunk goes with the
+        flight's end, `MemNetwork.propagate`)."""
+        access.advance(self.net.now)
+        for dst, frame in access.sending.items():
+            if frame.on_wire and frame.flight > 1e-3 and frame.tail > 0.0:
+                self.net.schedule(self.net.one_way(src, dst), self.net.downlinks.reach, src, dst, frame.conn, None,
+                                  frame.tail, self.net.now - frame.tail_from)
+                frame.tail, frame.tail_from = 0.0, self.net.now
+
+    def _first_byte(self, src: str, dst: str, window: TcpWindow, flight: Flight) -> None:
+        """The flight's first byte reaches `dst`'s downlink: it waits for the queue ahead of it, and its
+        acknowledgements are back a one-way delay after it is through (a queue there slows the
+        window's clock). A frame of the connection waiting for them wakes then."""
+        down = self.access.get(dst)
+        wait = down.take(self.net.now, 0.0, 0.0)[0] if down is not None else 0.0
+        window.acknowledged(flight, self.net.now + wait + self.net.one_way(dst, src))
+        access = self.access.get(src)
+        frame = access.sending.get(dst) if access else None
+        if frame is not None and frame.window is window and not frame.on_wire and not frame.woken:
+            self._wait(src, access, dst, frame)  # type: ignore[arg-type]
+
+    def loss_detected(self, src: str, dst: str, conn: int) -> None:
+        """The sender learns that bytes of the connection were lost: its window is cut (once a round trip)."""
+        held = self._windows.get((src, dst))
+        if held is not None and held[0] == conn:
+            held[1].lost(self.net.now, self.net.rtt(src, dst))
+
     def _acked(self, src: str, access: AccessLink, dst: str, frame: Sending) -> None:
         """Acknowledgements of the connection's flights are back: the frame's next flight may go."""
+        frame.woken = False
         if access.sending.get(dst) is not frame:   # the node crashed meanwhile
             return
-        access.advance(self.net.now)
+        self._advance(src, access)
         self._fly(src, access, dst, frame)
         self.reschedule(src, access, sooner_only=True)
-

@@ -6,11 +6,14 @@ It is both the cores' test network and the engine of the `sim` backend (orchestr
 - bandwidth (optional, per node): an uplink whose rate the connections with frames to send share
   equally (the kernel interleaves their segments on the link), each connection's frames in order
   with a priority lane that overtakes its queued normal frames (the transport's), and a downlink
-  FIFO at the download rate that can start as soon as the first bit arrives (cut-through), so an
-  unloaded path costs one serialisation, as through the emulation's HTB and bridge. Frame sizes on
+  FIFO queue at the download rate that every sender's bytes join as they arrive (cut-through: an
+  unloaded path costs one serialisation, as through the emulation's HTB and bridge), holding what
+  the emulation's queue holds: bytes that come while it is full are dropped and TCP sends them again
+  a round trip later, the connection's later frames waiting for them (downlinks.py). Frame sizes on
   the wire include the framing and per-segment TCP/IP/Ethernet headers (`wire_bytes`). With
   bandwidth, each direction of a connection also has TCP's congestion window (`TcpWindow`): a frame
-  larger than the window waits extra round trips, as over a real round trip;
+  larger than the window waits extra round trips, as over a real round trip, and a queue or a loss
+  on the way slows or cuts it;
 - connections: a dial keeps the connection (redialled with the transport's backoff if it drops or
   the peer is not there, until the dialer disconnects), crashes, restarts with the same identity;
 - network faults: a node cut off from peers (`cut_off`, a partition's sides as each node's peers
@@ -39,6 +42,7 @@ from node.linkmodel import (
     release_time,
 )
 from node.protocols.base import ProtocolCore
+from node.simulated.downlinks import Downlinks
 from node.simulated.nodes import MemIO, MemNode
 from node.simulated.tcp_window import RTO_MIN
 from node.simulated.uplinks import Uplinks
@@ -71,10 +75,12 @@ class MemNetwork:
     def __init__(self, seed: int = 0, latency: Callable[[str, str], float] | float = 0.01, *,
                  jitter: float = 0.0, loss: float = 0.0, sink: EventSink | None = None,
                  keep_deliveries: bool = True, tcp_windows: bool = True,
-                 addresses: dict[str, set[str]] | None = None):
+                 addresses: dict[str, set[str]] | None = None,
+                 core_rng: Callable[[str], random.Random] | None = None):
         """`tcp_windows`: with bandwidth, model each connection's congestion window (TcpWindow);
         `addresses`: the peers each node knows an address of, and so can dial (None: every node), as a
-        node process has its config's peers."""
+        node process has its config's peers; `core_rng(node)`: the random stream a node's core starts
+        with, each time it boots (None: one drawn from the network's seed)."""
         self.addresses = addresses
         self.now = 0.0
         self.rng = random.Random(seed)
@@ -93,9 +99,11 @@ class MemNetwork:
         self.dials: dict[str, set[str]] = {}          # node -> peers it keeps a connection to
         self.uplinks = Uplinks(self, tcp_windows)
         self.access = self.uplinks.access   # node -> its access link, when bandwidth is modelled
+        self.downlinks = Downlinks(self)
         self._last_arrival: dict[tuple[str, str], float] = {}  # per direction: jitter never reorders
         self.ips: dict[str, str] = {}  # node -> IP, for cores that group peers by address
         self.before_boot: Callable[[str], None] | None = None  # called as a node's process starts
+        self._core_rng = core_rng
         self.cut: dict[str, frozenset[str]] = {}      # node -> the peers it is cut off from (none: absent)
         self._held: dict[tuple[str, str], tuple[float, list[tuple[bytes, bool]]]] = {}  # frames across the cut
         self.degraded = Degradations()  # the fault timeline's degraded access links
@@ -120,7 +128,7 @@ class MemNetwork:
         core_cls, params, behaviour = node.spec
         if self.before_boot:
             self.before_boot(node.node_id)
-        rng = random.Random(self.rng.getrandbits(64))
+        rng = self._core_rng(node.node_id) if self._core_rng else random.Random(self.rng.getrandbits(64))
         node.core = behaviours.build(core_cls, node.node_id, params, MemIO(self, node.node_id), lambda: self.now,
                                      rng, behaviour, self.schedule)
         node.up = True
@@ -197,7 +205,7 @@ class MemNetwork:
                 self.emit(me, {"ts": int(self.now * 1e9), "node": me, "type": "connect", "peer": other,
                                "outbound": outbound})
                 self.nodes[me].core.on_peer_up(other, outbound)
-        self.schedule(self._delay(a, b), up)
+        self.schedule(self.one_way(a, b), up)
 
     def disconnect(self, a: str, b: str, reason: str = "closed") -> None:
         """a closes its connection to b and stops redialling it (b redials if b had dialled a)."""
@@ -281,7 +289,7 @@ class MemNetwork:
         if bandwidth:
             self.uplinks.set_rates(node_id, *bandwidth)
 
-    def _delay(self, a: str, b: str) -> float:
+    def one_way(self, a: str, b: str) -> float:
         base = self._latency(a, b)
         return base + self.degraded.added_delay(a, b) if self.degraded else base
 
@@ -308,43 +316,33 @@ class MemNetwork:
         if self.in_flight > self.peak_in_flight:
             self.peak_in_flight = self.in_flight
         if not self.uplinks.send(src, dst, payload, priority, conn):  # no bandwidth modelled: it leaves at once
-            self.propagate(src, dst, conn, payload, 0.0, 0)
+            self.propagate(src, dst, conn, payload, 0, 0.0)
 
     def rtt(self, a: str, b: str) -> float:
-        return self._delay(a, b) + self._delay(b, a)
+        return self.one_way(a, b) + self.one_way(b, a)
 
-    def propagate(self, src: str, dst: str, conn: int, payload: bytes, tx: float, size: int,
-                   depart: float | None = None, ordered: bool = False) -> None:
-        """The last bit leaves `src` at `depart` (its first `tx` before); deliver after latency and the
-        downlink. `ordered`: it may have waited for its window, so keep the connection's order."""
-        delay = self._delay(src, dst)
-        departed = self.now if depart is None else depart
+    def propagate(self, src: str, dst: str, conn: int, payload: bytes | None, size: float, spread: float,
+                  ordered: bool = False) -> None:
+        """A flight's last `size` wire bytes have left `src` over the last `spread` seconds; they reach
+        dst's downlink after the latency. `payload`: the frame the flight ends, handed over once the
+        downlink has let them through (None: a flight of a frame still being sent). `ordered`: it may
+        have waited for its window, so keep the connection's order."""
+        delay = self.one_way(src, dst)
         jitter = self.jitter + self.degraded.added_jitter(src, dst) if self.degraded else self.jitter
         key = (src, dst)
         if jitter or ordered:
-            arrival = self._last_arrival[key] = release_time(departed, delay, jitter, self.rng,
+            arrival = self._last_arrival[key] = release_time(self.now, delay, jitter, self.rng,
                                                              self._last_arrival.get(key, 0.0))
         else:
-            arrival = departed + delay
+            arrival = self.now + delay
             # nothing overtakes on a link that never changed: no per-direction state on the hot path; a
             # link degraded or jittered once keeps its order across the change and the restore
             if self.degraded or key in self._last_arrival:
                 arrival = self._last_arrival[key] = max(arrival, self._last_arrival.get(key, 0.0))
         # a frame in flight is one heap entry and its argument tuple, no closures (thousands at once)
-        self.schedule(arrival - self.now, self._arrive, src, dst, conn, payload, tx, size)
+        self.schedule(arrival - self.now, self.downlinks.reach, src, dst, conn, payload, size, spread)
 
-    def _arrive(self, src: str, dst: str, conn: int, payload: bytes, tx: float, size: int) -> None:
-        """The last bit is at dst's downlink; it drains at the download rate behind what came first."""
-        down = self.access.get(dst)
-        if down is not None and size:
-            done = max(self.now - tx, down.down_free) + size / down.down_rate
-            down.down_free = max(done, self.now)
-            if done > self.now:
-                self.schedule(done - self.now, self._hand_over, src, dst, conn, payload)
-                return
-        self._hand_over(src, dst, conn, payload)
-
-    def _hand_over(self, src: str, dst: str, conn: int, payload: bytes) -> None:
+    def hand_over(self, src: str, dst: str, conn: int, payload: bytes) -> None:
         self.in_flight -= 1
         if self.links.get(frozenset((src, dst))) == conn and self.nodes[dst].up:
             self.nodes[dst].core.on_frame(src, payload)

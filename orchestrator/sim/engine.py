@@ -17,7 +17,6 @@ May import: node/, orchestrator.model, orchestrator.faults (rules, next_shapes).
 from __future__ import annotations
 
 import json
-import random
 import resource
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -25,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from node import ids
-from node.lifecycle import NodeLifecycle
+from node.lifecycle import NodeLifecycle, NodeRandomness
 from node.protocols import get_protocol
 from node.simulated.virtual_network import MemNetwork
 from orchestrator.faults import rules as fault_rules
@@ -154,11 +153,12 @@ class Simulation:
                                    f"(RunPlan's `contacts`: the peers a node may reach; shaping gives no "
                                    f"other a latency)") from None
         self.net = MemNetwork(plan.seed, latency, jitter=plan.jitter_ms / 1000, loss=plan.loss, sink=sink,
-                              keep_deliveries=keep_deliveries, addresses={n: set(d) for n, d in delay.items()})
+                              keep_deliveries=keep_deliveries, addresses={n: set(d) for n, d in delay.items()},
+                              core_rng=lambda node_id: self._randomness[node_id].core)
         self.bandwidth = bandwidth
         self.t0 = 0.5 + 2 * max((delay[n.id][p] for n in plan.nodes for p in n.dial), default=0.0)
         self.stats = SimStats(nodes=len(plan.nodes))
-        self._rngs = {n.id: random.Random(f"{plan.seed}:{n.id}") for n in plan.nodes}
+        self._randomness: dict[str, NodeRandomness] = {}  # each node process's, as its runtime draws them
         self.lives: dict[str, NodeLifecycle] = {}
         self.net.before_boot = self._started
         self.sent: list[tuple[float, str, str, str]] = []  # (t_pub, topic, origin, msg_id)
@@ -168,8 +168,9 @@ class Simulation:
 
     def _life(self, node_id: str) -> NodeLifecycle:
         """A new process's lifecycle (a restart gets a new one, as the runtime's process does)."""
+        rngs = self._randomness[node_id] = NodeRandomness.of(self.plan.seed, node_id)
         life = self.lives[node_id] = NodeLifecycle(node_id, self.plan.node(node_id), SimHost(self, node_id),
-                                                   self._rngs[node_id])
+                                                   rngs.life)
         life.on_publish = lambda topic, msg_id: self.sent.append((self.net.now - self.t0, topic, node_id, msg_id))
         return life
 

@@ -170,3 +170,29 @@ def test_same_seed_same_events_in_any_process(tmp_path, scenario, nodes):
         logs.append({p.name: gzip.decompress(p.read_bytes()) for p in sorted((run_dir / "events").glob("*.gz"))})
     assert logs[0].keys() == logs[1].keys() and len(logs[0]) == nodes
     assert [name for name in logs[0] if logs[0][name] != logs[1][name]] == []
+
+
+def test_a_simulated_core_draws_the_random_stream_its_node_process_would(tmp_path: Path):
+    """Same seed, same core randomness in both engines, so a simulated run forms the meshes and picks
+    the gossip targets the emulated run of that plan does (engine comparisons compare one network):
+    each node's core starts from the stream the node process's runtime gives it, and a restarted node
+    from that stream afresh, as a new process does."""
+    from node.config import NodeConfig
+    from node.process.runtime import NodeRuntime
+
+    plan = make_plan(parse_scenario(SCENARIO))
+    sim = Simulation(plan)
+    sim.start_up()
+    for node_id in ("n0", "n5"):
+        cfg = NodeConfig(run_id="r", node_id=node_id, protocol="gossipsub", seed=plan.seed, nodes=len(plan.nodes),
+                         listen={"host": "127.0.0.1", "port": 0}, event_log=str(tmp_path / f"{node_id}.jsonl"),
+                         control={"token": "t" * 16, "unix": str(tmp_path / f"{node_id}.sock")})
+        process_core = NodeRuntime(cfg).core
+        simulated = sim.net.nodes[node_id].core.rng
+        fresh = process_core.rng.getstate()
+        assert NodeRuntime(cfg).core.rng.getstate() == fresh  # (a second process: the same again)
+        sim.kill(node_id)  # the fault timeline's kill and restart
+        sim.start(node_id)
+        restarted = sim.net.nodes[node_id].core.rng
+        assert restarted.getstate() == fresh
+        assert simulated is not restarted and simulated.getstate() != fresh  # drawn from since T0's start-up

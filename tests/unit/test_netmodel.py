@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 
 from node.protocols.base import ProtocolCore
+from node.simulated import access_link
 from node.simulated.access_link import MSS, SEGMENT_HEADERS, wire_bytes
+from node.simulated.tcp_window import IW_SEGMENTS, LOSS_BETA
 from node.simulated.virtual_network import MemNetwork
 
 MBIT = 1_000_000
@@ -219,6 +221,58 @@ def test_a_fast_download_adds_nothing_and_a_slow_one_sets_the_pace():
     assert arrivals(slow) == pytest.approx([1.0 + 0.05 + wire / (2 * MBIT)])
 
 
+def _queue_at_b(fill: float, at: float, up: float = 8 * MBIT) -> MemNetwork:
+    """a and b (8 Mbit/s down, 100 ms round trip), connected; at `at`, `fill` wire bytes other peers
+    sent have just reached b's download queue."""
+    net = MemNetwork(seed=3, latency=0.05)
+    net.add_node("a", Probe, bandwidth=(up, 8 * MBIT))
+    net.add_node("b", Probe, bandwidth=(8 * MBIT, 8 * MBIT))
+    net.connect("a", "b")
+    net.run(until=at)
+    net.access["b"].take(net.now, fill, 0.0)
+    return net
+
+
+def test_acknowledgements_wait_for_the_download_queue():
+    """A flight's acknowledgements leave the receiver once its first byte is through the download
+    queue, so a queue there slows the sender's window: a 50 KB frame on a cold window (flights of 10,
+    20 and 5 segments) behind 500 KB in b's queue waits for that queue once, and its next flights go a
+    round trip after the previous one got through, not a round trip after it left."""
+    net = _queue_at_b(500_000, 1.0)     # b's 8 Mbit/s (1 MB/s) downlink busy until 1.5 s
+    net.nodes["a"].core.io.send("b", bytes(50_000))
+    net.run(until=4)
+    # first flight: through b's queue at 1.5 s, acknowledged at 1.55; the second flight a round trip
+    # later (its acknowledgement at 1.65), the third's 5 segments then: at b 1.7 s and their wire time
+    third = wire_bytes(50_000) - 30 * (MSS + SEGMENT_HEADERS)
+    assert arrivals(net) == pytest.approx([1.5 + 0.05 + 0.1 + 0.05 + third / 1e6], abs=0.003)
+    # (with acknowledgements a round trip after each flight left, it was all through at about 1.55 s)
+
+
+def test_a_full_download_queue_drops_and_tcp_sends_the_bytes_again():
+    """The downlink's queue holds DOWNLINK_QUEUE_PACKETS full segments, as the emulation's pfifo does;
+    what comes while it is full is dropped: the sender cuts its window to LOSS_BETA of it and sends
+    the bytes again a round trip later; the frames after them on the connection wait for them (TCP
+    delivers in order), and nothing is lost for the protocol."""
+    net = _queue_at_b(0, 1.0, up=80 * MBIT)
+    io = net.nodes["a"].core.io
+    io.send("b", bytes(10_000))   # one flight, at b from 1.05 s: most of it dropped
+    io.send("b", bytes(1_000))    # behind it
+    window = net.uplinks._windows[("a", "b")][1]
+    net.run(until=1.0499)
+    net.access["b"].take(net.now, access_link.DOWNLINK_QUEUE_BYTES, 0.0)   # full as a's first bytes come
+    net.run(until=1.09)
+    assert window.cwnd == IW_SEGMENTS * MSS and window.ssthresh == float("inf")
+    net.run(until=1.11)   # b's acknowledgements of what came after the hole reach a
+    assert window.cwnd == window.ssthresh == int(IW_SEGMENTS * MSS * LOSS_BETA)
+    net.run(until=5)
+    assert [len(p) for _, _, p in net.nodes["b"].core.got] == [10_000, 1_000]
+    # the queue had drained a round trip's worth when the dropped bytes came again: both through
+    # behind it, at the time the queue (full at 1.05 s) needed plus their own bytes
+    full = access_link.DOWNLINK_QUEUE_BYTES / 1e6
+    assert arrivals(net)[0] == pytest.approx(1.05 + full, abs=0.015)
+    assert arrivals(net)[1] >= arrivals(net)[0]
+
+
 def test_without_bandwidth_frames_take_the_latency_only():
     net = MemNetwork(seed=1, latency=0.02)
     for name in ("a", "b"):
@@ -287,3 +341,9 @@ def test_a_disconnect_stops_the_redial():
     net.run(until=5)
     assert frozenset(("a", "b")) not in net.links
     assert [p for _, p in net.nodes["b"].core.downs] == ["a"]
+
+
+def test_the_download_queue_is_the_emulations():
+    """The simulated downlink holds what the emulation's downlink queue (tc.py's pfifo) holds."""
+    from orchestrator.shaping.tc import QUEUE_PACKETS
+    assert access_link.DOWNLINK_QUEUE_PACKETS == QUEUE_PACKETS
