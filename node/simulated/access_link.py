@@ -1,6 +1,6 @@
 """A node's access link in virtual time, for the discrete-event network (virtual_network.py): frame sizes on
 the wire (framing and TCP/IP/Ethernet headers per segment), the uplink shared by the node's
-connections with each one's queue and priority lane, and the download's horizon."""
+connections with each one's queue and priority lane, and the download queue."""
 from __future__ import annotations
 
 from collections import deque
@@ -31,16 +31,15 @@ class Sending:
     """The frame a connection is sending: its bytes left on the wire, in flights of at most its
     congestion window; between two flights the connection waits for acknowledgements and leaves the
     wire to the others."""
-    __slots__ = ("payload", "size", "conn", "started", "left", "flight", "on_wire", "flight_payload",
-                 "flight_start", "window", "woken", "acks", "tail", "tail_from")
+    __slots__ = ("payload", "size", "conn", "left", "flight", "on_wire", "flight_payload", "window", "woken",
+                 "acks", "tail", "tail_from")
 
     def __init__(self, payload: bytes, size: int, conn: int, now: float, window: TcpWindow | None):
-        self.payload, self.size, self.conn, self.started = payload, size, conn, now
+        self.payload, self.size, self.conn = payload, size, conn
         self.left = float(size)           # wire bytes not yet sent
         self.flight = 0.0                 # wire bytes of the current flight not yet sent
         self.on_wire = False              # a flight is going (else: waiting for acknowledgements)
         self.flight_payload = 0           # payload bytes of the current flight
-        self.flight_start = now
         self.woken = False                # waiting for acknowledgements, with a wake-up scheduled
         self.acks: Flight | None = None   # the current flight's acknowledgements (with a window)
         self.tail = 0.0                   # wire bytes of the current flight that have left since the last chunk
@@ -61,7 +60,7 @@ class Sending:
                 return False
         self.flight = self.left if self.flight_payload >= payload_left else self.flight_payload * ratio
         self.tail = 0.0
-        self.flight_start = self.tail_from = now
+        self.tail_from = now
         self.on_wire = True
         return True
 
@@ -121,6 +120,11 @@ class AccessLink:
         self.down_backlog = after if after > 0.0 else 0.0
         self.down_updated = now
         return before / self.down_rate, self.down_backlog / self.down_rate, dropped
+
+    def queue_wait(self, now: float) -> float:
+        """How long a byte reaching the downlink now waits for the queue ahead of it (seconds)."""
+        left = self.down_backlog - (now - self.down_updated) * self.down_rate
+        return left / self.down_rate if left > 0.0 else 0.0
 
     def next_end(self) -> float:
         """Seconds from the last change until the first flight on the wire has left."""

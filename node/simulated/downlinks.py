@@ -15,14 +15,15 @@ if TYPE_CHECKING:  # the network owns the clock, the links and the hand-over; a 
 
 
 class Downlinks:
-    """The receiving side of every connection: lost bytes not yet sent again, per direction, and the
-    frames waiting behind them."""
+    """The receiving side of every connection: per direction of a connection, the losses whose bytes
+    are not there again yet, the frames waiting behind them, and the time before which no frame is
+    handed over (the last hand-over, or the last retransmission through)."""
 
     def __init__(self, net: MemNetwork):
         self.net = net
-        self._holes: dict[tuple[str, str], int] = {}     # per direction: lost bytes not yet sent again
-        self._blocked: dict[tuple[str, str], list[tuple[int, bytes, float]]] = {}  # frames behind them
-        self._repaired: dict[tuple[str, str], float] = {}  # when the last retransmission was through
+        self._holes: dict[tuple[str, str, int], int] = {}   # losses not yet repaired
+        self._blocked: dict[tuple[str, str, int], list[tuple[bytes, float]]] = {}  # frames behind them
+        self._not_before: dict[tuple[str, str], tuple[int, float]] = {}  # (connection, time)
 
     def reach(self, src: str, dst: str, conn: int, payload: bytes | None, size: float, spread: float) -> None:
         """Bytes of a flight (`size`, over the last `spread` seconds) are at dst's downlink; they go
@@ -41,8 +42,8 @@ class Downlinks:
         """A full downlink dropped `size` bytes of the connection: the frames after them wait. The
         sender learns of it from the selective acknowledgements of what follows, cuts its window and
         sends them again a round trip after the loss (fast retransmit), or, if the retransmission is
-        lost too, after its timeout."""
-        key = (src, dst)
+        lost too, RTO_MIN and a round trip after that (the timeout's doubling is not modelled)."""
+        key = (src, dst, conn)
         if first:
             self._holes[key] = self._holes.get(key, 0) + 1
             self.net.schedule(self.net.one_way(dst, src), self.net.uplinks.loss_detected, src, dst, conn)
@@ -50,30 +51,38 @@ class Downlinks:
         self.net.schedule(rtt if first else RTO_MIN + rtt, self._retransmitted, src, dst, conn, size)
 
     def _retransmitted(self, src: str, dst: str, conn: int, size: float) -> None:
-        """The lost bytes reach the downlink again; once none of the direction's are missing, the
+        """The lost bytes reach the downlink again; once none of the connection's are missing, the
         frames behind them go on (on a connection closed meanwhile, to be dropped at the hand-over)."""
-        key = (src, dst)
-        down = self.net.access[dst]
-        if self.net.links.get(frozenset(key)) == conn:
-            _, through, dropped = down.take(self.net.now, size, 0.0)
+        key = (src, dst, conn)
+        if self.net.links.get(frozenset((src, dst))) == conn:
+            _, through, dropped = self.net.access[dst].take(self.net.now, size, 0.0)
             if dropped:
                 self._lose(src, dst, conn, dropped, first=False)
                 return
-            self._repaired[key] = max(self._repaired.get(key, 0.0), self.net.now + through)
+            self._hold_until(src, dst, conn, self.net.now + through)
         self._holes[key] -= 1
         if self._holes[key]:
             return
         del self._holes[key]
-        for conn_, payload, at in self._blocked.pop(key, ()):
-            self._in_order(src, dst, conn_, payload, at)
+        for payload, at in self._blocked.pop(key, ()):
+            self._in_order(src, dst, conn, payload, at)
+
+    def _hold_until(self, src: str, dst: str, conn: int, when: float) -> float:
+        """No frame of the connection is handed over before `when` (nor before one already was);
+        the time a frame due at `when` is handed over."""
+        held = self._not_before.get((src, dst))
+        if held is not None and held[0] == conn and held[1] > when:
+            return held[1]
+        self._not_before[(src, dst)] = (conn, when)
+        return when
 
     def _in_order(self, src: str, dst: str, conn: int, payload: bytes, at: float) -> None:
-        """Hand the frame over at `at`, or once the bytes lost before it are there again."""
-        key = (src, dst)
-        if key in self._holes:
-            self._blocked.setdefault(key, []).append((conn, payload, at))
+        """Hand the frame over at `at`, after the connection's previous one, and once the bytes lost
+        before it are there again."""
+        if (src, dst, conn) in self._holes:
+            self._blocked.setdefault((src, dst, conn), []).append((payload, at))
             return
-        at = max(at, self._repaired.get(key, 0.0))
+        at = self._hold_until(src, dst, conn, at)
         if at > self.net.now:
             self.net.schedule(at - self.net.now, self.net.hand_over, src, dst, conn, payload)
             return

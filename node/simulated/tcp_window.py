@@ -13,13 +13,13 @@ LOSS_BETA = 717 / 1024  # cubic's window after a loss, of the window before
 
 
 class Flight:
-    """A flight sent and not yet acknowledged: its payload bytes, whether it grows the window, when it
-    was sent, and when its acknowledgements come back (None until the receiver's downlink has taken
-    its first byte: the network says when, `TcpWindow.acknowledged`)."""
-    __slots__ = ("size", "grows", "sent", "acked_at")
+    """A flight sent and not yet acknowledged: its payload bytes, whether it grows the window, and when
+    its acknowledgements come back (None until its first byte has reached the receiver's downlink: the
+    network says when, `TcpWindow.acknowledged`)."""
+    __slots__ = ("size", "grows", "acked_at")
 
-    def __init__(self, size: int, grows: bool, sent: float):
-        self.size, self.grows, self.sent = size, grows, sent
+    def __init__(self, size: int, grows: bool):
+        self.size, self.grows = size, grows
         self.acked_at: float | None = None
 
 
@@ -106,11 +106,11 @@ class TcpWindow:
             self.cwnd = max(restart, (self.cwnd + restart) // 2)
             self.last_used = now
 
-    def flight_started(self, payload_bytes: int, now: float) -> Flight:
+    def flight_started(self, payload_bytes: int) -> Flight:
         """A flight of `payload_bytes` begins; its acknowledgements' time is set when the receiver's
         downlink takes its first byte (`acknowledged`)."""
         self.in_flight += payload_bytes
-        flight = Flight(payload_bytes, 2 * self.in_flight >= self.cwnd, now)
+        flight = Flight(payload_bytes, 2 * self.in_flight >= self.cwnd)
         self.unacked.append(flight)
         return flight
 

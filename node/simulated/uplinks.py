@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # the network owns the clock and hands frames over; a type hi
 
 class Uplinks:
     """The access links of the nodes that have bandwidth, and each direction's congestion window.
-    `tcp_windows` False: a frame is one flight, whatever its size (the links alone)."""
+    `tcp_windows` False: a frame is one flight, whatever its size, and a loss cuts no window (the links alone)."""
 
     def __init__(self, net: MemNetwork, tcp_windows: bool = True):
         self.net = net
@@ -31,6 +31,7 @@ class Uplinks:
         access = self.access.get(node)
         if access:
             self._advance(node, access)
+            access.take(self.net.now, 0.0, 0.0)   # the queue drained at the old rate until now
             access.up_rate, access.down_rate = up_bps / 8, down_bps / 8
             self.reschedule(node, access)
 
@@ -75,7 +76,7 @@ class Uplinks:
             return
         access.active += 1
         if frame.window is not None:
-            frame.acks = frame.window.flight_started(frame.flight_payload, self.net.now)
+            frame.acks = frame.window.flight_started(frame.flight_payload)
             self.net.schedule(self.net.one_way(src, dst), self._first_byte, src, dst, frame.window, frame.acks)
 
     def _wait(self, src: str, access: AccessLink, dst: str, frame: Sending) -> None:
@@ -157,7 +158,7 @@ class Uplinks:
         acknowledgements are back a one-way delay after it is through (a queue there slows the
         window's clock). A frame of the connection waiting for them wakes then."""
         down = self.access.get(dst)
-        wait = down.take(self.net.now, 0.0, 0.0)[0] if down is not None else 0.0
+        wait = down.queue_wait(self.net.now) if down is not None else 0.0
         window.acknowledged(flight, self.net.now + wait + self.net.one_way(dst, src))
         access = self.access.get(src)
         frame = access.sending.get(dst) if access else None

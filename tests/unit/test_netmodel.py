@@ -343,6 +343,27 @@ def test_a_disconnect_stops_the_redial():
     assert [p for _, p in net.nodes["b"].core.downs] == ["a"]
 
 
+def test_a_new_download_rate_applies_from_the_change_and_keeps_each_connections_order():
+    """A degrade that changes b's download rate: what was queued drained at the old rate until then,
+    the rest at the new one; a frame sent after the change never overtakes one sent before it."""
+    net = _queue_at_b(1_000_000, 1.0)           # 1 MB queued, draining at 1 MB/s
+    net.run(until=1.9)                           # 100 KB left
+    net.degrade("b", bandwidth=(8 * MBIT, 0.8 * MBIT))   # 0.1 MB/s from now on
+    net.nodes["a"].core.io.send("b", bytes(100))
+    net.run(until=20)
+    # at b at 1.95 s behind the 95 KB left then, which take 0.95 s at the new rate
+    assert arrivals(net) == pytest.approx([1.95 + (95_000 + wire_bytes(100)) / 100_000], abs=0.002)
+
+    faster = _queue_at_b(500_000, 1.0)
+    io = faster.nodes["a"].core.io
+    io.send("b", bytes(1_000))                  # through b's queue at about 1.5 s
+    faster.run(until=1.06)
+    faster.degrade("b", bandwidth=(8 * MBIT, 800 * MBIT))
+    io.send("b", bytes(2_000))                  # at b at 1.11 s, where the queue no longer holds it
+    faster.run(until=5)
+    assert [len(p) for _, _, p in faster.nodes["b"].core.got] == [1_000, 2_000]
+
+
 def test_the_download_queue_is_the_emulations():
     """The simulated downlink holds what the emulation's downlink queue (tc.py's pfifo) holds."""
     from orchestrator.shaping.tc import QUEUE_PACKETS
