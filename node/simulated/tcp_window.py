@@ -15,7 +15,7 @@ LOSS_BETA = 717 / 1024  # cubic's window after a loss, of the window before
 class Flight:
     """A flight sent and not yet acknowledged: its payload bytes, whether it grows the window, and when
     its acknowledgements come back (None until its first byte has reached the receiver's downlink: the
-    network says when, `TcpWindow.acknowledged`)."""
+    network sets it, uplinks.py's `_first_byte`)."""
     __slots__ = ("size", "grows", "acked_at")
 
     def __init__(self, size: int, grows: bool):
@@ -32,7 +32,7 @@ class TcpWindow:
     frame that follows others on a busy connection waits for the room they hold.
 
     A flight's acknowledgements come back a round trip after it began plus the time its first byte
-    waited in the receiver's download queue (the network tells the window, `acknowledged`), so a queue
+    waited in the receiver's download queue (the network sets `Flight.acked_at`), so a queue
     on the path slows the window's clock. Bytes a full queue dropped cut the window and the slow-start
     threshold to LOSS_BETA of it, once per round trip of losses (`lost`); past the threshold the window
     grows by a twentieth of what is acknowledged, about 5% a round trip.
@@ -108,7 +108,7 @@ class TcpWindow:
 
     def flight_started(self, payload_bytes: int) -> Flight:
         """A flight of `payload_bytes` begins; its acknowledgements' time is set when the receiver's
-        downlink takes its first byte (`acknowledged`)."""
+        downlink takes its first byte."""
         self.in_flight += payload_bytes
         flight = Flight(payload_bytes, 2 * self.in_flight >= self.cwnd)
         self.unacked.append(flight)
@@ -119,8 +119,3 @@ class TcpWindow:
         if flight.grows:
             self.last_used = now
         self.last_sent = now
-
-    @staticmethod
-    def acknowledged(flight: Flight, when: float) -> None:
-        """The flight's acknowledgements come back at `when`."""
-        flight.acked_at = when

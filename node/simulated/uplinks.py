@@ -82,7 +82,7 @@ class Uplinks:
     def _wait(self, src: str, access: AccessLink, dst: str, frame: Sending) -> None:
         """The frame waits for the connection's first acknowledgement still awaited: a wake-up then,
         or, while its time is not known (its flight has not reached the receiver's downlink yet), when
-        the network learns it (`acknowledged`)."""
+        the network learns it (`_first_byte`)."""
         when = frame.window.next_ack()
         frame.woken = when is not None
         if frame.woken:
@@ -159,7 +159,7 @@ class Uplinks:
         window's clock). A frame of the connection waiting for them wakes then."""
         down = self.access.get(dst)
         wait = down.queue_wait(self.net.now) if down is not None else 0.0
-        window.acknowledged(flight, self.net.now + wait + self.net.one_way(dst, src))
+        flight.acked_at = self.net.now + wait + self.net.one_way(dst, src)
         access = self.access.get(src)
         frame = access.sending.get(dst) if access else None
         if frame is not None and frame.window is window and not frame.on_wire and not frame.woken:
