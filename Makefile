@@ -41,7 +41,7 @@ s3-server: $(STAMP)
 cluster-programs: $(STAMP)
 	@$(PY) -m orchestrator.cluster.programs >/dev/null || echo "peerlab: the local cluster's programs were not built (needs Go 1.26); the cluster tests will fail"
 
-# Spark's s3a jars (hadoop-aws for PySpark's Hadoop, the AWS SDK bundle: about 690 MB) from Maven Central
+# Spark's s3a jars (hadoop-aws for PySpark's Hadoop, the AWS SDK bundle: 686 MB, cut to its S3 clients' 24 MB) from Maven Central
 # into ~/.cache/peerlab/jars, checked against Central's SHA-1, once (analysis/s3a.py)
 s3a-jars: $(STAMP)
 	@$(PY) -m analysis.s3a >/dev/null || echo "peerlab: Spark's s3a jars were not fetched; the s3a test will fail"

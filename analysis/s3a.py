@@ -4,10 +4,14 @@ The jars are hadoop-aws at the Hadoop version PySpark ships (its hadoop-client-a
 and what that hadoop-aws is built against (the AWS SDK v2 bundle, the analytics accelerator), pinned
 per Hadoop version in JARS from hadoop-aws's own pom. `ensure_jars` downloads them once from Maven
 Central into the user's cache (~/.cache/peerlab/jars, or under $PEERLAB_CACHE), each checked against
-Central's SHA-1 and renamed into place only when whole; `make test` runs it (the SDK bundle is
-686 MB). `conf` gives the settings that point s3a at the store boto3 uses: AWS_ENDPOINT_URL (path-style
-addressing, as self-hosted stores want), AWS_DEFAULT_REGION; credentials stay in the environment,
-where the SDK's default chain reads them, never in Spark's configuration.
+Central's SHA-1 and renamed into place only when whole; `make test` runs it. The SDK bundle (686 MB,
+the clients of every AWS service, their dependencies shaded inside) is then cut to the services s3a
+can call (`S3A_SERVICES`: 24 MB) and the whole one deleted: every JVM that opens it (a report's
+driver, each executor on Kubernetes) indexes 17 thousand entries instead of 398 thousand, and the
+executors' image (orchestrator/builds/spark_image.py) is 660 MB smaller. `conf` gives the settings
+that point s3a at the store boto3 uses: AWS_ENDPOINT_URL (path-style addressing, as self-hosted stores
+want), AWS_DEFAULT_REGION; credentials stay in the environment, where the SDK's default chain reads
+them, never in Spark's configuration.
 
 May import: pyspark, node.paths (the cache); nothing of orchestrator/.
 """
@@ -30,6 +34,14 @@ JARS = {
               ("software.amazon.awssdk", "bundle", "2.35.4"),
               ("software.amazon.s3.analyticsaccelerator", "analyticsaccelerator-s3", "1.3.1")],
 }
+
+
+# the AWS services whose clients s3a may use, kept in the cut bundle (the rest are dropped): S3 itself;
+# S3 Control, which the S3 Access Grants plugin (fs.s3a.s3accessgrants.enabled) calls; STS for assumed
+# roles and web identity; KMS for SSE-KMS; SSO and SSO-OIDC for the SDK's profile credentials.
+# tests/analysis/test_s3a.py checks that every service hadoop-aws and these name is kept.
+S3A_SERVICES = ("s3", "s3control", "sts", "kms", "sso", "ssooidc")
+SERVICES = "software/amazon/awssdk/services/"
 
 
 class S3aUnavailable(RuntimeError):
@@ -68,8 +80,29 @@ def _fetch(group: str, artifact: str, version: str, dest: Path) -> None:
     os.replace(partial, dest)
 
 
+def dropped_service(name: str) -> bool:
+    """Whether a bundle entry is a class or resource of an AWS service s3a never calls."""
+    if not name.startswith(SERVICES):
+        return False
+    service, inside, _ = name[len(SERVICES):].partition("/")
+    return bool(inside) and service not in S3A_SERVICES
+
+
+def cut_bundle(bundle: Path, dest: Path) -> None:
+    """Write `dest`: the SDK bundle without the services s3a never calls (entries copied as they are)."""
+    import zipfile
+
+    partial = dest.with_name(f".{dest.name}.{os.getpid()}")
+    with zipfile.ZipFile(bundle) as whole, zipfile.ZipFile(partial, "w") as cut:
+        for entry in whole.infolist():
+            if not dropped_service(entry.filename):
+                cut.writestr(entry, whole.read(entry), compress_type=entry.compress_type)
+    os.replace(partial, dest)
+
+
 def ensure_jars(fetch: bool = True) -> list[Path]:
-    """The s3a jars for this PySpark, fetched first where missing (unless `fetch` is false)."""
+    """The s3a jars for this PySpark, fetched first where missing (unless `fetch` is false); the SDK
+    bundle cut to the services s3a calls (`cut_bundle`), the whole one removed once cut."""
     version = hadoop_version()
     if version not in JARS:
         raise S3aUnavailable(f"PySpark's Hadoop is {version}; peerlab pins the s3a jars for Hadoop "
@@ -77,7 +110,14 @@ def ensure_jars(fetch: bool = True) -> list[Path]:
     paths = []
     for group, artifact, v in JARS[version]:
         dest = jar_dir() / f"{artifact}-{v}.jar"
+        cut = jar_dir() / f"{artifact}-{v}-s3a.jar" if artifact == "bundle" else None
+        if cut is not None and cut.exists():
+            paths.append(cut)
+            continue
         if not dest.exists():
+            if cut is not None and cut.exists():  # another process cut it meanwhile
+                paths.append(cut)
+                continue
             if not fetch:
                 raise S3aUnavailable(f"{dest} is missing: `make test` (or python -m analysis.s3a) fetches it")
             dest.parent.mkdir(parents=True, exist_ok=True)
@@ -86,6 +126,17 @@ def ensure_jars(fetch: bool = True) -> list[Path]:
             except OSError as err:
                 raise S3aUnavailable(f"fetching {artifact}-{v}.jar from Maven Central failed ({err}): "
                                      f"check the network, or put the jar in {dest.parent}") from None
+        if cut is not None:
+            try:
+                if not cut.exists():
+                    print(f"peerlab: cutting {dest.name} to the AWS services s3a calls ({', '.join(S3A_SERVICES)})",
+                          file=sys.stderr, flush=True)
+                    cut_bundle(dest, cut)
+            except FileNotFoundError:  # another process cut it and removed the whole one meanwhile
+                if not cut.exists():
+                    raise
+            dest.unlink(missing_ok=True)
+            dest = cut
         paths.append(dest)
     return paths
 

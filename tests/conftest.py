@@ -96,7 +96,7 @@ def s3_endpoint(s3_server, tmp_path_factory):
     the CLIs it starts."""
     from analysis import s3a
 
-    jars = s3a.jar_dir()  # the s3a jars set-up fetched (690 MB): the tests' caches link them, not fetch them again
+    jars = s3a.jar_dir()  # the s3a jars set-up fetched (a 686 MB download): the tests' caches link them, not fetch them again
     cache = tmp_path_factory.mktemp("s3cache")
     if jars.is_dir():
         (cache / "jars").symlink_to(jars.resolve())

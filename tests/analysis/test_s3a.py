@@ -3,11 +3,14 @@
 import gzip
 import json
 import os
+import re
 import subprocess
 import sys
+import zipfile
 
 import pytest
 
+from analysis import s3a
 from tests.support.cli import ROOT, patient
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -44,3 +47,40 @@ def test_spark_reads_logs_and_writes_a_table_in_s3_through_s3a(s3_endpoint):
     assert result == {"count": 500, "nodes": ["n0", "n1"], "bytes": sent}
     keys = [o["Key"] for o in s3_endpoint.list_objects_v2(Bucket="peerlab", Prefix="s3a/r1/analysis/")["Contents"]]
     assert any(k.endswith(".parquet") for k in keys), keys
+
+
+def test_the_cut_sdk_holds_every_class_s3a_and_its_services_name():
+    """The SDK bundle cut to S3A_SERVICES (analysis/s3a.py) keeps every AWS service whose classes
+    hadoop-aws, the analytics accelerator, the kept services' clients and the S3 Access Grants plugin
+    name: none of them can meet a class the cut removed."""
+    hadoop_aws, cut, accelerator = s3a.ensure_jars(fetch=False)
+    assert cut.name.endswith("-s3a.jar") and cut.stat().st_size < 40e6, cut
+    with zipfile.ZipFile(cut) as z:
+        entries = sorted(z.namelist())
+        users = [z.read(n) for n in entries if n.endswith(".class") and
+                 n.startswith(tuple(f"{s3a.SERVICES}{s}/" for s in s3a.S3A_SERVICES) + ("software/amazon/awssdk/s3accessgrants/",))]
+    assert {n.split("/")[4] for n in entries if n.startswith(s3a.SERVICES) and n.count("/") > 4} == set(s3a.S3A_SERVICES)
+    for jar in (hadoop_aws, accelerator):
+        with zipfile.ZipFile(jar) as z:
+            users += [z.read(n) for n in z.namelist() if n.endswith(".class")]
+    named = {m.decode() for body in users for m in re.findall(rb"software/amazon/awssdk/[A-Za-z0-9_/$]+", body)}
+    assert len(named) > 1000
+    # every service they name (its clients, model classes, endpoint rules) is one the cut kept
+    services = {n[len(s3a.SERVICES):].split("/")[0] for n in named if n.startswith(s3a.SERVICES) and n.count("/") > 4}
+    assert services == set(s3a.S3A_SERVICES), sorted(services ^ set(s3a.S3A_SERVICES))
+
+
+def test_cutting_the_bundle_drops_only_the_other_services(tmp_path):
+    whole = tmp_path / "bundle-1.jar"
+    kept = [f"{s3a.SERVICES}s3/S3Client.class", f"{s3a.SERVICES}sts/StsClient.class", "software/amazon/awssdk/core/Sdk.class",
+            "META-INF/MANIFEST.MF", f"{s3a.SERVICES}s3/", "software/amazon/awssdk/services/"]
+    dropped = [f"{s3a.SERVICES}ec2/Ec2Client.class", f"{s3a.SERVICES}ec2/", f"{s3a.SERVICES}s3tables/S3TablesClient.class"]
+    with zipfile.ZipFile(whole, "w", zipfile.ZIP_DEFLATED) as z:
+        for name in kept + dropped:
+            z.writestr(name, b"" if name.endswith("/") else name.encode() * 50)
+    s3a.cut_bundle(whole, tmp_path / "cut.jar")
+    with zipfile.ZipFile(tmp_path / "cut.jar") as z:
+        assert z.namelist() == kept
+        assert all(z.read(n) == (b"" if n.endswith("/") else n.encode() * 50) for n in kept)
+        assert all(i.compress_type == zipfile.ZIP_DEFLATED for i in z.infolist())
+    assert not list(tmp_path.glob(".cut.jar.*"))

@@ -52,7 +52,7 @@ def test_quickstart_on_the_local_cluster_into_its_store_and_reported_from_there(
     run_id = run_dir.name
     reader_cache = tmp_path / "reader"
     reader_cache.mkdir()
-    (reader_cache / "jars").symlink_to(s3a.jar_dir())  # the s3a jars set-up fetched (690 MB), not again
+    (reader_cache / "jars").symlink_to(s3a.jar_dir())  # the s3a jars set-up fetched, not again
     report = peerlab("report", f"s3://peerlab/cluster-tests/{run_id}", timeout=900,
                      env={**os.environ, **s3, "PEERLAB_CACHE": str(reader_cache)})
     assert report.returncode == 0, report.stderr[-3000:]

@@ -116,7 +116,7 @@ def test_a_run_into_s3_is_reported_in_place_through_s3a_as_from_a_directory(s3_e
     assert result.returncode == 0, result.stderr[-2000:]
     run_id = Path(result.stdout.strip().splitlines()[-1]).name
     (tmp_path / "reader").mkdir()
-    (tmp_path / "reader" / "jars").symlink_to(s3a.jar_dir().resolve())  # set-up's s3a jars (690 MB), not again
+    (tmp_path / "reader" / "jars").symlink_to(s3a.jar_dir().resolve())  # set-up's s3a jars, not fetched again
     again = peerlab("report", f"s3://peerlab/sim/{run_id}", timeout=300,
                     env={**os.environ, "PEERLAB_CACHE": str(tmp_path / "reader")})
     assert again.returncode == 0, again.stderr[-2000:]
@@ -244,7 +244,7 @@ def test_a_run_stored_to_s3_is_compacted_and_its_report_in_place_reads_the_compa
 
     def report(cache: str) -> tuple[str, dict]:
         (tmp_path / cache).mkdir()
-        (tmp_path / cache / "jars").symlink_to(s3a.jar_dir().resolve())  # set-up's s3a jars (690 MB), not again
+        (tmp_path / cache / "jars").symlink_to(s3a.jar_dir().resolve())  # set-up's s3a jars, not fetched again
         done = peerlab("report", f"s3://peerlab/compact/{run_id}", timeout=300,
                        env={**os.environ, "PEERLAB_CACHE": str(tmp_path / cache)})
         assert done.returncode == 0, done.stderr[-2000:]
