@@ -49,7 +49,7 @@ def test_spark_reads_logs_and_writes_a_table_in_s3_through_s3a(s3_endpoint):
     assert any(k.endswith(".parquet") for k in keys), keys
 
 
-def test_the_cut_sdk_holds_every_class_s3a_and_its_services_name():
+def test_the_cut_sdk_keeps_every_service_s3a_and_the_kept_clients_name():
     """The SDK bundle cut to S3A_SERVICES (analysis/s3a.py) keeps every AWS service whose classes
     hadoop-aws, the analytics accelerator, the kept services' clients and the S3 Access Grants plugin
     name: none of them can meet a class the cut removed."""
