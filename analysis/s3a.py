@@ -100,6 +100,20 @@ def cut_bundle(bundle: Path, dest: Path) -> None:
     os.replace(partial, dest)
 
 
+def _cut_once(bundle: Path, cut: Path) -> Path:
+    """`cut`, made from the whole bundle unless another process made it first; the whole one removed."""
+    try:
+        if not cut.exists():
+            print(f"peerlab: cutting {bundle.name} to the AWS services s3a calls ({', '.join(S3A_SERVICES)})",
+                  file=sys.stderr, flush=True)
+            cut_bundle(bundle, cut)
+    except FileNotFoundError:  # another process cut it and removed the whole one meanwhile
+        if not cut.exists():
+            raise
+    bundle.unlink(missing_ok=True)
+    return cut
+
+
 def ensure_jars(fetch: bool = True) -> list[Path]:
     """The s3a jars for this PySpark, fetched first where missing (unless `fetch` is false); the SDK
     bundle cut to the services s3a calls (`cut_bundle`), the whole one removed once cut."""
@@ -114,10 +128,7 @@ def ensure_jars(fetch: bool = True) -> list[Path]:
         if cut is not None and cut.exists():
             paths.append(cut)
             continue
-        if not dest.exists():
-            if cut is not None and cut.exists():  # another process cut it meanwhile
-                paths.append(cut)
-                continue
+        if not dest.exists() and not (cut is not None and cut.exists()):  # (another process may cut it meanwhile)
             if not fetch:
                 raise S3aUnavailable(f"{dest} is missing: `make test` (or python -m analysis.s3a) fetches it")
             dest.parent.mkdir(parents=True, exist_ok=True)
@@ -126,18 +137,7 @@ def ensure_jars(fetch: bool = True) -> list[Path]:
             except OSError as err:
                 raise S3aUnavailable(f"fetching {artifact}-{v}.jar from Maven Central failed ({err}): "
                                      f"check the network, or put the jar in {dest.parent}") from None
-        if cut is not None:
-            try:
-                if not cut.exists():
-                    print(f"peerlab: cutting {dest.name} to the AWS services s3a calls ({', '.join(S3A_SERVICES)})",
-                          file=sys.stderr, flush=True)
-                    cut_bundle(dest, cut)
-            except FileNotFoundError:  # another process cut it and removed the whole one meanwhile
-                if not cut.exists():
-                    raise
-            dest.unlink(missing_ok=True)
-            dest = cut
-        paths.append(dest)
+        paths.append(dest if cut is None else _cut_once(dest, cut))
     return paths
 
 

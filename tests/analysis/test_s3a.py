@@ -84,3 +84,19 @@ def test_cutting_the_bundle_drops_only_the_other_services(tmp_path):
         assert all(z.read(n) == (b"" if n.endswith("/") else n.encode() * 50) for n in kept)
         assert all(i.compress_type == zipfile.ZIP_DEFLATED for i in z.infolist())
     assert not list(tmp_path.glob(".cut.jar.*"))
+
+
+def test_a_cache_holding_the_whole_bundle_is_cut_on_first_use_without_the_network(tmp_path, monkeypatch):
+    monkeypatch.setenv("PEERLAB_CACHE", str(tmp_path))
+    jars = s3a.jar_dir()
+    jars.mkdir(parents=True)
+    for group, artifact, version in s3a.JARS[s3a.hadoop_version()]:
+        with zipfile.ZipFile(jars / f"{artifact}-{version}.jar", "w") as z:
+            z.writestr(f"{s3a.SERVICES}s3/S3Client.class", b"s3")
+            z.writestr(f"{s3a.SERVICES}ec2/Ec2Client.class", b"ec2")
+    paths = s3a.ensure_jars(fetch=False)
+    assert [p.name for p in paths] == [p.name for p in s3a.ensure_jars(fetch=False)]
+    cut = next(p for p in paths if p.name.startswith("bundle-"))
+    assert cut.name.endswith("-s3a.jar") and sorted(p.name for p in jars.iterdir()) == sorted(p.name for p in paths)
+    with zipfile.ZipFile(cut) as z:
+        assert z.namelist() == [f"{s3a.SERVICES}s3/S3Client.class"]
