@@ -43,11 +43,13 @@ PARTITION_S = 20
 
 def soak_scenario(duration_s: float, nodes: int, rate: float, store: str, seed: int = 1) -> str:
     """The soak's scenario: a partition of half the nodes for 20 s every 5 minutes (the first after
-    1 minute, none in the last minute)."""
+    1 minute, none in the last minute). A soak shorter than 4 minutes has one, a quarter of the run in,
+    for a quarter of it at most (a check of the accounting through a cut and its heal in a short soak)."""
     half = ", ".join(f"n{i}" for i in range(nodes // 2))
-    starts = range(60, max(61, int(duration_s) - 60), PARTITION_EVERY_S)
-    partitions = ", ".join(f"{{at: {t}s, action: partition, groups: [[{half}]], duration: {PARTITION_S}s}}"
-                           for t in starts if t + PARTITION_S < duration_s)
+    first, length = min(60, int(duration_s) // 4), min(PARTITION_S, int(duration_s) // 4)
+    starts = range(first, max(first + 1, int(duration_s) - 60), PARTITION_EVERY_S)
+    partitions = ", ".join(f"{{at: {t}s, action: partition, groups: [[{half}]], duration: {length}s}}"
+                           for t in starts if length and t + length < duration_s)
     return SCENARIO.format(seed=seed, nodes=nodes, rate=rate, duration=int(duration_s), store=store,
                            partitions=partitions)
 

@@ -27,6 +27,10 @@ NAMESPACE = "peerlab-test"
 
 
 NODES = 3
+# ci-smoke 6 s shorter (publishing for 12 s, drained in 2): its kill, restart, partition and heal all
+# within the run (the heal at 14 s of 16), for the tests that assert the faults, not the counts
+SHORT_SMOKE = {"workload.duration": "12s", "workload.drain": "2s"}
+SHORT_SMOKE_SETS = [a for k, v in SHORT_SMOKE.items() for a in ("--set", f"{k}={v}")]
 
 
 def host_state() -> set[str]:

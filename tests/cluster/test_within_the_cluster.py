@@ -13,13 +13,13 @@ import pytest
 from analysis import s3a
 from orchestrator.cluster import shaper
 from orchestrator.cluster import store_release as store
-from tests.cluster.support import kubectl, store_client
+from tests.cluster.support import SHORT_SMOKE, SHORT_SMOKE_SETS, kubectl, store_client
 from tests.support.cli import ROOT, peerlab
 
 pytestmark = [pytest.mark.emulation, pytest.mark.cluster, pytest.mark.slow, pytest.mark.exclusive]
 
 
-def test_helm_install_of_a_scenario_runs_the_experiment_in_the_cluster(cluster):
+def test_helm_install_of_a_scenario_runs_the_experiment_in_the_cluster(cluster, tmp_path):
     """What a user does with nothing of peerlab on their machine but helm: `helm install` of the chart
     with a scenario. The release is a Job whose orchestrator (the orchestrator's image) installs the
     run's nodes as a release of its own, runs the scenario with them over the pod network and the
@@ -31,8 +31,12 @@ def test_helm_install_of_a_scenario_runs_the_experiment_in_the_cluster(cluster):
     helm = [str(ROOT / ".tools" / "bin" / "helm"), "--kubeconfig", env["KUBECONFIG"], "-n", store.RUNS_NAMESPACE]
     release = "exp-test"
     before = {o["Key"] for o in store_client(s3).list_objects_v2(Bucket="peerlab", Prefix="in-cluster/").get("Contents", [])}
+    scenario = tmp_path / "ci-smoke.yaml"  # the file a user gives, shortened (SHORT_SMOKE)
+    scenario.write_text((ROOT / "scenarios" / "ci-smoke.yaml").read_text()
+                        .replace("duration: 16s", f"duration: {SHORT_SMOKE['workload.duration']}")
+                        .replace("drain: 4s", f"drain: {SHORT_SMOKE['workload.drain']}"))
     done = subprocess.run([*helm, "install", release, str(ROOT / "charts" / "peerlab"),
-                           "--set-file", f"scenario={ROOT / 'scenarios' / 'ci-smoke.yaml'}",
+                           "--set-file", f"scenario={scenario}",
                            "--set", "experiment.store=s3://peerlab/in-cluster",
                            "--set", f"experiment.storeSecret={store.CLIENT_SECRET}",
                            "--set", f"experiment.image.tag={tag.split(':', 1)[1]}"],
@@ -77,7 +81,7 @@ def test_peerlab_run_in_cluster_installs_follows_reports_and_removes_its_experim
     cache.mkdir()
     (cache / "jars").symlink_to(s3a.jar_dir())
     done = peerlab("run", str(ROOT / "scenarios" / "ci-smoke.yaml"), "--backend", "kubernetes", "--in-cluster",
-                   "--namespace", store.RUNS_NAMESPACE, "--set", "output.store=s3://peerlab/in-cluster-cli",
+                   "--namespace", store.RUNS_NAMESPACE, "--set", "output.store=s3://peerlab/in-cluster-cli", *SHORT_SMOKE_SETS,
                    timeout=900, env={**os.environ, **env, **s3, "PEERLAB_CACHE": str(cache)})
     print(done.stderr[-2500:])
     assert done.returncode == 0, done.stderr[-3000:]

@@ -65,10 +65,16 @@ def test_quickstart_on_docker_into_s3_delivers_as_on_local(tmp_path: Path, docke
     prefix = f"runs/{run_dir.name}/"
     assert {f"{prefix}events/n{i}.jsonl.gz" for i in range(12)} <= keys
     assert {prefix + "manifest.json", prefix + "analysis/metrics.json", prefix + "analysis/report.html"} <= keys
+    # a cache that holds no copy of the run (it is staged from the store), the s3a jars linked as the
+    # session's cache links them (fetching them is tests/analysis/test_s3a.py's)
+    fresh = tmp_path / "fresh-cache"
+    fresh.mkdir()
+    (fresh / "jars").symlink_to(Path(os.environ["PEERLAB_CACHE"], "jars").resolve())
     again = peerlab("report", f"s3://peerlab/runs/{run_dir.name}", timeout=600,
-                    env={**os.environ, "PEERLAB_CACHE": str(tmp_path / "fresh-cache")})
+                    env={**os.environ, "PEERLAB_CACHE": str(fresh)})
     assert again.returncode == 0, again.stderr[-3000:]
-    staged = tmp_path / "fresh-cache" / "s3" / "peerlab" / "runs" / run_dir.name
+    assert "fetching" not in again.stderr, again.stderr[-3000:]
+    staged = fresh / "s3" / "peerlab" / "runs" / run_dir.name
     # the same figures, read in place through s3a: a mean may differ in its last bits (Spark sums in
     # another order)
     assert rounded(json.loads((staged / "analysis" / "metrics.json").read_text())) == rounded(m)
@@ -76,7 +82,9 @@ def test_quickstart_on_docker_into_s3_delivers_as_on_local(tmp_path: Path, docke
 
 def test_docker_churn_kills_and_restarts_containers(tmp_path: Path, docker_engine):
     scenario = tmp_path / "small.yaml"
-    scenario.write_text(SMALL + f"output: {{store: 'file://{tmp_path}/runs'}}\n")
+    # SMALL's round trips, not its rates (the quickstart's test above asserts docker's rate)
+    scenario.write_text(SMALL.replace("throughput_nodes: 2", "throughput_nodes: 0")
+                        + f"output: {{store: 'file://{tmp_path}/runs'}}\n")
     result = peerlab("run", str(scenario), "--backend", "docker", "--no-report", timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     run_dir = Path(result.stdout.strip().splitlines()[-1])
@@ -97,7 +105,8 @@ def test_docker_churn_kills_and_restarts_containers(tmp_path: Path, docker_engin
 def test_a_node_container_that_dies_on_its_own_fails_the_run_named(tmp_path: Path, docker_engine):
     """Outside the fault timeline n3's container's process is SIGKILLed at T0 + 1 s: the docker backend's
     run records it, names it in the verdict and fails (the timeline's own kill of n7 is not counted)."""
-    scenario = parse_scenario(SMALL + f"output: {{store: 'file://{tmp_path}/runs'}}\n")
+    scenario = parse_scenario(SMALL.replace("calibration: {pairs: 6, throughput_nodes: 2}", "calibration: {enabled: false}")
+                              + f"output: {{store: 'file://{tmp_path}/runs'}}\n")
     runner = CrashOne(scenario, make_plan(scenario), backend="docker")
     runner.run()
     assert_named(runner, allowed=False)

@@ -95,15 +95,17 @@ def test_partition_then_heal_and_a_degraded_node(tmp_path: Path, spark):
 
 @pytest.mark.spark
 def test_churn_accounts_for_every_publish(tmp_path: Path, spark):
-    run_dir = run(tmp_path, header("churn", 2, "publishers: 6, duration: 30s") + """churn: {fraction: 0.34, session: {mean: 8s}, downtime: {mean: 3s}}
+    # seed 1's churn keeps nodes down for 5.7-8.7 s while they publish, longer than GossipSub's gossip
+    # recovers what a node missed (seed 2's, at most 1.9 s over 15 s, left the raw ratio at 1.0)
+    run_dir = run(tmp_path, header("churn", 1, "publishers: 6, duration: 15s") + """churn: {fraction: 0.34, session: {mean: 8s}, downtime: {mean: 3s}}
 """)
     manifest = json.loads((run_dir / "manifest.json").read_text())
     actions = [f["action"] for f in manifest["faults_executed"]]
     assert actions.count("kill") >= 3 and actions.count("restart") >= 2
     metrics = analyse(run_dir, spark)
     acc = metrics["accounting"]
-    assert acc["unaccounted"] == 0 and acc["published_planned"] == 120
-    assert acc["published_logged"] + acc["publisher_down"] == 120
+    assert acc["unaccounted"] == 0 and acc["published_planned"] == 60
+    assert acc["published_logged"] + acc["publisher_down"] == 60
     assert metrics["delivery_ratio_up"] >= 0.99
     assert metrics["delivery_ratio"] < metrics["delivery_ratio_up"]  # the raw ratio counts the dead
 

@@ -15,7 +15,7 @@ def test_all_variant_features_deliver_every_message(tmp_path: Path):
     result = peerlab("run", "scenarios/gossipsub-large.yaml", "--no-report",
                      "--set", f"output.store=file://{tmp_path}/runs", "--set", "gossipsub.variant=all-3",
                      "--set", "nodes.count=16", "--set", "workload.message_size=300KB",
-                     "--set", "workload.publishers=3", "--set", "workload.drain=6s", "--set", "workload.warmup=4s",
+                     "--set", "workload.publishers=3", "--set", "workload.rate=30/m", "--set", "workload.drain=6s", "--set", "workload.warmup=4s",
                      "--set", "topology.degree=6", "--set", "calibration.enabled=false", timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     run_dir = Path(result.stdout.strip().splitlines()[-1])
@@ -24,7 +24,7 @@ def test_all_variant_features_deliver_every_message(tmp_path: Path):
         with gzip.open(path, "rt") as f:
             events += [json.loads(line) for line in f]
     published = {e["msg_id"] for e in events if e["type"] == "publish_message"}
-    assert len(published) == 3  # 3 publishers, one message each, 4 s apart
+    assert len(published) == 3  # 3 publishers, one message each, 2 s apart
     for msg_id in published:
         receivers = {e["node"] for e in events if e["type"] == "deliver_message" and e["msg_id"] == msg_id}
         assert len(receivers) == 15, msg_id  # every other node, whole and verified
@@ -37,7 +37,7 @@ def test_all_variant_features_deliver_every_message(tmp_path: Path):
 def test_variant_matrix_runs_each_variant_and_prints_one_table(tmp_path: Path):
     result = peerlab("run", "scenarios/gossipsub-large.yaml", "--matrix", "gossipsub.variant=v1.1,stagger-seq",
                      "--set", f"output.store=file://{tmp_path}/runs", "--set", "nodes.count=12",
-                     "--set", "workload.message_size=100KB", "--set", "workload.publishers=4",
+                     "--set", "workload.message_size=100KB", "--set", "workload.publishers=4", "--set", "workload.rate=30/m",
                      "--set", "workload.drain=5s", "--set", "workload.warmup=4s", "--set", "topology.degree=5",
                      "--set", "calibration.enabled=false", timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]

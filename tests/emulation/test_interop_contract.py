@@ -40,7 +40,9 @@ network: {latency: {model: constant, one_way: 20ms}}
 topics: {count: 1}
 workload: {publishers: 3, rate: 1/s, warmup: 2s, duration: 12s, drain: 3s, message_size: 2KiB}
 faults: [{at: 2.5s, action: kill, nodes: [n5], restart_after: 1s}]
-calibration: {pairs: 3, throughput_nodes: 2}
+# calibration (the probes beside adapter nodes) is tested in test_libp2p_adapters.py; off here, where
+# it is not what is asserted (5 s of each run)
+calibration: {enabled: false}
 """
 
 
@@ -214,6 +216,7 @@ def test_a_node_that_exits_on_its_own_fails_the_run_named_and_nothing_else_is_lo
     text = (SCENARIO.replace("nodes: {count: 20}", "nodes: {count: 6, groups: [{name: quitter, count: 1, "
                                                    "implementation: 'interop:quitter'}]}")
             .replace("faults: [{at: 2.5s, action: kill, nodes: [n5], restart_after: 1s}]\n", "")
+            .replace("duration: 12s", "duration: 6s")  # the run ends at T0+11 s, 6 s after the quit
             + f"output: {{store: 'file://{tmp_path / 'runs'}'}}\n")
     (tmp_path / "quit.yaml").write_text(text)
     try:
@@ -262,7 +265,7 @@ topology: {algorithm: random, degree: 3}
 network: {latency: {model: constant, one_way: 20ms}}
 topics: {count: 1}
 workload: {publishers: 4, rate: 1/s, warmup: 2s, duration: 8s, drain: 3s, message_size: 256B}
-calibration: {pairs: 3, throughput_nodes: 2}
+calibration: {enabled: false}
 """
 
 
@@ -306,7 +309,7 @@ def test_an_exported_experiment_runs_to_its_end_on_strict_nodes_under_a_runner_l
     /etc/hosts naming the others, nothing else. The strict test node dials once and exits when its script
     ends: each runs the whole script (exit 0, no sooner than its last waitUntil) and gets every message."""
     out = tmp_path / "params.json"
-    sets = ["nodes.count=6", "nodes.groups=[]", "protocol.implementation=go-libp2p", "topology.degree=3", "workload.publishers=3", "workload.warmup=2s",
+    sets = ["nodes.count=6", "nodes.groups=[]", "protocol.implementation=go-libp2p", "topology.degree=3", "workload.publishers=3", "workload.rate=20/m", "workload.warmup=2s",
             "workload.drain=2s", "workload.message_size=2KiB", "network.latency={model: constant, one_way: 10ms}"]
     from tests.support.cli import peerlab
 
@@ -315,7 +318,7 @@ def test_an_exported_experiment_runs_to_its_end_on_strict_nodes_under_a_runner_l
     assert done.returncode == 0, done.stderr
     script = json.loads(out.read_text())["script"]
     end = script[-1]["elapsedSeconds"]
-    assert script[-1]["type"] == "waitUntil" and end == 4 + 2 + 3 * 12 + 2  # lead, warm-up, 3 publishes 12 s apart, drain
+    assert script[-1]["type"] == "waitUntil" and end == 4 + 2 + 3 * 3 + 2  # lead, warm-up, 3 publishes 3 s apart, drain
     published = {str(i["instruction"]["messageID"]) for i in script if i.get("instruction", {}).get("type") == "publish"}
     tag, nodes = f"plx{os.getpid() % 10000}", range(6)
     hosts = tmp_path / "hosts"

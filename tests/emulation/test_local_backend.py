@@ -94,9 +94,15 @@ def test_bad_scenario_touches_nothing(tmp_path: Path):
     assert not (tmp_path / "runs").exists() and not (ROOT / "runs" / "x").exists()
 
 
+# SMALL for two minutes, without its kill or its calibration: runs a test stops at or after T0
+LONG_SMALL = (SMALL.replace("duration: 6s", "duration: 120s")
+              .replace("faults: [{at: 2s, action: kill, nodes: [n7], restart_after: 2s}]\n", "")
+              .replace("calibration: {pairs: 6, throughput_nodes: 2}", "calibration: {enabled: false}"))
+
+
 def test_sigkilled_orchestrator_is_cleaned(tmp_path: Path):
     scenario = tmp_path / "long.yaml"
-    scenario.write_text(SMALL.replace("duration: 6s", "duration: 120s").replace("faults: [{at: 2s, action: kill, nodes: [n7], restart_after: 2s}]", "")
+    scenario.write_text(LONG_SMALL
                         + f"output: {{store: 'file://{tmp_path}/runs'}}\n")
     before = run_netns()
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(scenario), "--no-report"],
@@ -135,7 +141,7 @@ def test_an_orchestrator_killed_before_its_logs_were_stored_leaves_a_run_clean_r
     is frozen, so the teardown cannot finish first): `peerlab clean` stores every node's log from the
     scratch directory and marks the run crashed, and `peerlab report` analyses what was stored."""
     scenario = tmp_path / "long.yaml"
-    scenario.write_text(SMALL.replace("duration: 6s", "duration: 120s").replace("faults: [{at: 2s, action: kill, nodes: [n7], restart_after: 2s}]", "")
+    scenario.write_text(LONG_SMALL
                         + f"output: {{store: 'file://{tmp_path}/runs'}}\n")
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(scenario), "--no-report"],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -174,7 +180,7 @@ def test_an_orchestrator_killed_before_its_logs_were_stored_leaves_a_run_clean_r
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signals_tear_the_run_down(tmp_path: Path, sig):
     scenario = tmp_path / "long.yaml"
-    scenario.write_text(f"name: sig\nnodes: {{count: 5}}\nworkload: {{duration: 120s}}\n"
+    scenario.write_text(f"name: sig\nnodes: {{count: 5}}\nworkload: {{duration: 120s}}\ncalibration: {{enabled: false}}\n"
                         f"output: {{store: 'file://{tmp_path}/runs'}}\n")
     before = run_netns()
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(scenario), "--no-report"],

@@ -22,7 +22,7 @@ network: {latency: {model: constant, one_way: 20ms}}
 topics: {count: 1}
 workload: {publishers: 4, rate: 4/s, warmup: 2s, duration: 6s, drain: 3s, message_size: 1KiB}
 faults: [{at: 2.5s, action: kill, nodes: [n4], restart_after: 1s}]
-calibration: {pairs: 3, throughput_nodes: 2}
+calibration: {pairs: 3, throughput_nodes: 0}  # round trips only: the rate is asserted on other runs
 """
 
 
