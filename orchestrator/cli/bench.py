@@ -18,7 +18,7 @@ TARGETS = {
     "analysis": "the core metrics of --events synthetic events with Spark and with DuckDB (last line "
                 "spark_s=... duckdb_s=... ratio=...).",
     "soak": "one long local GossipSub run (--duration, default 30m; --nodes, default 20) with churn and a "
-            "partition every 5 minutes, printing the orchestrator's RSS and descriptors, the run's namespaces "
+            "partition every 5 minutes (a soak under 4 minutes: one, a quarter of the way in), printing the orchestrator's RSS and descriptors, the run's namespaces "
             "and processes every --every, and the run's accounting at the end.",
     "admission": "what a node costs in memory and CPU on each of --backends (default local,docker): peerlab's "
                  "GossipSub at two node counts (the run's fixed cost and the cost per node), each other protocol and "

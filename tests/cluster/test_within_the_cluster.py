@@ -32,9 +32,11 @@ def test_helm_install_of_a_scenario_runs_the_experiment_in_the_cluster(cluster, 
     release = "exp-test"
     before = {o["Key"] for o in store_client(s3).list_objects_v2(Bucket="peerlab", Prefix="in-cluster/").get("Contents", [])}
     scenario = tmp_path / "ci-smoke.yaml"  # the file a user gives, shortened (SHORT_SMOKE)
-    scenario.write_text((ROOT / "scenarios" / "ci-smoke.yaml").read_text()
-                        .replace("duration: 16s", f"duration: {SHORT_SMOKE['workload.duration']}")
-                        .replace("drain: 4s", f"drain: {SHORT_SMOKE['workload.drain']}"))
+    shortened = ((ROOT / "scenarios" / "ci-smoke.yaml").read_text()
+                 .replace("duration: 16s", f"duration: {SHORT_SMOKE['workload.duration']}")
+                 .replace("drain: 4s", f"drain: {SHORT_SMOKE['workload.drain']}"))
+    assert all(f"{k.split('.')[1]}: {v}" in shortened for k, v in SHORT_SMOKE.items())  # ci-smoke's text as expected
+    scenario.write_text(shortened)
     done = subprocess.run([*helm, "install", release, str(ROOT / "charts" / "peerlab"),
                            "--set-file", f"scenario={scenario}",
                            "--set", "experiment.store=s3://peerlab/in-cluster",

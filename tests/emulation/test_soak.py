@@ -17,7 +17,7 @@ def test_soak_scenario_schedules_partitions_and_churn():
     sc = parse_scenario(soak_scenario(1800, 20, 2.0, "file:///tmp/x"))
     parts = [f for f in sc.faults if f.action == "partition"]
     assert [f.at for f in parts] == [60, 360, 660, 960, 1260, 1560]
-    assert all(len(f.groups[0]) == 10 for f in parts)
+    assert all(len(f.groups[0]) == 10 and f.duration == 20 for f in parts)
     assert sc.churn is not None and sc.workload.duration == 1800
     short = parse_scenario(soak_scenario(40, 8, 2.0, "file:///tmp/x"))  # one cut, a quarter in, healed before the end
     assert [(f.at, f.duration) for f in short.faults if f.action == "partition"] == [(10, 10)]
