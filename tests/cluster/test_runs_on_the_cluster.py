@@ -17,14 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from analysis import s3a
 from analysis.job import analyse
 from orchestrator.cluster import layout as L
 from orchestrator.cluster import store_release as store
 from tests.cluster.support import NAMESPACE, NODES, assert_spread, kubectl, run_on_cluster, store_client
 from tests.support import mixed
 from tests.support.adapters import ADAPTERS, require_adapters
-from tests.support.cli import ROOT, peerlab
+from tests.support.cli import ROOT, cache_with_jars, peerlab
 
 pytestmark = [pytest.mark.emulation, pytest.mark.cluster, pytest.mark.slow, pytest.mark.exclusive]
 
@@ -50,9 +49,7 @@ def test_quickstart_on_the_local_cluster_into_its_store_and_reported_from_there(
     run_dir = run_on_cluster(writer, ROOT / "scenarios" / "quickstart.yaml", tmp_path,
                              "--set", "output.store=s3://peerlab/cluster-tests")
     run_id = run_dir.name
-    reader_cache = tmp_path / "reader"
-    reader_cache.mkdir()
-    (reader_cache / "jars").symlink_to(s3a.jar_dir())  # the s3a jars set-up fetched, not again
+    reader_cache = cache_with_jars(tmp_path / "reader")
     report = peerlab("report", f"s3://peerlab/cluster-tests/{run_id}", timeout=900,
                      env={**os.environ, **s3, "PEERLAB_CACHE": str(reader_cache)})
     assert report.returncode == 0, report.stderr[-3000:]
@@ -106,9 +103,7 @@ def test_quickstart_on_the_local_cluster_into_its_store_and_reported_from_there(
     # the same report as a Spark application on the cluster: the driver here, its executors pods of
     # peerlab's Spark image on the two workers, reading the logs where they lie in the cluster's store
     # and writing the tables back there; the same metrics; nothing of it left
-    k8s_cache = tmp_path / "k8s-reader"
-    k8s_cache.mkdir()
-    (k8s_cache / "jars").symlink_to(s3a.jar_dir())
+    k8s_cache = cache_with_jars(tmp_path / "k8s-reader")
     on_cluster = {**os.environ, **env, **s3, "PEERLAB_CACHE": str(k8s_cache)}
     report = peerlab("report", f"s3://peerlab/cluster-tests/{run_id}", "--master", "k8s", timeout=900, env=on_cluster)
     assert report.returncode == 0, report.stderr[-3000:]

@@ -10,11 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from analysis import s3a
 from orchestrator.cluster import shaper
 from orchestrator.cluster import store_release as store
-from tests.cluster.support import SHORT_SMOKE, SHORT_SMOKE_SETS, kubectl, store_client
-from tests.support.cli import ROOT, peerlab
+from tests.cluster.support import kubectl, short_smoke, store_client
+from tests.support.cli import ROOT, cache_with_jars, peerlab
 
 pytestmark = [pytest.mark.emulation, pytest.mark.cluster, pytest.mark.slow, pytest.mark.exclusive]
 
@@ -31,14 +30,8 @@ def test_helm_install_of_a_scenario_runs_the_experiment_in_the_cluster(cluster, 
     helm = [str(ROOT / ".tools" / "bin" / "helm"), "--kubeconfig", env["KUBECONFIG"], "-n", store.RUNS_NAMESPACE]
     release = "exp-test"
     before = {o["Key"] for o in store_client(s3).list_objects_v2(Bucket="peerlab", Prefix="in-cluster/").get("Contents", [])}
-    scenario = tmp_path / "ci-smoke.yaml"  # the file a user gives, shortened (SHORT_SMOKE)
-    shortened = ((ROOT / "scenarios" / "ci-smoke.yaml").read_text()
-                 .replace("duration: 16s", f"duration: {SHORT_SMOKE['workload.duration']}")
-                 .replace("drain: 4s", f"drain: {SHORT_SMOKE['workload.drain']}"))
-    assert all(f"{k.split('.')[1]}: {v}" in shortened for k, v in SHORT_SMOKE.items())  # ci-smoke's text as expected
-    scenario.write_text(shortened)
     done = subprocess.run([*helm, "install", release, str(ROOT / "charts" / "peerlab"),
-                           "--set-file", f"scenario={scenario}",
+                           "--set-file", f"scenario={short_smoke(tmp_path)}",
                            "--set", "experiment.store=s3://peerlab/in-cluster",
                            "--set", f"experiment.storeSecret={store.CLIENT_SECRET}",
                            "--set", f"experiment.image.tag={tag.split(':', 1)[1]}"],
@@ -79,11 +72,9 @@ def test_peerlab_run_in_cluster_installs_follows_reports_and_removes_its_experim
     here, and uninstalls the release: nothing of it left in the namespace."""
     state, env = cluster
     s3 = store.credentials(state)
-    cache = tmp_path / "cache"
-    cache.mkdir()
-    (cache / "jars").symlink_to(s3a.jar_dir())
-    done = peerlab("run", str(ROOT / "scenarios" / "ci-smoke.yaml"), "--backend", "kubernetes", "--in-cluster",
-                   "--namespace", store.RUNS_NAMESPACE, "--set", "output.store=s3://peerlab/in-cluster-cli", *SHORT_SMOKE_SETS,
+    cache = cache_with_jars(tmp_path / "cache")
+    done = peerlab("run", str(short_smoke(tmp_path)), "--backend", "kubernetes", "--in-cluster",
+                   "--namespace", store.RUNS_NAMESPACE, "--set", "output.store=s3://peerlab/in-cluster-cli",
                    timeout=900, env={**os.environ, **env, **s3, "PEERLAB_CACHE": str(cache)})
     print(done.stderr[-2500:])
     assert done.returncode == 0, done.stderr[-3000:]

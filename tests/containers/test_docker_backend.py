@@ -17,9 +17,9 @@ from orchestrator.model.scenario import parse_scenario
 from orchestrator.run.runner import Runner
 from orchestrator.shaping import TRANSPORT
 from orchestrator.shaping import ops as shaping_ops
-from tests.support.cli import docker_objects, peerlab, run_netns
+from tests.support.cli import cache_with_jars, docker_objects, peerlab, run_netns
 from tests.support.crash import CrashOne, assert_named
-from tests.support.scenarios import SMALL
+from tests.support.scenarios import SMALL, SMALL_UNCALIBRATED
 
 pytestmark = [pytest.mark.emulation, pytest.mark.docker, pytest.mark.slow, pytest.mark.exclusive]
 
@@ -65,14 +65,7 @@ def test_quickstart_on_docker_into_s3_delivers_as_on_local(tmp_path: Path, docke
     prefix = f"runs/{run_dir.name}/"
     assert {f"{prefix}events/n{i}.jsonl.gz" for i in range(12)} <= keys
     assert {prefix + "manifest.json", prefix + "analysis/metrics.json", prefix + "analysis/report.html"} <= keys
-    # a cache that holds no copy of the run (it is staged from the store), the s3a jars linked as the
-    # session's cache links them (fetching them is tests/analysis/test_s3a.py's)
-    jars = Path(os.environ["PEERLAB_CACHE"], "jars")
-    if not jars.is_dir():
-        pytest.fail("the s3a jars are missing (the session's cache links those set-up fetched): make s3a-jars")
-    fresh = tmp_path / "fresh-cache"
-    fresh.mkdir()
-    (fresh / "jars").symlink_to(jars.resolve())
+    fresh = cache_with_jars(tmp_path / "fresh-cache")  # (fetching the jars is tests/analysis/test_s3a.py's)
     again = peerlab("report", f"s3://peerlab/runs/{run_dir.name}", timeout=600,
                     env={**os.environ, "PEERLAB_CACHE": str(fresh)})
     assert again.returncode == 0, again.stderr[-3000:]
@@ -108,8 +101,7 @@ def test_docker_churn_kills_and_restarts_containers(tmp_path: Path, docker_engin
 def test_a_node_container_that_dies_on_its_own_fails_the_run_named(tmp_path: Path, docker_engine):
     """Outside the fault timeline n3's container's process is SIGKILLed at T0 + 1 s: the docker backend's
     run records it, names it in the verdict and fails (the timeline's own kill of n7 is not counted)."""
-    scenario = parse_scenario(SMALL.replace("calibration: {pairs: 6, throughput_nodes: 2}", "calibration: {enabled: false}")
-                              + f"output: {{store: 'file://{tmp_path}/runs'}}\n")
+    scenario = parse_scenario(SMALL_UNCALIBRATED + f"output: {{store: 'file://{tmp_path}/runs'}}\n")
     runner = CrashOne(scenario, make_plan(scenario), backend="docker")
     runner.run()
     assert_named(runner, allowed=False)

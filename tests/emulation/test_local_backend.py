@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import ROOT, peerlab, run_netns, run_processes, short_id
-from tests.support.scenarios import SMALL
+from tests.support.scenarios import SMALL, SMALL_UNCALIBRATED
 
 pytestmark = [pytest.mark.emulation, pytest.mark.slow, pytest.mark.exclusive]
 
@@ -95,9 +95,8 @@ def test_bad_scenario_touches_nothing(tmp_path: Path):
 
 
 # SMALL for two minutes, without its kill or its calibration: runs a test stops at or after T0
-LONG_SMALL = (SMALL.replace("duration: 6s", "duration: 120s")
-              .replace("faults: [{at: 2s, action: kill, nodes: [n7], restart_after: 2s}]\n", "")
-              .replace("calibration: {pairs: 6, throughput_nodes: 2}", "calibration: {enabled: false}"))
+LONG_SMALL = (SMALL_UNCALIBRATED.replace("duration: 6s", "duration: 120s")
+              .replace("faults: [{at: 2s, action: kill, nodes: [n7], restart_after: 2s}]\n", ""))
 
 
 def test_sigkilled_orchestrator_is_cleaned(tmp_path: Path):

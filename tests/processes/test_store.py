@@ -9,12 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from analysis import s3a
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.record.run_record import store_failed
 from orchestrator.store import MULTIPART, FileStore, S3Store, StoreError, open_store, split_run_url
 from orchestrator.store.s3server import S3Server
-from tests.support.cli import peerlab
+from tests.support.cli import cache_with_jars, peerlab
 
 
 def test_store_urls():
@@ -115,10 +114,8 @@ def test_a_run_into_s3_is_reported_in_place_through_s3a_as_from_a_directory(s3_e
                      timeout=300, env={**os.environ, "PEERLAB_CACHE": str(tmp_path / "writer")})
     assert result.returncode == 0, result.stderr[-2000:]
     run_id = Path(result.stdout.strip().splitlines()[-1]).name
-    (tmp_path / "reader").mkdir()
-    (tmp_path / "reader" / "jars").symlink_to(s3a.jar_dir().resolve())  # set-up's s3a jars, not fetched again
     again = peerlab("report", f"s3://peerlab/sim/{run_id}", timeout=300,
-                    env={**os.environ, "PEERLAB_CACHE": str(tmp_path / "reader")})
+                    env={**os.environ, "PEERLAB_CACHE": str(cache_with_jars(tmp_path / "reader"))})
     assert again.returncode == 0, again.stderr[-2000:]
     assert "through s3a" in again.stderr
     reader = tmp_path / "reader" / "s3" / "peerlab" / "sim" / run_id
@@ -243,10 +240,8 @@ def test_a_run_stored_to_s3_is_compacted_and_its_report_in_place_reads_the_compa
     assert parts and all(f"/run={run_id}/" in k for k in parts)
 
     def report(cache: str) -> tuple[str, dict]:
-        (tmp_path / cache).mkdir()
-        (tmp_path / cache / "jars").symlink_to(s3a.jar_dir().resolve())  # set-up's s3a jars, not fetched again
         done = peerlab("report", f"s3://peerlab/compact/{run_id}", timeout=300,
-                       env={**os.environ, "PEERLAB_CACHE": str(tmp_path / cache)})
+                       env={**os.environ, "PEERLAB_CACHE": str(cache_with_jars(tmp_path / cache))})
         assert done.returncode == 0, done.stderr[-2000:]
         reader = tmp_path / cache / "s3" / "peerlab" / "compact" / run_id
         return " ".join(done.stderr.split()), json.loads((reader / "analysis" / "metrics.json").read_text())

@@ -29,6 +29,21 @@ def peerlab(*args: str, timeout: float = 600, **kwargs) -> subprocess.CompletedP
                           timeout=patient(timeout), cwd=kwargs.pop("cwd", ROOT), **kwargs)
 
 
+def cache_with_jars(path: Path) -> Path:
+    """A peerlab cache at `path` that holds nothing of any run (what a report needs is staged from the
+    store) and set-up's s3a jars, linked: a report with it fetches nothing from Maven Central."""
+    from analysis import s3a
+
+    jars = s3a.jar_dir().resolve()
+    if not jars.is_dir():
+        import pytest
+
+        pytest.fail(f"the s3a jars are missing ({jars}): make s3a-jars")
+    path.mkdir(parents=True)
+    (path / "jars").symlink_to(jars)
+    return path
+
+
 def run_netns(*run_dirs: Path | str) -> set[str]:
     """peerlab's network namespaces on this machine; given run directories, only those runs' (their
     names carry the run's short id, the run directory's last part), so a test that runs beside

@@ -11,6 +11,9 @@ faults: [{at: 2s, action: kill, nodes: [n7], restart_after: 2s}]
 calibration: {pairs: 6, throughput_nodes: 2}
 """
 
+# SMALL for runs whose calibration no assertion reads
+SMALL_UNCALIBRATED = SMALL.replace("calibration: {pairs: 6, throughput_nodes: 2}", "calibration: {enabled: false}")
+
 # Six floodsub nodes, every pair connected at 10 ms one way, one topic that every node joins: every
 # message reaches the five others in one hop, so a test can expect exactly who receives what.
 FLOODSUB_SIX = """\
