@@ -67,17 +67,6 @@ def store_client(s3: dict[str, str]):
                         aws_access_key_id=s3["AWS_ACCESS_KEY_ID"], aws_secret_access_key=s3["AWS_SECRET_ACCESS_KEY"])
 
 
-def short_smoke(tmp_path: Path) -> Path:
-    """scenarios/ci-smoke.yaml 6 s shorter (publishing for 12 s, drained in 2), written in `tmp_path`: its
-    kill, restart, partition and heal all within the run (the heal at 14 s of 16), for the tests that
-    assert the faults, not the counts."""
-    scenario = yaml.safe_load((ROOT / "scenarios" / "ci-smoke.yaml").read_text())
-    scenario["workload"].update(duration="12s", drain="2s")
-    path = tmp_path / "ci-smoke-short.yaml"
-    path.write_text(yaml.safe_dump(scenario, sort_keys=False))
-    return path
-
-
 def run_on_cluster(env: dict[str, str], scenario: Path, tmp_path: Path, *extra: str) -> Path:
     text = scenario.read_text().replace("file://./runs", f"file://{tmp_path}/runs")
     copy = tmp_path / scenario.name

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from tests.cluster.support import kubectl, run_on_cluster, short_smoke
+from tests.cluster.support import kubectl, run_on_cluster
+from tests.support.cli import ROOT
 
 pytestmark = [pytest.mark.emulation, pytest.mark.cluster, pytest.mark.slow, pytest.mark.exclusive]
 
@@ -18,7 +19,7 @@ def test_a_dilated_run_on_the_cluster(cluster, tmp_path):
     completes, faithful."""
     state, env = cluster
     dilated = {**env, "PEERLAB_K8S_NAMESPACE": "peerlab-test-dilated"}
-    run_dir = run_on_cluster(dilated, short_smoke(tmp_path), tmp_path, "--dilate", "2")
+    run_dir = run_on_cluster(dilated, ROOT / "scenarios" / "ci-smoke.yaml", tmp_path, "--dilate", "2")
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["status"] == "completed" and manifest["dilation"]["factor"] == 2, manifest.get("dilation")
     assert manifest["fidelity"]["verdict"] == "faithful", manifest["fidelity"]

@@ -12,13 +12,13 @@ import pytest
 
 from orchestrator.cluster import shaper
 from orchestrator.cluster import store_release as store
-from tests.cluster.support import kubectl, short_smoke, store_client
+from tests.cluster.support import kubectl, store_client
 from tests.support.cli import ROOT, cache_with_jars, peerlab
 
 pytestmark = [pytest.mark.emulation, pytest.mark.cluster, pytest.mark.slow, pytest.mark.exclusive]
 
 
-def test_helm_install_of_a_scenario_runs_the_experiment_in_the_cluster(cluster, tmp_path):
+def test_helm_install_of_a_scenario_runs_the_experiment_in_the_cluster(cluster):
     """What a user does with nothing of peerlab on their machine but helm: `helm install` of the chart
     with a scenario. The release is a Job whose orchestrator (the orchestrator's image) installs the
     run's nodes as a release of its own, runs the scenario with them over the pod network and the
@@ -31,7 +31,7 @@ def test_helm_install_of_a_scenario_runs_the_experiment_in_the_cluster(cluster, 
     release = "exp-test"
     before = {o["Key"] for o in store_client(s3).list_objects_v2(Bucket="peerlab", Prefix="in-cluster/").get("Contents", [])}
     done = subprocess.run([*helm, "install", release, str(ROOT / "charts" / "peerlab"),
-                           "--set-file", f"scenario={short_smoke(tmp_path)}",
+                           "--set-file", f"scenario={ROOT / 'scenarios' / 'ci-smoke.yaml'}",
                            "--set", "experiment.store=s3://peerlab/in-cluster",
                            "--set", f"experiment.storeSecret={store.CLIENT_SECRET}",
                            "--set", f"experiment.image.tag={tag.split(':', 1)[1]}"],
@@ -73,7 +73,7 @@ def test_peerlab_run_in_cluster_installs_follows_reports_and_removes_its_experim
     state, env = cluster
     s3 = store.credentials(state)
     cache = cache_with_jars(tmp_path / "cache")
-    done = peerlab("run", str(short_smoke(tmp_path)), "--backend", "kubernetes", "--in-cluster",
+    done = peerlab("run", str(ROOT / "scenarios" / "ci-smoke.yaml"), "--backend", "kubernetes", "--in-cluster",
                    "--namespace", store.RUNS_NAMESPACE, "--set", "output.store=s3://peerlab/in-cluster-cli",
                    timeout=900, env={**os.environ, **env, **s3, "PEERLAB_CACHE": str(cache)})
     print(done.stderr[-2500:])
