@@ -17,8 +17,9 @@ from orchestrator.cluster.layout import Layout
 
 CPU = Path("/sys/fs/cgroup/cpu")
 # of each 1 s period, per CPU. A node's delay line took up to 86 ms of a CPU's second while calibration's
-# two 50 Mbit/s flows went through it (gossipsub-mixed on 3 nodes; docs/results.md): at the old 100 ms
-# the kernel throttled it in a CI run, holding every packet of the node until the period's end
+# two 50 Mbit/s flows went through it (gossipsub-mixed on 3 nodes; docs/results.md); with 100 ms the
+# kernel's RT throttling fired in a CI run's cluster tests (a throttled line holds its node's packets
+# until the period ends)
 PER_NODE_US = 250_000
 SHARE_US = 750_000     # at most this much of the root's (usually 950,000) for all the nodes together
 
