@@ -1,6 +1,6 @@
 """Scenarios and scenario parts more than one test runs, and the header every test scenario starts with."""
 
-SMALL = """
+_SMALL_RUN = """
 name: small
 seed: 5
 nodes: {count: 8}
@@ -8,11 +8,10 @@ network: {latency: {model: constant, one_way: 20ms}}
 topics: {count: 2, subscriptions: {model: interest, rate: 1.0}}
 workload: {publishers: 3, rate: 5/s, warmup: 1s, duration: 6s, drain: 2s, message_size: 2KiB}
 faults: [{at: 2s, action: kill, nodes: [n7], restart_after: 2s}]
-calibration: {pairs: 6, throughput_nodes: 2}
 """
-
-# SMALL for runs whose calibration no assertion reads
-SMALL_UNCALIBRATED = SMALL.replace("calibration: {pairs: 6, throughput_nodes: 2}", "calibration: {enabled: false}")
+SMALL = _SMALL_RUN + "calibration: {pairs: 6, throughput_nodes: 2}\n"
+# the same run for tests whose assertions read no calibration
+SMALL_UNCALIBRATED = _SMALL_RUN + "calibration: {enabled: false}\n"
 
 # Six floodsub nodes, every pair connected at 10 ms one way, one topic that every node joins: every
 # message reaches the five others in one hop, so a test can expect exactly who receives what.
