@@ -13,19 +13,25 @@ DEVSTAMP := $(VENV)/.dev-$(shell cksum pyproject.toml | cut -d' ' -f1)
 # 5 s it takes to collect the suite, in each worker)
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: setup dev delayline s3-server s3a-jars cluster-programs test-cluster adapters tools spark-archive quickstart test test-fast test-netem docs bench-scale proto chart-schema mutation clean-runs
+.PHONY: setup dev delayline dilated-cubic s3-server s3a-jars cluster-programs test-cluster adapters tools spark-archive quickstart test test-fast test-netem docs bench-scale proto chart-schema mutation clean-runs
 
 # what `peerlab run` of the quickstart needs; the rest is built by `make dev` (and `make test`), or by the
 # first command that needs it (an adapter's run says how to install it)
 setup: $(STAMP) delayline spark-archive
 
 # what the tests need besides: the dev packages, Chromium (the report tests), helm/kubectl, the adapters
-dev: setup $(DEVSTAMP) tools adapters
+dev: setup $(DEVSTAMP) tools adapters dilated-cubic
 
 # the native delay line (orchestrator/shaping/native) into ~/.cache/peerlab/bin, once per version of
 # its sources (orchestrator/shaping/native_build.py): a second set-up or a fresh clone builds nothing
 delayline: $(STAMP)
 	@$(PY) -c "import sys; from orchestrator.shaping import native_build; sys.exit(native_build.main())" >/dev/null
+
+# peerlab_cubic, a dilated run's TCP congestion control (orchestrator/shaping/dilated_cubic.py), into
+# ~/.cache/peerlab/bpf once per source, kernel and clang; a dilated run builds it itself on first use
+dilated-cubic: $(STAMP)
+	@./.ci/system-packages bpf
+	@$(PY) -m orchestrator.shaping.dilated_cubic >/dev/null
 
 # the bundled S3 server (SeaweedFS's weed, pinned in orchestrator/store/seaweedfs) into ~/.cache/peerlab/bin,
 # once per pin and Go version (orchestrator/builds/gobuild.py): the s3:// store's tests and `peerlab store serve`

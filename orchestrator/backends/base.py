@@ -101,6 +101,7 @@ class Backend(abc.ABC):
         # where shaping's operations run (orchestrator/shaping/namespace_access.py): here, this machine's
         # namespaces in process; a container backend hands its own
         self.namespaces: NamespaceAccess = InProcess()
+        self.sysctls: dict[str, str] = {}  # every node namespace's TCP (create_network; the manifest's `tcp`)
 
     def check_stop(self) -> None:
         """Between the nodes of a long step (deploy, shaping): stop it if the run is being stopped;

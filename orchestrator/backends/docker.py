@@ -158,7 +158,6 @@ class DockerBackend(Backend):
         self.labels = {LABEL: ctx.short, OWNER: host_state.holder()}
         self.subnet = 200 + int(ctx.short, 16) % 50
         self.host_ifname: dict[str, str] = {}
-        self.sysctls: dict[str, str] = {}  # every node namespace's (create_network)
         self.sandbox_pid: dict[str, int] = {}  # sandbox container -> its init, as this host sees it
         self.containers: dict[str, Any] = {}
         self.node_pid: dict[str, int] = {}  # of each node container's init, as this host sees it
@@ -199,7 +198,7 @@ class DockerBackend(Backend):
     def create_network(self) -> None:
         import docker.types
 
-        self.sysctls = tcp_settings.host_namespaces_sysctls(self.ctx.plan)  # the containers' namespaces are this kernel's
+        self.sysctls = tcp_settings.host_namespaces_sysctls(self.ctx.plan, self.ctx.short)  # the containers' namespaces are this kernel's
         ipam = docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(
             subnet=f"10.{self.subnet}.0.0/16", gateway=f"10.{self.subnet}.0.1")])
         self.client.networks.create(self.prefix, driver="bridge", ipam=ipam, labels=self.labels,
@@ -332,4 +331,5 @@ class DockerBackend(Backend):
                 shutil.copyfile(log, events / log.name)
         self.containers.clear()
         remove_docker_objects(self.ctx.short, self.client)
+        tcp_settings.release_host_namespaces(self.ctx.short)
 

@@ -289,6 +289,12 @@ class KubeCluster:
         pods = self.core.list_namespaced_pod(self.namespace, label_selector=selector, _request_timeout=REST_TIMEOUT)
         return {p.metadata.name: (p.spec.node_name or "", p.metadata.uid) for p in pods.items}
 
+    def boot_ids(self, nodes: list[str]) -> dict[str, str]:
+        """Each cluster node's kernel boot id (status.nodeInfo.bootID): a kind node, a container on
+        this machine, has this machine's (/proc/sys/kernel/random/boot_id)."""
+        return {name: self.core.read_node(name, _request_timeout=REST_TIMEOUT).status.node_info.boot_id
+                for name in nodes}
+
     def pod_uid(self, pod: str) -> str | None:
         try:
             return self.core.read_namespaced_pod(pod, self.namespace, _request_timeout=REST_TIMEOUT).metadata.uid

@@ -234,10 +234,26 @@ class KubernetesBackend(Backend):
             find_netns])
         # the pod's TCP (the scenario's congestion control, a dilated run's minimum RTO) set by its daemon
         # before its node opens a socket: no pod sysctl for a kubelet or Pod Security to refuse
-        sysctls = ops.Sysctls(values=tcp_settings.netns_sysctls(self.ctx.plan.tcp_congestion, self.ctx.plan.dilation))
+        self.sysctls = tcp_settings.netns_sysctls(self.ctx.plan.tcp_congestion, self.ctx.plan.dilation,
+                                                  self._in_experiment_time(machines))
+        sysctls = ops.Sysctls(values=self.sysctls)
         self.namespaces.run_all({pod: [sysctls, ops.RedirectIngress("eth0", IFB)] for pod in self.pods.values()},
                                 self.check_stop)
         self._say(f"  their supervisors answering, namespaces found and TCP set in {time.monotonic() - began:.1f}s")
+
+    def _in_experiment_time(self, machines: list[str]) -> bool:
+        """A dilated run's cubic in experiment time (peerlab_cubic, docs/dilation.md#tcp) where its
+        cluster nodes run on this machine's kernel (the local cluster's do), which registers it for them."""
+        plan = self.ctx.plan
+        if plan.dilation <= 1 or plan.tcp_congestion != "cubic":
+            return False
+        here = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        elsewhere = sorted(m for m, boot in self.cluster.boot_ids(machines).items() if boot != here)
+        if elsewhere:
+            self._say(f"  tcp: the kernel's cubic ({', '.join(elsewhere)} run another machine's kernel, where peerlab "
+                      "cannot register peerlab_cubic; docs/dilation.md#tcp)")
+            return False
+        return tcp_settings.claim_in_experiment_time(plan, self.ctx.short)
 
     @staticmethod
     def _say(line: str) -> None:
@@ -365,7 +381,10 @@ class KubernetesBackend(Backend):
         if self.ips:
             self.each(stop_and_collect, self.pods)
         self._close_agents()
-        self.cluster.uninstall(self.release)
+        try:
+            self.cluster.uninstall(self.release)
+        finally:
+            tcp_settings.release_host_namespaces(self.ctx.short)  # its pods gone, or going
         self.installed = False
 
     def _close_agents(self) -> None:

@@ -85,7 +85,7 @@ class LocalBackend(Backend):
         return LinkEnds(self.node_netns(node_id), "eth0", self.switch, f"v{node_id[1:]}")
 
     def create_network(self) -> None:
-        sysctls = tcp_settings.host_namespaces_sysctls(self.ctx.plan)
+        sysctls = self.sysctls = tcp_settings.host_namespaces_sysctls(self.ctx.plan, self.ctx.short)
         netns.create(self.switch)
         with NetNS(self.switch, flags=0) as sw:
             sw.link("set", index=sw.link_lookup(ifname="lo")[0], state="up")
@@ -300,6 +300,7 @@ def remove_run_objects(short: str, scratch: str | None = None) -> dict[str, int]
             failed.append(name)
     if scratch:
         shutil.rmtree(scratch, ignore_errors=True)
+    tcp_settings.release_host_namespaces(short)  # its namespaces gone: nothing of it uses peerlab_cubic
     if failed:
         raise OSError(f"could not remove network namespaces {', '.join(failed)}; try `peerlab clean` again")
     return {"processes": killed, "namespaces": len(names)}

@@ -42,6 +42,7 @@ from orchestrator.run.link_sampler import LinkSampler
 from orchestrator.run.memory_watch import MemoryWatch, record_peak
 from orchestrator.run.node_exits import ALLOW, NodeExits, summary
 from orchestrator.run.readiness import Readiness
+from orchestrator.shaping import dilated_cubic, tcp_settings
 
 
 class Runner(Readiness, RunRecord):
@@ -285,6 +286,10 @@ class Runner(Readiness, RunRecord):
         self.step(f"deploy: {self.backend.name} backend, {n} network namespaces")
         # pyroute2's sync API runs an event loop of its own: netlink work goes to a worker thread
         await self._blocking(self.backend.create_network)
+        self.manifest["tcp"] = dict(self.backend.sysctls)
+        if self.backend.sysctls.get(tcp_settings.CONGESTION_SYSCTL) == dilated_cubic.NAME:
+            self.step(f"tcp: {dilated_cubic.NAME}, cubic with its clocks in experiment time (x{plan.dilation:g}: "
+                      "HyStart and the curve as undilated, docs/dilation.md#tcp)")
         # probed where the nodes run (on Kubernetes: in a pod, on the cluster's kernel)
         mode, why = await self._blocking(self._shaping_mode)
         self.manifest["shaping"] = {"mode": mode, "probe": why, "latency": shaping.MECHANISMS[mode].latency,

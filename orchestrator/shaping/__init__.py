@@ -11,6 +11,8 @@ every backend, at deploy and while faults change it.
     tc.py          the qdisc, class and filter trees themselves (HTB, netem, u32, ifb), and `apply`, which
                    runs the operations
     tcp_settings.py  each namespace's TCP: congestion control, and a dilated run's minimum RTO (sysctls)
+    dilated_cubic.py  peerlab_cubic, a dilated run's congestion control (cubic in experiment time):
+                   bpf/dilated_cubic.bpf.c, built once into the cache and registered while a run uses it
     delayline.py   the delay line's process, where the kernel has no netem; native/ and native_build.py
                    its C program, built once into the cache; realtime.py its real-time priority on a
                    cluster node

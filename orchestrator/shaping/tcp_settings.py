@@ -23,10 +23,13 @@ import contextlib
 import errno
 import fcntl
 import os
+import sys
 import tempfile
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
+
+from orchestrator.shaping import dilated_cubic
 
 if TYPE_CHECKING:
     from orchestrator.model.plan import RunPlan
@@ -93,27 +96,49 @@ def ensure_allowed(congestion: str) -> None:
             f.write(" ".join([*allowed, congestion]))
 
 
-def netns_sysctls(congestion: str, dilation: float) -> dict[str, str]:
-    """The sysctls of a node's namespace: its congestion control (none for `host`) and, dilated, the
-    minimum RTO times k where this kernel has that sysctl (every backend's namespaces are this
-    machine's kernel's). Raises ValueError naming the field if the kernel lacks the algorithm."""
+def netns_sysctls(congestion: str, dilation: float, in_experiment_time: bool = False) -> dict[str, str]:
+    """The sysctls of a node's namespace: its congestion control (none for `host`; with
+    `in_experiment_time`, cubic's claimed twin peerlab_cubic) and, dilated, the minimum RTO times k
+    where this kernel has that sysctl (every backend's namespaces are this machine's kernel's). Raises
+    ValueError naming the field if the kernel lacks the algorithm."""
     sysctls = {}
     if congestion != HOST:
         have = available_congestion()
         if have and congestion not in have:
             raise ValueError(f"network.tcp_congestion: {congestion!r} is not available in this kernel "
                              f"(it has {', '.join(have)}); choose one of those, or host")
-        sysctls[CONGESTION_SYSCTL] = congestion
+        sysctls[CONGESTION_SYSCTL] = dilated_cubic.NAME if in_experiment_time else congestion
     if dilation > 1 and os.path.exists(RTO_MIN_PATH):
         sysctls[RTO_MIN_SYSCTL] = str(round(RTO_MIN_US * dilation))
     return sysctls
 
 
-def host_namespaces_sysctls(plan: RunPlan) -> dict[str, str]:
+def host_namespaces_sysctls(plan: RunPlan, run: str) -> dict[str, str]:
     """The sysctls for node namespaces on this machine's kernel (the local and docker backends), made
-    settable there: the plan's congestion control added to the host's allowed list first."""
+    settable there: the plan's congestion control added to the host's allowed list first, and a
+    dilated run's cubic in experiment time where it can be had (`claim_in_experiment_time`)."""
     ensure_allowed(plan.tcp_congestion)
-    return netns_sysctls(plan.tcp_congestion, plan.dilation)
+    return netns_sysctls(plan.tcp_congestion, plan.dilation, claim_in_experiment_time(plan, run))
+
+
+def claim_in_experiment_time(plan: RunPlan, run: str) -> bool:
+    """A dilated run with cubic: peerlab_cubic claimed on this machine's kernel for run `run`
+    (`release_host_namespaces` lets it go); False for any other run, or where it cannot be had, then
+    with a warning saying why (the run keeps the kernel's cubic)."""
+    if plan.dilation <= 1 or plan.tcp_congestion != "cubic":
+        return False
+    try:
+        dilated_cubic.claim(run)
+        return True
+    except dilated_cubic.Unavailable as err:
+        print(f"peerlab: warning: this dilated run's TCP is the kernel's cubic, whose HyStart and curve run on "
+              f"real time (docs/dilation.md#tcp): {err}", file=sys.stderr, flush=True)
+        return False
+
+
+def release_host_namespaces(run: str) -> None:
+    """What `claim_in_experiment_time` claimed for run `run`, let go (its teardown; `peerlab clean`)."""
+    dilated_cubic.release(run)
 
 
 def write_in_netns(netns: str | None, sysctls: dict[str, str]) -> dict[str, str]:

@@ -13,7 +13,7 @@ import pytest
 from orchestrator.model.plan import make_plan
 from orchestrator.model.scenario import parse_scenario
 from orchestrator.run.runner import Runner
-from orchestrator.shaping import ops, tcp_settings
+from orchestrator.shaping import dilated_cubic, ops, tcp_settings
 from tests.support.cli import run_netns
 from tests.support.scenarios import scenario_text
 
@@ -81,8 +81,11 @@ def test_a_run_dilated_x2_takes_twice_as_long_and_reports_its_twins_latencies(tm
     # and TCP's minimum retransmission timeout, which also decides when an idle connection restarts
     # slow start, is twice Linux's 200 ms in the dilated node's namespace
     assert (plain.rto_min_us, dilated.rto_min_us) == ("200000", "400000")
-    # both on the scenario's TCP congestion control (cubic by default), whatever the host's is (bbr here)
-    assert plain.congestion == dilated.congestion == "cubic"
+    # both on the scenario's TCP congestion control (cubic by default), whatever the host's is (bbr here);
+    # dilated, cubic with its clocks in experiment time (docs/dilation.md#tcp), let go after the run
+    assert (plain.congestion, dilated.congestion) == ("cubic", dilated_cubic.NAME)
+    assert manifest["tcp"]["net.ipv4.tcp_congestion_control"] == dilated_cubic.NAME
+    assert not (dilated_cubic.CLAIMS / dilated.ctx.short).exists()
 
     # reported in experiment time: the twin's latencies, where unscaled stamps would read twice them: one
     # hop is 60 ms, so every unscaled latency would be 120 ms or more. The fastest tenth: a machine shared

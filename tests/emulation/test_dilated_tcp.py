@@ -1,0 +1,128 @@
+"""A dilated run's TCP (peerlab_cubic, orchestrator/shaping/dilated_cubic.py): on a link dilated k times,
+slow start ends where it ends on the undilated link, measured with real sockets between two real
+namespaces through the delay line and HTB; the kernel's cubic on the same dilated link does not."""
+import subprocess
+import sys
+import uuid
+from contextlib import contextmanager
+from typing import Iterator
+
+import pytest
+from pyroute2 import NetNS
+
+from orchestrator.backends.local import remove_run_objects
+from orchestrator.shaping import dilated_cubic, ops, tcp_settings
+from orchestrator.shaping.delayline import DelayLineProcess, probe
+from tests.support import links
+
+pytestmark = [pytest.mark.emulation, pytest.mark.exclusive]
+
+A, B = links.scratch_name("ta"), links.scratch_name("tb")
+IP = {"a": "10.9.3.1", "b": "10.9.3.2"}
+ONE_WAY_MS, MBIT, BYTES = 10.0, 50.0, 1_500_000  # undilated: 20 ms round trips at 50 Mbit/s
+SINK = """
+import socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("10.9.3.2", 5004)); s.listen()
+print("ready", flush=True)
+while True:
+    c, _ = s.accept()
+    while c.recv(1 << 20): pass
+    c.close()
+"""
+# one stream of BYTES from a, then its congestion control and slow-start threshold (tcp_info)
+CLIENT = f"""
+import socket, struct
+c = socket.create_connection(("10.9.3.2", 5004), timeout=60)
+c.sendall(b"x" * {BYTES})
+info = c.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+name = c.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).rstrip(b"\\0").decode()
+print(name, struct.unpack_from("I", info, 76)[0])
+"""
+UNSET = 0x7FFFFFFF  # tcp_info's slow-start threshold before slow start has ended
+
+
+@contextmanager
+def _pair(k: float) -> Iterator[None]:
+    """a and b joined by a veth, the link dilated k times: latency x k through the delay line, a's
+    upload at the rate / k (HTB)."""
+    ok, why = probe()
+    assert ok, why
+    server = line = None
+    try:
+        for name in (A, B):
+            subprocess.run(["ip", "netns", "add", name], check=True)
+        with NetNS(A, flags=0) as ns:
+            ns.link("add", ifname="eth0", kind="veth", peer={"ifname": "eth0", "net_ns_fd": B})
+        for name, ip in ((A, IP["a"]), (B, IP["b"])):
+            with NetNS(name, flags=0) as ns:
+                idx = ns.link_lookup(ifname="eth0")[0]
+                ns.addr("add", index=idx, address=ip, prefixlen=24)
+                ns.link("set", index=idx, state="up")
+                ns.link("set", index=ns.link_lookup(ifname="lo")[0], state="up")
+        tc = ["ip", "netns", "exec", A, "tc"]
+        subprocess.run([*tc, "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb", "default", "1"], check=True)
+        subprocess.run([*tc, "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:1", "htb", "rate",
+                        f"{MBIT / k:g}mbit"], check=True)
+        server = subprocess.Popen(["ip", "netns", "exec", B, sys.executable, "-c", SINK], stdout=subprocess.PIPE,
+                                  text=True)
+        assert server.stdout.readline() == "ready\n"
+        line = DelayLineProcess(seed=1)
+        line.request(ops.LineLinks({"a": IP["a"], "b": IP["b"]}, 0, 0))
+        line.request(ops.LineAttach(B, "eth0", "b", {IP["a"]: ONE_WAY_MS * k}))
+        line.request(ops.LineAttach(A, "eth0", "a", {IP["b"]: ONE_WAY_MS * k}))
+        yield
+    finally:
+        if line:
+            line.close()
+        if server:
+            server.kill()
+            server.wait()
+        for name in (A, B):
+            subprocess.run(["ip", "netns", "del", name], capture_output=True)
+
+
+def _slow_start_end(k: float, sysctls: dict[str, str]) -> tuple[str, int]:
+    """On a link dilated k times with `sysctls` in a's namespace: a's stream's congestion control and
+    the window at which its slow start ended."""
+    with _pair(k):
+        tcp_settings.write_in_netns(f"/run/netns/{A}", sysctls)
+        out = subprocess.run(["ip", "netns", "exec", A, sys.executable, "-c", CLIENT], capture_output=True,
+                             text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    name, ssthresh = out.stdout.split()
+    return name, int(ssthresh)
+
+
+def test_slow_start_on_a_dilated_link_ends_where_it_ends_undilated():
+    k, run = 10.0, f"test-{uuid.uuid4().hex[:8]}"
+    _, undilated = _slow_start_end(1.0, tcp_settings.netns_sysctls("cubic", 1.0))
+    assert undilated != UNSET  # HyStart ended it before the stream did: there is an end to compare
+    kernels, in_kernels_cubic = _slow_start_end(k, tcp_settings.netns_sysctls("cubic", k))
+    dilated_cubic.claim(run)
+    try:
+        ours, in_peerlab_cubic = _slow_start_end(k, tcp_settings.netns_sysctls("cubic", k, in_experiment_time=True))
+        assert dilated_cubic.registered()
+    finally:
+        dilated_cubic.release(run)
+    assert (kernels, ours) == ("cubic", dilated_cubic.NAME)
+    # the kernel's cubic measures HyStart's ACK spacing (2 ms) and delay rise (4-16 ms) in real time:
+    # at k = 10 the ACKs of a full link are 4.8 ms apart, never a train, and slow start runs on past
+    # the undilated end (here to the end of the stream)
+    assert not 0.75 * undilated <= in_kernels_cubic <= 1.25 * undilated, (undilated, in_kernels_cubic)
+    # peerlab_cubic divides every time it reads by the namespace's k (its minimum RTO / 200 ms)
+    assert 0.75 * undilated <= in_peerlab_cubic <= 1.25 * undilated, (undilated, in_peerlab_cubic)
+    if not any(dilated_cubic.CLAIMS.iterdir()):  # no other run on the machine holds it
+        assert not dilated_cubic.registered()
+
+
+
+def test_a_killed_runs_claim_is_let_go_with_its_namespaces():
+    """What a run's teardown and `peerlab clean` both call (`remove_run_objects`) releases its claim:
+    a killed dilated run does not keep peerlab_cubic registered."""
+    short = uuid.uuid4().hex[:6]
+    dilated_cubic.claim(short)
+    assert dilated_cubic.registered() and (dilated_cubic.CLAIMS / short).exists()
+    remove_run_objects(short)
+    assert not (dilated_cubic.CLAIMS / short).exists()
+    if not any(dilated_cubic.CLAIMS.iterdir()):
+        assert not dilated_cubic.registered()
