@@ -7,8 +7,8 @@ cache (`~/.cache/peerlab/bpf/`, or under $PEERLAB_CACHE): clang compiles it agai
 types (vmlinux.h, dumped by bpftool from /sys/kernel/btf/vmlinux); the packages are installed first
 where they are missing (`.ci/system-packages bpf`, as root). Registered with the kernel (bpftool
 struct_ops) while a run on this machine uses it: each run holds a claim (a file named for the run
-under /run/peerlab/dilated-cubic), the last claim released unregisters it, and `peerlab clean`
-releases a dead run's (through the local backend's `remove_run_objects`). Standard library only;
+under /run/peerlab/dilated-cubic, holding its orchestrator's pid), the last live claim released
+unregisters it, and `peerlab clean` releases a dead run's (the local backend's `remove_run_objects`). Standard library only;
 tcp_settings calls it."""
 from __future__ import annotations
 
@@ -70,9 +70,10 @@ def _build(target: Path) -> None:
         raise Unavailable(f"this kernel publishes no BTF ({BTF}): it was built without CONFIG_DEBUG_INFO_BTF")
     began = time.monotonic()
     if _tools_missing():
-        print(f"peerlab: installing {', '.join(_tools_missing())} to build {NAME}, a dilated run's TCP (once)",
-              file=sys.stderr, flush=True)
-        subprocess.run([str(SYSTEM_PACKAGES), "bpf"], stdout=subprocess.DEVNULL)
+        if os.geteuid() == 0 and SYSTEM_PACKAGES.exists() and shutil.which("apt-get"):
+            print(f"peerlab: installing {', '.join(_tools_missing())} to build {NAME}, a dilated run's TCP (once)",
+                  file=sys.stderr, flush=True)
+            subprocess.run([str(SYSTEM_PACKAGES), "bpf"], stdout=subprocess.DEVNULL)
         if _tools_missing():
             raise Unavailable(f"building {NAME} needs {', '.join(_tools_missing())}: install them "
                               "(apt-get install clang bpftool libbpf-dev)")
@@ -120,17 +121,30 @@ def claim(run: str) -> None:
             if done.returncode != 0 or not registered():
                 raise Unavailable(f"the kernel refused {NAME} (bpftool struct_ops register: "
                                   f"{(done.stderr or done.stdout).strip()[-300:]})")
-        (claims / run).touch()
+        (claims / run).write_text(str(os.getpid()))
 
 
 def release(run: str) -> None:
-    """Run `run` no longer uses it; unregistered when no run does. Safe to call for a run without a claim."""
+    """Run `run` no longer uses it; unregistered when no live run does (a claim whose process has
+    died, a run killed with its orchestrator, counts for nothing). Safe for a run without a claim."""
     if not (CLAIMS / run).exists():
         return
     with _claims() as claims:
         (claims / run).unlink(missing_ok=True)
-        if not any(claims.iterdir()):
+        if not any(_alive(claim) for claim in claims.iterdir()):
             unregister()
+
+
+def _alive(claim: Path) -> bool:
+    """Is the process that made this claim still running? (A dead one's claim is removed.)"""
+    try:
+        os.kill(int(claim.read_text()), 0)
+        return True
+    except (ValueError, OSError) as err:
+        if isinstance(err, PermissionError):
+            return True
+        claim.unlink(missing_ok=True)
+        return False
 
 
 def unregister() -> None:

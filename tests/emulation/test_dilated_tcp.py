@@ -8,7 +8,6 @@ from contextlib import contextmanager
 from typing import Iterator
 
 import pytest
-from pyroute2 import NetNS
 
 from orchestrator.backends.local import remove_run_objects
 from orchestrator.shaping import dilated_cubic, ops, tcp_settings
@@ -17,12 +16,10 @@ from tests.support import links
 
 pytestmark = [pytest.mark.emulation, pytest.mark.exclusive]
 
-A, B = links.scratch_name("ta"), links.scratch_name("tb")
-IP = {"a": "10.9.3.1", "b": "10.9.3.2"}
 ONE_WAY_MS, MBIT, BYTES = 10.0, 50.0, 1_500_000  # undilated: 20 ms round trips at 50 Mbit/s
 SINK = """
 import socket
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("10.9.3.2", 5004)); s.listen()
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("10.9.0.2", 5004)); s.listen()
 print("ready", flush=True)
 while True:
     c, _ = s.accept()
@@ -32,7 +29,7 @@ while True:
 # one stream of BYTES from a, then its congestion control and slow-start threshold (tcp_info)
 CLIENT = f"""
 import socket, struct
-c = socket.create_connection(("10.9.3.2", 5004), timeout=60)
+c = socket.create_connection(("10.9.0.2", 5004), timeout=60)
 c.sendall(b"x" * {BYTES})
 info = c.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
 name = c.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).rstrip(b"\\0").decode()
@@ -42,51 +39,40 @@ UNSET = 0x7FFFFFFF  # tcp_info's slow-start threshold before slow start has ende
 
 
 @contextmanager
-def _pair(k: float) -> Iterator[None]:
-    """a and b joined by a veth, the link dilated k times: latency x k through the delay line, a's
-    upload at the rate / k (HTB)."""
+def _pair(k: float) -> Iterator[str]:
+    """Namespaces a and b joined by a veth (tests/support/links.py), the link dilated k times: latency
+    x k through the delay line, a's upload at the rate / k (HTB). Yields a's name."""
     ok, why = probe()
     assert ok, why
-    server = line = None
-    try:
-        for name in (A, B):
-            subprocess.run(["ip", "netns", "add", name], check=True)
-        with NetNS(A, flags=0) as ns:
-            ns.link("add", ifname="eth0", kind="veth", peer={"ifname": "eth0", "net_ns_fd": B})
-        for name, ip in ((A, IP["a"]), (B, IP["b"])):
-            with NetNS(name, flags=0) as ns:
-                idx = ns.link_lookup(ifname="eth0")[0]
-                ns.addr("add", index=idx, address=ip, prefixlen=24)
-                ns.link("set", index=idx, state="up")
-                ns.link("set", index=ns.link_lookup(ifname="lo")[0], state="up")
-        tc = ["ip", "netns", "exec", A, "tc"]
+    with links.veth_pair(links.scratch_name("c")) as (a, b):
+        links.address(a, b)
+        tc = ["ip", "netns", "exec", a, "tc"]
         subprocess.run([*tc, "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb", "default", "1"], check=True)
         subprocess.run([*tc, "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:1", "htb", "rate",
                         f"{MBIT / k:g}mbit"], check=True)
-        server = subprocess.Popen(["ip", "netns", "exec", B, sys.executable, "-c", SINK], stdout=subprocess.PIPE,
+        server = subprocess.Popen(["ip", "netns", "exec", b, sys.executable, "-c", SINK], stdout=subprocess.PIPE,
                                   text=True)
-        assert server.stdout.readline() == "ready\n"
-        line = DelayLineProcess(seed=1)
-        line.request(ops.LineLinks({"a": IP["a"], "b": IP["b"]}, 0, 0))
-        line.request(ops.LineAttach(B, "eth0", "b", {IP["a"]: ONE_WAY_MS * k}))
-        line.request(ops.LineAttach(A, "eth0", "a", {IP["b"]: ONE_WAY_MS * k}))
-        yield
-    finally:
-        if line:
-            line.close()
-        if server:
+        line = None
+        try:
+            assert server.stdout.readline() == "ready\n"
+            line = DelayLineProcess(seed=1)
+            line.request(ops.LineLinks({"a": links.A_ADDR, "b": links.B_ADDR}, 0, 0))
+            line.request(ops.LineAttach(b, "eth0", "b", {links.A_ADDR: ONE_WAY_MS * k}))
+            line.request(ops.LineAttach(a, "eth0", "a", {links.B_ADDR: ONE_WAY_MS * k}))
+            yield a
+        finally:
+            if line:
+                line.close()
             server.kill()
             server.wait()
-        for name in (A, B):
-            subprocess.run(["ip", "netns", "del", name], capture_output=True)
 
 
 def _slow_start_end(k: float, sysctls: dict[str, str]) -> tuple[str, int]:
     """On a link dilated k times with `sysctls` in a's namespace: a's stream's congestion control and
     the window at which its slow start ended."""
-    with _pair(k):
-        tcp_settings.write_in_netns(f"/run/netns/{A}", sysctls)
-        out = subprocess.run(["ip", "netns", "exec", A, sys.executable, "-c", CLIENT], capture_output=True,
+    with _pair(k) as a:
+        tcp_settings.write_in_netns(f"/run/netns/{a}", sysctls)
+        out = subprocess.run(["ip", "netns", "exec", a, sys.executable, "-c", CLIENT], capture_output=True,
                              text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     name, ssthresh = out.stdout.split()
