@@ -137,7 +137,8 @@ class Network(Strict):
     tcp_congestion: Literal["cubic", "reno", "bbr", "host"] = Field(
         "cubic", description="the TCP congestion control of every node's network namespace (docs/shaping.md#tcp): "
                              "cubic (Linux's default, and what the simulator models: slow start from 10 segments, "
-                             "the window restarting after an idle RTO), reno, bbr (if the kernel has it), or host "
+                             "the window restarting after an idle RTO; in a dilated run on this machine's kernel, "
+                             "peerlab_cubic, cubic with its clocks in experiment time: docs/dilation.md#tcp), reno, bbr (if the kernel has it), or host "
                              "(whatever the machine's default is; machines differ: this one's is bbr). Every backend: "
                              "on kubernetes the shaping daemon sets it in each pod")
 

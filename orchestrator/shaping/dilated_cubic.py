@@ -114,6 +114,8 @@ def _claims() -> Iterator[Path]:
 
 def claim(run: str) -> None:
     """Run `run` uses peerlab_cubic: built if need be, registered if it is not. Raises Unavailable."""
+    if os.geteuid() != 0:
+        raise Unavailable("registering a congestion control with the kernel needs root")
     path = object_path()
     with _claims() as claims:
         if not registered():
@@ -126,8 +128,12 @@ def claim(run: str) -> None:
 
 def release(run: str) -> None:
     """Run `run` no longer uses it; unregistered when no live run does (a claim whose process has
-    died, a run killed with its orchestrator, counts for nothing). Safe for a run without a claim."""
-    if not (CLAIMS / run).exists():
+    died, a run killed with its orchestrator, counts for nothing). Safe for a run without a claim, and
+    for any user (only root claims; the claims' directory is root's alone)."""
+    try:
+        if os.geteuid() != 0 or not (CLAIMS / run).exists():
+            return
+    except OSError:
         return
     with _claims() as claims:
         (claims / run).unlink(missing_ok=True)

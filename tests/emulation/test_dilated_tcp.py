@@ -13,6 +13,7 @@ from orchestrator.backends.local import remove_run_objects
 from orchestrator.shaping import dilated_cubic, ops, tcp_settings
 from orchestrator.shaping.delayline import DelayLineProcess, probe
 from tests.support import links
+from tests.support.cli import ROOT
 
 pytestmark = [pytest.mark.emulation, pytest.mark.exclusive]
 
@@ -112,3 +113,18 @@ def test_a_killed_runs_claim_is_let_go_with_its_namespaces():
     assert not (dilated_cubic.CLAIMS / short).exists()
     if not any(dilated_cubic.CLAIMS.iterdir()):
         assert not dilated_cubic.registered()
+
+
+def test_a_run_of_another_user_lets_go_of_nothing_and_does_not_fail():
+    """An unprivileged user's run (the kubernetes backend needs no root) claims nothing, and its
+    teardown's release must not trip over root's claims directory, which it may not even look into."""
+    short = uuid.uuid4().hex[:6]
+    dilated_cubic.claim(short)  # the directory exists, root's
+    try:
+        code = "from orchestrator.shaping import dilated_cubic; dilated_cubic.release('x1y2z3')"
+        out = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c",
+                              code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert (dilated_cubic.CLAIMS / short).exists()
+    finally:
+        dilated_cubic.release(short)
