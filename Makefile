@@ -31,7 +31,7 @@ delayline: $(STAMP)
 # ~/.cache/peerlab/bpf once per source, kernel and clang; a dilated run builds it itself on first use
 dilated-cubic: $(STAMP)
 	@./.ci/system-packages bpf
-	@$(PY) -m orchestrator.shaping.dilated_cubic >/dev/null
+	@$(PY) -c "import sys; from orchestrator.shaping import dilated_cubic; sys.exit(dilated_cubic.main())" >/dev/null
 
 # the bundled S3 server (SeaweedFS's weed, pinned in orchestrator/store/seaweedfs) into ~/.cache/peerlab/bin,
 # once per pin and Go version (orchestrator/builds/gobuild.py): the s3:// store's tests and `peerlab store serve`

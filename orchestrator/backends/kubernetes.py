@@ -244,8 +244,7 @@ class KubernetesBackend(Backend):
     def _in_experiment_time(self, machines: list[str]) -> bool:
         """A dilated run's cubic in experiment time (peerlab_cubic, docs/dilation.md#tcp) where its
         cluster nodes run on this machine's kernel (the local cluster's do), which registers it for them."""
-        plan = self.ctx.plan
-        if plan.dilation <= 1 or plan.tcp_congestion != "cubic":
+        if not tcp_settings.wants_experiment_time(self.ctx.plan):
             return False
         here = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
         try:
@@ -259,7 +258,7 @@ class KubernetesBackend(Backend):
             self._say(f"  tcp: the kernel's cubic ({', '.join(elsewhere)} run another machine's kernel, where peerlab "
                       "cannot register peerlab_cubic; docs/dilation.md#tcp)")
             return False
-        return tcp_settings.claim_in_experiment_time(plan, self.ctx.short)
+        return tcp_settings.claim_in_experiment_time(self.ctx.plan, self.ctx.short)
 
     @staticmethod
     def _say(line: str) -> None:

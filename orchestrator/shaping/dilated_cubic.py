@@ -44,12 +44,17 @@ def cache_dir() -> Path:
 
 
 def _clang_version() -> str:
+    if not shutil.which("clang"):
+        return "none"
     out = subprocess.run(["clang", "--version"], capture_output=True, text=True)
     return out.stdout.splitlines()[0] if out.returncode == 0 and out.stdout else "none"
 
 
 def object_path(build: bool = True) -> Path:
-    """The compiled object for this source, kernel and clang, built first unless `build` is false."""
+    """The compiled object for this source, kernel and clang, built first unless `build` is false
+    (the tools installed first where they are missing: the object's name depends on clang's version)."""
+    if build:
+        _ensure_tools()
     h = hashlib.sha256(SOURCE.read_bytes())
     h.update(" ".join([_clang_version(), platform.release(), *CFLAGS]).encode())
     target = cache_dir() / f"dilated-cubic-{h.hexdigest()[:16]}.o"
@@ -65,10 +70,8 @@ def _tools_missing() -> list[str]:
     return missing
 
 
-def _build(target: Path) -> None:
-    if not BTF.exists():
-        raise Unavailable(f"this kernel publishes no BTF ({BTF}): it was built without CONFIG_DEBUG_INFO_BTF")
-    began = time.monotonic()
+def _ensure_tools() -> None:
+    """clang, bpftool and libbpf-dev, installed as root with apt where missing; Unavailable otherwise."""
     if _tools_missing():
         if os.geteuid() == 0 and SYSTEM_PACKAGES.exists() and shutil.which("apt-get"):
             print(f"peerlab: installing {', '.join(_tools_missing())} to build {NAME}, a dilated run's TCP (once)",
@@ -77,6 +80,12 @@ def _build(target: Path) -> None:
         if _tools_missing():
             raise Unavailable(f"building {NAME} needs {', '.join(_tools_missing())}: install them "
                               "(apt-get install clang bpftool libbpf-dev)")
+
+
+def _build(target: Path) -> None:
+    if not BTF.exists():
+        raise Unavailable(f"this kernel publishes no BTF ({BTF}): it was built without CONFIG_DEBUG_INFO_BTF")
+    began = time.monotonic()
     print(f"peerlab: building {NAME} (cubic in experiment time, for dilated runs) once into {target.parent}",
           file=sys.stderr, flush=True)
     target.parent.mkdir(parents=True, exist_ok=True)

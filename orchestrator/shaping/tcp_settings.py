@@ -121,11 +121,16 @@ def host_namespaces_sysctls(plan: RunPlan, run: str) -> dict[str, str]:
     return netns_sysctls(plan.tcp_congestion, plan.dilation, claim_in_experiment_time(plan, run))
 
 
+def wants_experiment_time(plan: RunPlan) -> bool:
+    """Would this run's namespaces get peerlab_cubic where it can be had: dilated, with cubic."""
+    return plan.dilation > 1 and plan.tcp_congestion == "cubic"
+
+
 def claim_in_experiment_time(plan: RunPlan, run: str) -> bool:
     """A dilated run with cubic: peerlab_cubic claimed on this machine's kernel for run `run`
     (`release_host_namespaces` lets it go); False for any other run, or where it cannot be had, then
     with a warning saying why (the run keeps the kernel's cubic)."""
-    if plan.dilation <= 1 or plan.tcp_congestion != "cubic":
+    if not wants_experiment_time(plan):
         return False
     try:
         dilated_cubic.claim(run)
