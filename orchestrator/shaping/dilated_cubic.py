@@ -105,6 +105,23 @@ def _build(target: Path) -> None:
     print(f"peerlab: built {NAME} in {time.monotonic() - began:.1f}s", file=sys.stderr, flush=True)
 
 
+def status() -> tuple[bool, str]:
+    """Can a dilated run here have peerlab_cubic, and in what state is it (for `peerlab doctor`)?
+    Builds, installs and registers nothing."""
+    if not BTF.exists():
+        return False, (f"this kernel publishes no BTF ({BTF}): dilated runs keep the kernel's cubic, whose "
+                       "HyStart and curve run on real time (docs/dilation.md#tcp)")
+    missing = _tools_missing()
+    if missing:
+        return False, (f"not built: needs {', '.join(missing)} (make dev installs them; so does the first "
+                       "dilated run as root); meanwhile dilated runs keep the kernel's cubic")
+    target = object_path(build=False)
+    in_use = "; registered now (a run on this machine is using it)" if registered() else ""
+    if target.exists():
+        return True, f"built ({target}){in_use}: dilated runs with cubic use it"
+    return True, f"not built yet: the first dilated run builds it (about a second), or make dilated-cubic{in_use}"
+
+
 def registered() -> bool:
     try:
         return NAME in AVAILABLE_PATH.read_text().split()

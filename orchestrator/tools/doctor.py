@@ -39,6 +39,10 @@ def checks() -> list[dict[str, Any]]:
             " -> latency for any node implementation without netem (shaping mode 'delayline')" if line else "")})
         if not netem:
             rows.append(_guest_row())
+        from orchestrator.shaping import dilated_cubic
+
+        cubic, cubic_why = dilated_cubic.status()
+        rows.append({"what": f"{dilated_cubic.NAME} (a dilated run's TCP)", "ok": cubic, "detail": cubic_why})
     java = _cmd_version(["java", "-version"])
     rows.append({"what": "java (for PySpark reports)", "ok": java is not None,
                  "detail": java or "missing: apt-get install openjdk-17-jre-headless"})
